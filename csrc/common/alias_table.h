@@ -1,0 +1,107 @@
+// Pieces of the parallel Walker/Vose alias-table construction shared by CPU and CUDA.
+//
+// The sequential "sweep" (Vose 1991; Huebschle-Schneider & Sanders 2019) hands each light
+// bucket (scaled weight s < 1) to the current heavy item, and when a heavy item falls below
+// 1 it becomes a bucket of its own aliased to the next heavy item. Written with prefix sums
+// the sweep has a closed form, which is what makes it parallel:
+//   L_i  = sum of deficits (1 - s) of the lights before light i         (exclusive)
+//   H_j  = sum of surpluses (s - 1) of heavies 0..j                      (inclusive)
+//   light i   -> alias = first heavy j with H_j >= L_i,  prob = s_i
+//   heavy j   -> alias = heavy j + 1, prob = 1 + H_j - (deficits of all lights with L <= H_j)
+//   last heavy-> prob = 1
+// Every prefix sum is computed in one fixed order (chunks of kScanChunk folded left to
+// right, chunk totals scanned the same way, recursively), so the CPU and CUDA builds do
+// the same float64 operations and produce bit-identical tables.
+#pragma once
+
+#include "philox.h"  // FS_HOST_DEVICE
+
+namespace fastsoftmax {
+
+constexpr int64_t kScanChunk = 256;
+
+FS_HOST_DEVICE int64_t num_chunks(int64_t n) { return (n + kScanChunk - 1) / kScanChunk; }
+
+// Left fold of x[begin, end) starting from `start`; writes exclusive prefixes to out when
+// given. Returns the fold's final value.
+FS_HOST_DEVICE double fold_chunk(const double* x, double* out, int64_t begin, int64_t end,
+                                 double start) {
+  double running = start;
+  for (int64_t i = begin; i < end; ++i) {
+    if (out) out[i] = running;
+    running = running + x[i];
+  }
+  return running;
+}
+
+// Scaled weight s = w * V / sum(w) split into its deficit (light) or surplus (heavy) part.
+FS_HOST_DEVICE void split_excess(double scaled, double* deficit, double* surplus,
+                                 int64_t* is_light) {
+  const bool light = scaled < 1.0;
+  *deficit = light ? 1.0 - scaled : 0.0;
+  *surplus = light ? 0.0 : scaled - 1.0;
+  *is_light = light ? 1 : 0;
+}
+
+// First index in a[0, n) with a[idx] >= v (n when none).
+FS_HOST_DEVICE int64_t lower_bound(const double* a, int64_t n, double v) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (a[mid] < v) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
+// First index in a[0, n) with a[idx] > v (n when none).
+FS_HOST_DEVICE int64_t upper_bound(const double* a, int64_t n, double v) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (a[mid] <= v) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
+// Compacted views of the lights and heavies, in index order.
+struct AliasSweep {
+  const double* light_start;  // [nl] exclusive deficit prefix of each light
+  const double* light_end;    // [nl] inclusive deficit prefix of each light
+  const double* heavy_end;    // [nh] inclusive surplus prefix of each heavy
+  const int64_t* heavy_index; // [nh] class id of each heavy
+  int64_t num_light;
+  int64_t num_heavy;
+};
+
+// Table entry of class i, which is light with exclusive deficit prefix `start`.
+FS_HOST_DEVICE void light_entry(const AliasSweep& sw, int64_t i, double scaled, double start,
+                                float* prob, int32_t* alias) {
+  if (sw.num_heavy == 0) {  // all weights equal up to rounding
+    prob[i] = 1.0f;
+    alias[i] = static_cast<int32_t>(i);
+    return;
+  }
+  int64_t donor = lower_bound(sw.heavy_end, sw.num_heavy, start);
+  if (donor >= sw.num_heavy) donor = sw.num_heavy - 1;  // rounding past the last heavy
+  prob[i] = static_cast<float>(scaled);
+  alias[i] = static_cast<int32_t>(sw.heavy_index[donor]);
+}
+
+// Table entry of class i, which is the heavy at compacted position p.
+FS_HOST_DEVICE void heavy_entry(const AliasSweep& sw, int64_t i, int64_t p, float* prob,
+                                int32_t* alias) {
+  if (p == sw.num_heavy - 1) {
+    prob[i] = 1.0f;
+    alias[i] = static_cast<int32_t>(i);
+    return;
+  }
+  const double end = sw.heavy_end[p];
+  const int64_t served = upper_bound(sw.light_start, sw.num_light, end);
+  const double consumed = served > 0 ? sw.light_end[served - 1] : 0.0;
+  double keep = 1.0 + end - consumed;
+  keep = keep < 0.0 ? 0.0 : (keep > 1.0 ? 1.0 : keep);
+  prob[i] = static_cast<float>(keep);
+  alias[i] = static_cast<int32_t>(sw.heavy_index[p + 1]);
+}
+
+}  // namespace fastsoftmax

@@ -1,0 +1,198 @@
+// CPU implementations of the sampler ops: alias-table build, draws with replacement and
+// TensorFlow-style unique candidate sampling. The arithmetic lives in csrc/common so the
+// CUDA file computes the same bits.
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "../common/philox.h"
+#include "../common/sampler_host.h"
+
+namespace fastsoftmax {
+namespace {
+
+constexpr int64_t kGrain = 1 << 14;
+
+struct CpuBackend {
+  // Fixed-order scan: chunk totals, recursive scan of the totals, chunk prefixes.
+  static double scan(const double* x, double* exclusive, int64_t n) {
+    if (n <= kScanChunk) return fold_chunk(x, exclusive, 0, n, 0.0);
+    const int64_t chunks = num_chunks(n);
+    std::vector<double> totals(chunks), offsets(chunks);
+    at::parallel_for(0, chunks, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k)
+        totals[k] = fold_chunk(x, nullptr, k * kScanChunk, std::min(n, (k + 1) * kScanChunk), 0.0);
+    });
+    const double total = scan(totals.data(), offsets.data(), chunks);
+    if (exclusive) {
+      at::parallel_for(0, chunks, 16, [&](int64_t begin, int64_t end) {
+        for (int64_t k = begin; k < end; ++k)
+          fold_chunk(x, exclusive, k * kScanChunk, std::min(n, (k + 1) * kScanChunk), offsets[k]);
+      });
+    }
+    return total;
+  }
+
+  static at::Tensor fixed_scan(const at::Tensor& x, at::Tensor* exclusive) {
+    const double total =
+        scan(x.data_ptr<double>(), exclusive ? exclusive->data_ptr<double>() : nullptr, x.numel());
+    return at::scalar_tensor(total, x.options());
+  }
+
+  static void build(const at::Tensor& scaled, const at::Tensor& is_light,
+                    const at::Tensor& light_start, const at::Tensor& light_end,
+                    const at::Tensor& heavy_end, const at::Tensor& lights_through,
+                    at::Tensor& prob, at::Tensor& alias) {
+    const int64_t n = scaled.numel();
+    const int64_t* through = lights_through.data_ptr<int64_t>();
+    const int64_t num_light = through[n - 1];
+    const bool* light = is_light.data_ptr<bool>();
+    const double* ls = light_start.data_ptr<double>();
+    const double* le = light_end.data_ptr<double>();
+    const double* he = heavy_end.data_ptr<double>();
+    std::vector<double> c_light_start(num_light), c_light_end(num_light),
+        c_heavy_end(n - num_light);
+    std::vector<int64_t> c_heavy_index(n - num_light);
+    at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t lights_before = through[i] - (light[i] ? 1 : 0);
+        if (light[i]) {
+          c_light_start[lights_before] = ls[i];
+          c_light_end[lights_before] = le[i];
+        } else {
+          c_heavy_end[i - lights_before] = he[i];
+          c_heavy_index[i - lights_before] = i;
+        }
+      }
+    });
+    const AliasSweep sweep{c_light_start.data(), c_light_end.data(), c_heavy_end.data(),
+                           c_heavy_index.data(), num_light, n - num_light};
+    const double* s = scaled.data_ptr<double>();
+    float* p = prob.data_ptr<float>();
+    int32_t* a = alias.data_ptr<int32_t>();
+    at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t lights_before = through[i] - (light[i] ? 1 : 0);
+        if (light[i]) light_entry(sweep, i, s[i], ls[i], p, a);
+        else heavy_entry(sweep, i, i - lights_before, p, a);
+      }
+    });
+  }
+};
+
+std::tuple<at::Tensor, at::Tensor> alias_build_cpu(const at::Tensor& weights) {
+  return build_alias_table<CpuBackend>(weights);
+}
+
+const float* prob_ptr(const at::Tensor& t, int64_t kind) {
+  return kind == kAlias ? t.data_ptr<float>() : nullptr;
+}
+const int32_t* alias_ptr(const at::Tensor& t, int64_t kind) {
+  return kind == kAlias ? t.data_ptr<int32_t>() : nullptr;
+}
+
+// Philox words for draws first..first+count-1, one array per word. Kept apart from the
+// table lookups so that the compiler vectorises the rounds (AVX2 clone where available) and
+// so that the lookups of a block are independent loads the core can overlap.
+constexpr int kBlock = 128;
+struct PhiloxBlock {
+  uint32_t w[4][kBlock];
+};
+
+__attribute__((target_clones("avx2", "default"))) void philox_block(uint64_t key,
+                                                                     uint32_t stream,
+                                                                     uint64_t first, int count,
+                                                                     PhiloxBlock& out) {
+  for (int j = 0; j < count; ++j) {
+    const Philox4 r = philox_at(key, stream, first + static_cast<uint64_t>(j));
+    out.w[0][j] = r.x[0];
+    out.w[1][j] = r.x[1];
+    out.w[2][j] = r.x[2];
+    out.w[3][j] = r.x[3];
+  }
+}
+
+// Same values as draw_class() for draws first..first+count-1 (the tests hold the two equal).
+void draw_block(int64_t kind, uint64_t key, uint64_t first, int count, const float* prob,
+                const int32_t* alias, int64_t num_classes, int64_t* out) {
+  PhiloxBlock r;
+  philox_block(key, kStreamSample, first, count, r);
+  if (kind == kUniform) {
+    for (int j = 0; j < count; ++j) out[j] = uniform_index(r.w[0][j], r.w[1][j], num_classes);
+  } else if (kind == kLogUniform) {
+    for (int j = 0; j < count; ++j)
+      out[j] = log_uniform_draw(Philox4{{r.w[0][j], r.w[1][j], r.w[2][j], r.w[3][j]}}, num_classes);
+  } else {
+    for (int j = 0; j < count; ++j) {
+      out[j] = uniform_index(r.w[0][j], r.w[1][j], num_classes);
+      __builtin_prefetch(prob + out[j]);
+      __builtin_prefetch(alias + out[j]);
+    }
+    for (int j = 0; j < count; ++j) {
+      const int64_t bucket = out[j];
+      const double coin = uniform_double(r.w[2][j], r.w[3][j]);
+      out[j] = coin < static_cast<double>(prob[bucket]) ? bucket : alias[bucket];
+    }
+  }
+}
+
+at::Tensor sample_cpu(const at::Tensor& prob, const at::Tensor& alias, const at::Tensor& seed,
+                      int64_t num_classes, int64_t kind, at::IntArrayRef size) {
+  check_sample_args(prob, alias, seed, num_classes, kind);
+  at::Tensor out = at::empty(size, seed.options().dtype(at::kLong));
+  const uint64_t key = static_cast<uint64_t>(seed.item<int64_t>());
+  const float* p = prob_ptr(prob, kind);
+  const int32_t* a = alias_ptr(alias, kind);
+  int64_t* o = out.data_ptr<int64_t>();
+  const int64_t blocks = (out.numel() + kBlock - 1) / kBlock;
+  at::parallel_for(0, blocks, kGrain / kBlock, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t first = b * kBlock;
+      const int count = static_cast<int>(std::min<int64_t>(kBlock, out.numel() - first));
+      draw_block(kind, key, static_cast<uint64_t>(first), count, p, a, num_classes, o + first);
+    }
+  });
+  return out;
+}
+
+// TensorFlow's unique sampling: draw until num_sampled distinct ids are seen, in order of
+// first appearance; num_tries counts every draw taken. The caller guarantees that at least
+// num_sampled classes have non-zero probability.
+std::tuple<at::Tensor, at::Tensor> sample_unique_cpu(const at::Tensor& prob,
+                                                     const at::Tensor& alias,
+                                                     const at::Tensor& seed, int64_t num_classes,
+                                                     int64_t kind, int64_t num_sampled) {
+  check_sample_args(prob, alias, seed, num_classes, kind);
+  TORCH_CHECK_VALUE(num_sampled > 0 && num_sampled <= num_classes,
+                    "num_sampled must be in [1, num_classes], got ", num_sampled);
+  at::Tensor out = at::empty({num_sampled}, seed.options().dtype(at::kLong));
+  const uint64_t key = static_cast<uint64_t>(seed.item<int64_t>());
+  const float* p = prob_ptr(prob, kind);
+  const int32_t* a = alias_ptr(alias, kind);
+  int64_t* o = out.data_ptr<int64_t>();
+  std::vector<uint64_t> seen((num_classes + 63) / 64, 0);
+  int64_t picked = 0;
+  uint64_t tries = 0;
+  while (picked < num_sampled) {
+    const int64_t c = draw_class(kind, key, kStreamUnique, tries++, p, a, num_classes);
+    uint64_t& word = seen[c >> 6];
+    const uint64_t bit = uint64_t{1} << (c & 63);
+    if (!(word & bit)) {
+      word |= bit;
+      o[picked++] = c;
+    }
+  }
+  return {out, at::scalar_tensor(static_cast<int64_t>(tries), seed.options().dtype(at::kLong))};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(fastsoftmax, CPU, m) {
+  m.impl("alias_build", &alias_build_cpu);
+  m.impl("sample", &sample_cpu);
+  m.impl("sample_unique", &sample_unique_cpu);
+}
+
+}  // namespace fastsoftmax

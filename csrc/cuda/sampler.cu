@@ -1,0 +1,326 @@
+// CUDA implementations of the sampler ops. The arithmetic is shared with the CPU file
+// (csrc/common), so a table built here is bit-identical to one built on the CPU and the same
+// seed draws the same ids. Nothing here synchronises with the host except the weight check
+// in alias_build.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <climits>
+
+#include "../common/philox.h"
+#include "../common/sampler_host.h"
+
+namespace fastsoftmax {
+namespace {
+
+constexpr int kThreads = 256;
+
+int64_t grid_for(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return blocks < 1 ? 1 : (blocks > (1 << 20) ? (1 << 20) : blocks);
+}
+
+// ---- fixed-order scan (one thread per chunk; see alias_table.h) ---------------------------
+
+__global__ void chunk_totals_kernel(const double* x, int64_t n, double* totals) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= num_chunks(n)) return;
+  const int64_t end = (k + 1) * kScanChunk < n ? (k + 1) * kScanChunk : n;
+  totals[k] = fold_chunk(x, nullptr, k * kScanChunk, end, 0.0);
+}
+
+__global__ void chunk_prefix_kernel(const double* x, double* exclusive, int64_t n,
+                                    const double* offsets) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= num_chunks(n)) return;
+  const int64_t end = (k + 1) * kScanChunk < n ? (k + 1) * kScanChunk : n;
+  fold_chunk(x, exclusive, k * kScanChunk, end, offsets[k]);
+}
+
+__global__ void fold_small_kernel(const double* x, double* exclusive, int64_t n, double* total) {
+  *total = fold_chunk(x, exclusive, 0, n, 0.0);
+}
+
+struct CudaBackend {
+  static void scan(const double* x, double* exclusive, int64_t n, double* total,
+                   const at::TensorOptions& options, cudaStream_t stream) {
+    if (n <= kScanChunk) {
+      fold_small_kernel<<<1, 1, 0, stream>>>(x, exclusive, n, total);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return;
+    }
+    const int64_t chunks = num_chunks(n);
+    at::Tensor totals = at::empty({chunks}, options), offsets = at::empty({chunks}, options);
+    const int64_t grid = (chunks + kThreads - 1) / kThreads;
+    chunk_totals_kernel<<<grid, kThreads, 0, stream>>>(x, n, totals.data_ptr<double>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    scan(totals.data_ptr<double>(), offsets.data_ptr<double>(), chunks, total, options, stream);
+    if (exclusive) {
+      chunk_prefix_kernel<<<grid, kThreads, 0, stream>>>(x, exclusive, n,
+                                                         offsets.data_ptr<double>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+  }
+
+  static at::Tensor fixed_scan(const at::Tensor& x, at::Tensor* exclusive) {
+    at::Tensor total = at::empty({}, x.options());
+    scan(x.data_ptr<double>(), exclusive ? exclusive->data_ptr<double>() : nullptr, x.numel(),
+         total.data_ptr<double>(), x.options(), c10::cuda::getCurrentCUDAStream());
+    return total;
+  }
+
+  static void build(const at::Tensor& scaled, const at::Tensor& is_light,
+                    const at::Tensor& light_start, const at::Tensor& light_end,
+                    const at::Tensor& heavy_end, const at::Tensor& lights_through,
+                    at::Tensor& prob, at::Tensor& alias);
+};
+
+// ---- alias-table build ---------------------------------------------------------------------
+
+struct BuildParams {
+  int64_t n;
+  const double* scaled;
+  const bool* is_light;
+  const double* light_start;  // exclusive deficit prefix, per class
+  const double* light_end;    // inclusive deficit prefix, per class
+  const double* heavy_end;    // inclusive surplus prefix, per class
+  const int64_t* lights_through;
+  double* c_light_start;  // compacted, capacity n
+  double* c_light_end;
+  double* c_heavy_end;
+  int64_t* c_heavy_index;
+  float* prob;
+  int32_t* alias;
+};
+
+__global__ void compact_kernel(BuildParams p) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const bool light = p.is_light[i];
+    const int64_t lights_before = p.lights_through[i] - (light ? 1 : 0);
+    if (light) {
+      p.c_light_start[lights_before] = p.light_start[i];
+      p.c_light_end[lights_before] = p.light_end[i];
+    } else {
+      p.c_heavy_end[i - lights_before] = p.heavy_end[i];
+      p.c_heavy_index[i - lights_before] = i;
+    }
+  }
+}
+
+__global__ void finalize_kernel(BuildParams p) {
+  const int64_t num_light = p.lights_through[p.n - 1];
+  const AliasSweep sweep{p.c_light_start, p.c_light_end, p.c_heavy_end, p.c_heavy_index,
+                         num_light, p.n - num_light};
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const bool light = p.is_light[i];
+    const int64_t lights_before = p.lights_through[i] - (light ? 1 : 0);
+    if (light) light_entry(sweep, i, p.scaled[i], p.light_start[i], p.prob, p.alias);
+    else heavy_entry(sweep, i, i - lights_before, p.prob, p.alias);
+  }
+}
+
+void CudaBackend::build(const at::Tensor& scaled, const at::Tensor& is_light,
+                        const at::Tensor& light_start, const at::Tensor& light_end,
+                        const at::Tensor& heavy_end, const at::Tensor& lights_through,
+                        at::Tensor& prob, at::Tensor& alias) {
+  const int64_t n = scaled.numel();
+  // Compacted arrays sized n: the split between lights and heavies stays on the device.
+  at::Tensor c_light_start = at::empty({n}, scaled.options());
+  at::Tensor c_light_end = at::empty({n}, scaled.options());
+  at::Tensor c_heavy_end = at::empty({n}, scaled.options());
+  at::Tensor c_heavy_index = at::empty({n}, scaled.options().dtype(at::kLong));
+  const BuildParams p{n,
+                      scaled.data_ptr<double>(),
+                      is_light.data_ptr<bool>(),
+                      light_start.data_ptr<double>(),
+                      light_end.data_ptr<double>(),
+                      heavy_end.data_ptr<double>(),
+                      lights_through.data_ptr<int64_t>(),
+                      c_light_start.data_ptr<double>(),
+                      c_light_end.data_ptr<double>(),
+                      c_heavy_end.data_ptr<double>(),
+                      c_heavy_index.data_ptr<int64_t>(),
+                      prob.data_ptr<float>(),
+                      alias.data_ptr<int32_t>()};
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  compact_kernel<<<grid_for(n), kThreads, 0, stream>>>(p);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  finalize_kernel<<<grid_for(n), kThreads, 0, stream>>>(p);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+std::tuple<at::Tensor, at::Tensor> alias_build_cuda(const at::Tensor& weights) {
+  const c10::cuda::CUDAGuard guard(weights.device());
+  return build_alias_table<CudaBackend>(weights);
+}
+
+// ---- draws ---------------------------------------------------------------------------------
+
+template <int64_t Kind>
+__global__ void sample_kernel(const float* prob, const int32_t* alias, const int64_t* seed,
+                              int64_t num_classes, int64_t n, int64_t* out) {
+  const uint64_t key = static_cast<uint64_t>(seed[0]);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = draw_class(Kind, key, kStreamSample, static_cast<uint64_t>(i), prob, alias,
+                        num_classes);
+}
+
+const float* prob_ptr(const at::Tensor& t, int64_t kind) {
+  return kind == kAlias ? t.data_ptr<float>() : nullptr;
+}
+const int32_t* alias_ptr(const at::Tensor& t, int64_t kind) {
+  return kind == kAlias ? t.data_ptr<int32_t>() : nullptr;
+}
+
+at::Tensor sample_cuda(const at::Tensor& prob, const at::Tensor& alias, const at::Tensor& seed,
+                       int64_t num_classes, int64_t kind, at::IntArrayRef size) {
+  check_sample_args(prob, alias, seed, num_classes, kind);
+  const c10::cuda::CUDAGuard guard(seed.device());
+  at::Tensor out = at::empty(size, seed.options().dtype(at::kLong));
+  const int64_t n = out.numel();
+  if (n == 0) return out;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const float* p = prob_ptr(prob, kind);
+  const int32_t* a = alias_ptr(alias, kind);
+  const int64_t* s = seed.data_ptr<int64_t>();
+  int64_t* o = out.data_ptr<int64_t>();
+  if (kind == kAlias) {
+    sample_kernel<kAlias><<<grid_for(n), kThreads, 0, stream>>>(p, a, s, num_classes, n, o);
+  } else if (kind == kLogUniform) {
+    sample_kernel<kLogUniform><<<grid_for(n), kThreads, 0, stream>>>(p, a, s, num_classes, n, o);
+  } else {
+    sample_kernel<kUniform><<<grid_for(n), kThreads, 0, stream>>>(p, a, s, num_classes, n, o);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
+// ---- unique candidates ---------------------------------------------------------------------
+// One block replays TensorFlow's sequential rejection loop 1024 draws at a time: a draw is
+// kept when its class was not kept in an earlier round and no lower-numbered draw of this
+// round has the same class; a block scan ranks the kept draws in draw order, and the draw
+// that completes the set fixes num_tries. Same result as the CPU loop, draw for draw.
+
+constexpr int kUniqueThreads = 1024;
+constexpr int kHashSlots = 2048;  // power of two, twice the draws of a round
+
+__device__ int block_exclusive_scan(int value, int* total, int* warp_sums) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int inclusive = value;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const int other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += other;
+  }
+  if (lane == 31) warp_sums[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    const int num_warps = blockDim.x >> 5;
+    int w = lane < num_warps ? warp_sums[lane] : 0;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const int other = __shfl_up_sync(0xffffffffu, w, offset);
+      if (lane >= offset) w += other;
+    }
+    if (lane < num_warps) warp_sums[lane] = w;  // inclusive over warps
+  }
+  __syncthreads();
+  *total = warp_sums[(blockDim.x >> 5) - 1];
+  const int before = warp == 0 ? 0 : warp_sums[warp - 1];
+  return before + inclusive - value;
+}
+
+template <int64_t Kind>
+__global__ void __launch_bounds__(kUniqueThreads)
+    sample_unique_kernel(const float* prob, const int32_t* alias, const int64_t* seed,
+                         int64_t num_classes, int64_t num_sampled, unsigned long long* seen,
+                         int64_t* out, int64_t* num_tries) {
+  __shared__ unsigned long long keys[kHashSlots];
+  __shared__ int first_draw[kHashSlots];
+  __shared__ int warp_sums[32];
+  __shared__ long long kept_so_far;
+  const int t = threadIdx.x;
+  const uint64_t key = static_cast<uint64_t>(seed[0]);
+  constexpr unsigned long long kEmpty = ~0ull;
+  if (t == 0) kept_so_far = 0;
+  for (uint64_t base = 0;; base += kUniqueThreads) {
+    for (int k = t; k < kHashSlots; k += blockDim.x) {
+      keys[k] = kEmpty;
+      first_draw[k] = INT_MAX;
+    }
+    __syncthreads();
+    const long long kept = kept_so_far;
+    if (kept >= num_sampled) break;  // uniform across the block
+    const int64_t c = draw_class(Kind, key, kStreamUnique, base + t, prob, alias, num_classes);
+    const bool seen_before = (seen[c >> 6] >> (c & 63)) & 1ull;
+    unsigned slot = static_cast<unsigned>((static_cast<uint64_t>(c) * 0x9E3779B97F4A7C15ull) >> 53) &
+                    (kHashSlots - 1);
+    while (true) {
+      const unsigned long long prev =
+          atomicCAS(&keys[slot], kEmpty, static_cast<unsigned long long>(c));
+      if (prev == kEmpty || prev == static_cast<unsigned long long>(c)) break;
+      slot = (slot + 1) & (kHashSlots - 1);
+    }
+    atomicMin(&first_draw[slot], t);
+    __syncthreads();
+    const int is_new = (!seen_before && first_draw[slot] == t) ? 1 : 0;
+    int new_in_round = 0;
+    const int rank = block_exclusive_scan(is_new, &new_in_round, warp_sums);
+    if (is_new && kept + rank < num_sampled) {
+      out[kept + rank] = c;
+      atomicOr(&seen[c >> 6], 1ull << (c & 63));
+      if (kept + rank == num_sampled - 1) *num_tries = static_cast<int64_t>(base + t + 1);
+    }
+    __syncthreads();
+    if (t == 0) kept_so_far = kept + new_in_round;
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor> sample_unique_cuda(const at::Tensor& prob,
+                                                      const at::Tensor& alias,
+                                                      const at::Tensor& seed,
+                                                      int64_t num_classes, int64_t kind,
+                                                      int64_t num_sampled) {
+  check_sample_args(prob, alias, seed, num_classes, kind);
+  TORCH_CHECK_VALUE(num_sampled > 0 && num_sampled <= num_classes,
+                    "num_sampled must be in [1, num_classes], got ", num_sampled);
+  const c10::cuda::CUDAGuard guard(seed.device());
+  at::Tensor out = at::empty({num_sampled}, seed.options().dtype(at::kLong));
+  at::Tensor tries = at::empty({}, seed.options().dtype(at::kLong));
+  at::Tensor seen = at::zeros({(num_classes + 63) / 64}, seed.options().dtype(at::kLong));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const float* p = prob_ptr(prob, kind);
+  const int32_t* a = alias_ptr(alias, kind);
+  auto* bits = reinterpret_cast<unsigned long long*>(seen.data_ptr<int64_t>());
+  const int64_t* s = seed.data_ptr<int64_t>();
+  int64_t* o = out.data_ptr<int64_t>();
+  int64_t* nt = tries.data_ptr<int64_t>();
+  if (kind == kAlias) {
+    sample_unique_kernel<kAlias>
+        <<<1, kUniqueThreads, 0, stream>>>(p, a, s, num_classes, num_sampled, bits, o, nt);
+  } else if (kind == kLogUniform) {
+    sample_unique_kernel<kLogUniform>
+        <<<1, kUniqueThreads, 0, stream>>>(p, a, s, num_classes, num_sampled, bits, o, nt);
+  } else {
+    sample_unique_kernel<kUniform>
+        <<<1, kUniqueThreads, 0, stream>>>(p, a, s, num_classes, num_sampled, bits, o, nt);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {out, tries};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, m) {
+  m.impl("alias_build", &alias_build_cuda);
+  m.impl("sample", &sample_cuda);
+  m.impl("sample_unique", &sample_unique_cuda);
+}
+
+}  // namespace fastsoftmax

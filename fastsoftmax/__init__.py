@@ -1,0 +1,34 @@
+"""fastsoftmax: cheap large-vocabulary output layers for PyTorch.
+
+Samplers (alias tables, log-uniform, uniform) and sampled losses with native CPU and CUDA
+kernels, registered as torch ops.
+"""
+
+from . import ops
+from .samplers import (
+    AliasSampler,
+    LogUniformSampler,
+    SampledValues,
+    Sampler,
+    UniformSampler,
+    UnigramSampler,
+)
+
+__version__ = "0.1.0"
+
+
+def build_info() -> dict:
+    """How the compiled extension was built: CUDA compiled in or not, its CUDA version and
+    arch list, the torch version it was built against."""
+    return dict(ops._C.build_info())
+
+
+__all__ = [
+    "AliasSampler",
+    "LogUniformSampler",
+    "SampledValues",
+    "Sampler",
+    "UniformSampler",
+    "UnigramSampler",
+    "build_info",
+]

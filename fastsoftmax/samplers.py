@@ -1,0 +1,252 @@
+"""Candidate samplers: alias tables (any weights, unigram^power), log-uniform and uniform.
+
+All draws come from one Philox stream keyed by a seed taken from a CPU torch.Generator, so
+results repeat under torch.manual_seed and agree between CPU and CUDA. `candidates` follows
+TensorFlow's candidate samplers (tf.random.*_candidate_sampler).
+"""
+
+import math
+from typing import NamedTuple, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from . import ops
+
+DeviceLike = Union[str, torch.device, None]
+
+
+class SampledValues(NamedTuple):
+    """What a candidate sampler returns, as TensorFlow's candidate samplers do.
+
+    sampled_candidates: int64 [S]; true_expected_count: float32, shaped like true_classes;
+    sampled_expected_count: float32 [S].
+    """
+
+    sampled_candidates: Tensor
+    true_expected_count: Tensor
+    sampled_expected_count: Tensor
+
+
+def _shape(shape) -> tuple:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
+        shape = tuple(shape[0])
+    for s in shape:
+        if not isinstance(s, int) or isinstance(s, bool) or s < 0:
+            if isinstance(s, torch.SymInt):
+                continue
+            raise ValueError(f"sample shape must be non-negative ints, got {tuple(shape)}")
+    return tuple(shape)
+
+
+class Sampler:
+    """Base class: a distribution over classes 0..num_classes-1 that draws natively."""
+
+    _kind: int
+
+    def __init__(self, num_classes: int, device: DeviceLike):
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int):
+            raise TypeError(f"num_classes must be an int, got {type(num_classes).__name__}")
+        if num_classes <= 0:
+            raise ValueError(f"num_classes must be positive, got {num_classes}")
+        self.num_classes = num_classes
+        self.device = torch.device(device if device is not None else "cpu")
+        self._table = (torch.empty(0, device=self.device), torch.empty(0, device=self.device))
+
+    # -- distribution -------------------------------------------------------------------
+    def _prob_of(self, ids: Tensor) -> Tensor:
+        """float64 probability of each (already validated) id."""
+        raise NotImplementedError
+
+    @property
+    def probs(self) -> Tensor:
+        """float32 [V], sums to 1."""
+        ids = torch.arange(self.num_classes, device=self.device)
+        return self._prob_of(ids).float()
+
+    def _check_ids(self, ids: Tensor, name: str) -> Tensor:
+        if not isinstance(ids, Tensor):
+            raise TypeError(f"{name} must be a tensor, got {type(ids).__name__}")
+        if ids.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"{name} must be an int64 (or int32) tensor, got {ids.dtype}")
+        if ids.device != self.device:
+            raise ValueError(f"{name} is on {ids.device} but the sampler is on {self.device}")
+        if ids.numel() and bool(((ids < 0) | (ids >= self.num_classes)).any()):
+            lo, hi = int(ids.min()), int(ids.max())
+            raise ValueError(
+                f"{name} must lie in [0, {self.num_classes}); found values in [{lo}, {hi}]"
+            )
+        return ids.long()
+
+    def log_prob(self, ids: Tensor) -> Tensor:
+        """float32 log-probability of each id (same shape)."""
+        ids = self._check_ids(ids, "ids")
+        return self._prob_of(ids).log().float()
+
+    # -- drawing ------------------------------------------------------------------------
+    def sample(self, *shape, generator: Optional[torch.Generator] = None) -> Tensor:
+        """int64 ids of the given shape, drawn independently with replacement."""
+        shape = _shape(shape)
+        seed = ops.draw_seed(generator, self.device)
+        prob, alias = self._table
+        return ops.sample(prob, alias, seed, self.num_classes, self._kind, shape)
+
+    def candidates(
+        self,
+        true_classes: Tensor,
+        num_sampled: int,
+        *,
+        unique: bool = True,
+        generator: Optional[torch.Generator] = None,
+    ) -> SampledValues:
+        """TensorFlow candidate-sampler semantics.
+
+        One set of `num_sampled` candidates (distinct when `unique`, by rejection) and the
+        expected number of times each true and sampled class appears in it: `num_sampled * p`
+        without `unique`, `1 - (1 - p)^num_tries` with it, num_tries being every draw taken.
+        """
+        true_classes = self._check_ids(true_classes, "true_classes")
+        if isinstance(num_sampled, bool) or not isinstance(num_sampled, int):
+            raise TypeError(f"num_sampled must be an int, got {type(num_sampled).__name__}")
+        if num_sampled <= 0:
+            raise ValueError(f"num_sampled must be positive, got {num_sampled}")
+        if unique and num_sampled > self._num_possible:
+            raise ValueError(
+                f"cannot draw {num_sampled} distinct candidates: only {self._num_possible} "
+                "classes have non-zero probability (use unique=False or fewer samples)"
+            )
+        seed = ops.draw_seed(generator, self.device)
+        prob, alias = self._table
+        p_true = self._prob_of(true_classes)
+        if unique:
+            sampled, tries = ops.sample_unique(
+                prob, alias, seed, self.num_classes, self._kind, num_sampled
+            )
+            p_sampled = self._prob_of(sampled)
+            tries = tries.double()
+            true_count = -torch.expm1(tries * torch.log1p(-p_true))
+            sampled_count = -torch.expm1(tries * torch.log1p(-p_sampled))
+        else:
+            sampled = ops.sample(prob, alias, seed, self.num_classes, self._kind, (num_sampled,))
+            true_count = num_sampled * p_true
+            sampled_count = num_sampled * self._prob_of(sampled)
+        return SampledValues(sampled, true_count.float(), sampled_count.float())
+
+    @property
+    def _num_possible(self) -> int:
+        return self.num_classes
+
+    # -- placement ----------------------------------------------------------------------
+    def to(self, device: DeviceLike) -> "Sampler":
+        """The same distribution on another device (tables copied, never rebuilt)."""
+        device = torch.device(device)
+        if device == self.device:
+            return self
+        other = self.__class__.__new__(self.__class__)
+        other.__dict__.update(self.__dict__)
+        other.device = device
+        for name, value in self.__dict__.items():
+            if isinstance(value, Tensor):
+                setattr(other, name, value.to(device))
+        other._table = tuple(t.to(device) for t in self._table)
+        return other
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_classes={self.num_classes}, device={self.device})"
+
+
+class AliasSampler(Sampler):
+    """Any non-negative finite weights with a positive sum, drawn with a Walker/Vose alias
+    table built natively on `device` in O(V) and sampled in O(1) per draw.
+
+    The table reproduces `weights / weights.sum()` to float32 rounding, also for V in the tens
+    of millions and for heavily skewed (Zipf) weights.
+    """
+
+    _kind = ops.KIND_ALIAS
+
+    def __init__(self, weights, *, device: DeviceLike = None):
+        if not isinstance(weights, Tensor):
+            weights = torch.as_tensor(weights, dtype=torch.float64)
+        if device is None:
+            device = weights.device
+        weights = weights.to(device)
+        if weights.dim() != 1:
+            raise ValueError(f"weights must be 1-D, got shape {tuple(weights.shape)}")
+        super().__init__(weights.numel() if weights.numel() else 1, device)
+        # The native build validates (finite, non-negative, not all zero, non-empty).
+        self._table = ops.alias_build(weights)
+        w = weights.double()
+        self._probs = (w / w.sum()).float()
+        self._possible = int((w > 0).sum())
+
+    @property
+    def probs(self) -> Tensor:
+        return self._probs
+
+    def _prob_of(self, ids: Tensor) -> Tensor:
+        return self._probs[ids].double()
+
+    @property
+    def _num_possible(self) -> int:
+        return self._possible
+
+
+class UnigramSampler(AliasSampler):
+    """counts ** power, as word2vec's negative-sampling table and TensorFlow's
+    fixed_unigram_candidate_sampler (distortion = power); ids below num_reserved_ids get
+    probability 0."""
+
+    def __init__(
+        self,
+        counts,
+        power: float = 0.75,
+        *,
+        num_reserved_ids: int = 0,
+        device: DeviceLike = None,
+    ):
+        if not isinstance(counts, Tensor):
+            counts = torch.as_tensor(counts, dtype=torch.float64)
+        if not counts.is_floating_point():
+            counts = counts.double()
+        if not math.isfinite(power) or power < 0:
+            raise ValueError(f"power must be a finite non-negative number, got {power}")
+        if not 0 <= num_reserved_ids <= counts.numel():
+            raise ValueError(
+                f"num_reserved_ids must be in [0, {counts.numel()}], got {num_reserved_ids}"
+            )
+        if counts.dim() == 1 and counts.numel() and bool((counts < 0).any()):
+            raise ValueError("counts must be non-negative (found a negative count)")
+        weights = counts.double() ** power
+        if num_reserved_ids:
+            weights[:num_reserved_ids] = 0.0
+        super().__init__(weights, device=device)
+        self.power = power
+        self.num_reserved_ids = num_reserved_ids
+
+
+class LogUniformSampler(Sampler):
+    """P(c) = log((c + 2) / (c + 1)) / log(V + 1): the Zipfian sampler of TensorFlow's
+    log_uniform_candidate_sampler, for class ids sorted by decreasing frequency.
+    Drawn by inversion; no table."""
+
+    _kind = ops.KIND_LOG_UNIFORM
+
+    def __init__(self, num_classes: int, *, device: DeviceLike = None):
+        super().__init__(num_classes, device)
+
+    def _prob_of(self, ids: Tensor) -> Tensor:
+        c = ids.double()
+        return torch.log1p(1.0 / (c + 1.0)) / math.log1p(self.num_classes)
+
+
+class UniformSampler(Sampler):
+    """P(c) = 1 / V."""
+
+    _kind = ops.KIND_UNIFORM
+
+    def __init__(self, num_classes: int, *, device: DeviceLike = None):
+        super().__init__(num_classes, device)
+
+    def _prob_of(self, ids: Tensor) -> Tensor:
+        return torch.full(ids.shape, 1.0 / self.num_classes, dtype=torch.float64, device=ids.device)
