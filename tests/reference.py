@@ -1,0 +1,97 @@
+"""Plain definitions of every fastsoftmax op, written for clarity, used by the tests.
+
+Samplers: a numpy Philox4x32-10 and the draw rules of csrc/common/philox.h, so that the
+native draws can be checked value for value (which also pins down that CPU and CUDA agree).
+"""
+
+import math
+
+import numpy as np
+import torch
+
+# ---------------------------------------------------------------------------------------
+# Samplers
+# ---------------------------------------------------------------------------------------
+
+M32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32_10(counter_lo: np.ndarray, counter_hi: np.ndarray, stream: int, seed: int):
+    """Philox4x32-10 of counters (lo, hi, stream, 0) under key = 64-bit seed; uint32 words."""
+    c0 = counter_lo.astype(np.uint64)
+    c1 = counter_hi.astype(np.uint64)
+    c2 = np.full_like(c0, stream)
+    c3 = np.zeros_like(c0)
+    seed &= (1 << 64) - 1
+    k0, k1 = np.uint64(seed & 0xFFFFFFFF), np.uint64(seed >> 32)
+    m0, m1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
+    for _ in range(10):
+        p0, p1 = m0 * c0, m1 * c2  # exact: both factors < 2^32
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ k0), p1 & M32, ((p0 >> np.uint64(32)) ^ c3 ^ k1), p0 & M32
+        k0 = (k0 + np.uint64(0x9E3779B9)) & M32
+        k1 = (k1 + np.uint64(0xBB67AE85)) & M32
+    return c0, c1, c2, c3
+
+
+def _uniform_index(hi, lo, n: int) -> np.ndarray:
+    bits = [(int(h) << 32) | int(l) for h, l in zip(hi, lo)]
+    return np.array([(b * n) >> 64 for b in bits], dtype=np.int64)
+
+
+def _uniform_double(hi, lo) -> np.ndarray:
+    bits = (hi.astype(np.uint64) << np.uint64(21)) | (lo.astype(np.uint64) >> np.uint64(11))
+    return bits.astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
+def draw_reference(kind: int, seed: int, stream: int, first: int, count: int, num_classes: int,
+                   prob=None, alias=None) -> np.ndarray:
+    """Draws first..first+count-1 of the stream, exactly as the native kernels make them.
+    kind: 0 alias table (prob float32, alias int32 numpy arrays), 1 uniform, 2 log-uniform."""
+    index = np.arange(first, first + count, dtype=np.uint64)
+    w0, w1, w2, w3 = philox4x32_10(index & M32, index >> np.uint64(32), stream, seed)
+    if kind == 1:
+        return _uniform_index(w0, w1, num_classes)
+    if kind == 2:
+        u = _uniform_double(w0, w1)
+        c = np.floor(np.exp(u * math.log1p(num_classes))).astype(np.int64) - 1
+        return np.clip(c, 0, num_classes - 1)
+    bucket = _uniform_index(w0, w1, num_classes)
+    coin = _uniform_double(w2, w3)
+    keep = coin < prob[bucket].astype(np.float64)
+    return np.where(keep, bucket, alias[bucket].astype(np.int64))
+
+
+def unique_reference(kind, seed, num_classes, num_sampled, prob=None, alias=None):
+    """TensorFlow's rejection loop over the unique-stream draws: (candidates, num_tries)."""
+    picked, seen, tries, first = [], set(), 0, 0
+    while len(picked) < num_sampled:
+        block = draw_reference(kind, seed, 1, first, 4096, num_classes, prob, alias)
+        first += 4096
+        for c in block.tolist():
+            tries += 1
+            if c not in seen:
+                seen.add(c)
+                picked.append(c)
+                if len(picked) == num_sampled:
+                    break
+    return np.array(picked, dtype=np.int64), tries
+
+
+def alias_implied_probs(prob: torch.Tensor, alias: torch.Tensor) -> torch.Tensor:
+    """The distribution an alias table draws from: (keep mass + mass aliased in) / V."""
+    prob = prob.double().cpu()
+    mass = prob.clone()
+    mass.index_add_(0, alias.long().cpu(), 1.0 - prob)
+    return mass / prob.numel()
+
+
+def log_uniform_probs(num_classes: int) -> torch.Tensor:
+    c = torch.arange(num_classes, dtype=torch.float64)
+    return torch.log((c + 2) / (c + 1)) / math.log(num_classes + 1)
+
+
+def expected_count(p: torch.Tensor, num_sampled: int, num_tries, unique: bool) -> torch.Tensor:
+    """Expected occurrences of classes of probability p in one candidate set."""
+    if not unique:
+        return num_sampled * p
+    return 1.0 - (1.0 - p) ** num_tries
