@@ -39,6 +39,15 @@ def _shape(shape) -> tuple:
     return tuple(shape)
 
 
+def _unique_expected_count(p: Tensor, tries: Tensor, num_sampled: int) -> Tensor:
+    """TensorFlow's ExpectedCountHelper: the chance that a class shows up in num_tries draws,
+    -expm1(num_tries * log1p(-p)), except p * num_sampled when nothing was rejected."""
+    tries = tries.double()
+    return torch.where(
+        tries == num_sampled, num_sampled * p, -torch.expm1(tries * torch.log1p(-p))
+    )
+
+
 class Sampler:
     """Base class: a distribution over classes 0..num_classes-1 that draws natively."""
 
@@ -103,7 +112,8 @@ class Sampler:
 
         One set of `num_sampled` candidates (distinct when `unique`, by rejection) and the
         expected number of times each true and sampled class appears in it: `num_sampled * p`
-        without `unique`, `1 - (1 - p)^num_tries` with it, num_tries being every draw taken.
+        without `unique`, `1 - (1 - p)^num_tries` with it, num_tries being every draw taken
+        (like TensorFlow, `num_sampled * p` also when no draw was rejected).
         """
         true_classes = self._check_ids(true_classes, "true_classes")
         if isinstance(num_sampled, bool) or not isinstance(num_sampled, int):
@@ -122,10 +132,8 @@ class Sampler:
             sampled, tries = ops.sample_unique(
                 prob, alias, seed, self.num_classes, self._kind, num_sampled
             )
-            p_sampled = self._prob_of(sampled)
-            tries = tries.double()
-            true_count = -torch.expm1(tries * torch.log1p(-p_true))
-            sampled_count = -torch.expm1(tries * torch.log1p(-p_sampled))
+            true_count = _unique_expected_count(p_true, tries, num_sampled)
+            sampled_count = _unique_expected_count(self._prob_of(sampled), tries, num_sampled)
         else:
             sampled = ops.sample(prob, alias, seed, self.num_classes, self._kind, (num_sampled,))
             true_count = num_sampled * p_true
@@ -168,6 +176,10 @@ class AliasSampler(Sampler):
     def __init__(self, weights, *, device: DeviceLike = None):
         if not isinstance(weights, Tensor):
             weights = torch.as_tensor(weights, dtype=torch.float64)
+        if weights.dtype == torch.bool or weights.is_complex():
+            raise TypeError(f"weights must be real numbers, got {weights.dtype}")
+        if not weights.is_floating_point():
+            weights = weights.double()  # integer counts are fine
         if device is None:
             device = weights.device
         weights = weights.to(device)

@@ -92,6 +92,6 @@ def log_uniform_probs(num_classes: int) -> torch.Tensor:
 
 def expected_count(p: torch.Tensor, num_sampled: int, num_tries, unique: bool) -> torch.Tensor:
     """Expected occurrences of classes of probability p in one candidate set."""
-    if not unique:
+    if not unique or num_tries == num_sampled:  # TensorFlow's shortcut, as the native side
         return num_sampled * p
     return 1.0 - (1.0 - p) ** num_tries

@@ -1,0 +1,36 @@
+"""The extension's build facts and the messages a broken install gives."""
+
+import sys
+
+import pytest
+import torch
+
+import fastsoftmax
+from fastsoftmax import _loader
+
+
+def test_build_info():
+    info = fastsoftmax.build_info()
+    assert info["torch_version"] == torch.__version__
+    assert isinstance(info["cuda"], bool)
+    if info["cuda"]:
+        assert info["cuda_arch_list"]
+    assert set(info) >= {"cuda", "cuda_version", "cuda_arch_list", "torch_version"}
+
+
+def test_mismatched_torch_is_refused(monkeypatch):
+    monkeypatch.setattr(fastsoftmax.ops._C, "build_info", lambda: {"torch_version": "1.0.0"})
+    with pytest.raises(ImportError, match="built against torch 1.0.0.*--no-build-isolation"):
+        _loader.load()
+
+
+def test_missing_extension_says_how_to_build(monkeypatch):
+    monkeypatch.delattr(fastsoftmax, "_C")
+    monkeypatch.setitem(sys.modules, "fastsoftmax._C", None)
+    with pytest.raises(ImportError, match="could not be imported.*pip install --no-build-isolation"):
+        _loader.load()
+
+
+def test_ops_registered():
+    for name in ("alias_build", "sample", "sample_unique"):
+        assert hasattr(torch.ops.fastsoftmax, name)
