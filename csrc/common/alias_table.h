@@ -73,32 +73,42 @@ struct AliasSweep {
   int64_t num_heavy;
 };
 
-// Table entry of class i, which is light with exclusive deficit prefix `start`.
-FS_HOST_DEVICE void light_entry(const AliasSweep& sw, int64_t i, double scaled, double start,
+// The heavy that donates to a light whose exclusive deficit prefix is `start`: the first
+// heavy j with H_j >= start. Light starts grow with the class id, so callers that walk the
+// lights in order may instead advance a cursor; both give this value.
+FS_HOST_DEVICE int64_t light_donor(const AliasSweep& sw, double start) {
+  const int64_t donor = lower_bound(sw.heavy_end, sw.num_heavy, start);
+  return donor < sw.num_heavy ? donor : sw.num_heavy - 1;  // rounding past the last heavy
+}
+
+// Number of lights served by heavies 0..p: those with start <= H_p (monotone in p too).
+FS_HOST_DEVICE int64_t lights_served(const AliasSweep& sw, int64_t p) {
+  return upper_bound(sw.light_start, sw.num_light, sw.heavy_end[p]);
+}
+
+// Table entry of class i, a light with scaled weight `scaled`.
+FS_HOST_DEVICE void light_entry(const AliasSweep& sw, int64_t i, double scaled, int64_t donor,
                                 float* prob, int32_t* alias) {
   if (sw.num_heavy == 0) {  // all weights equal up to rounding
     prob[i] = 1.0f;
     alias[i] = static_cast<int32_t>(i);
     return;
   }
-  int64_t donor = lower_bound(sw.heavy_end, sw.num_heavy, start);
-  if (donor >= sw.num_heavy) donor = sw.num_heavy - 1;  // rounding past the last heavy
   prob[i] = static_cast<float>(scaled);
   alias[i] = static_cast<int32_t>(sw.heavy_index[donor]);
 }
 
-// Table entry of class i, which is the heavy at compacted position p.
-FS_HOST_DEVICE void heavy_entry(const AliasSweep& sw, int64_t i, int64_t p, float* prob,
-                                int32_t* alias) {
+// Table entry of class i, the heavy at compacted position p, which with the heavies before
+// it serves the first `served` lights.
+FS_HOST_DEVICE void heavy_entry(const AliasSweep& sw, int64_t i, int64_t p, int64_t served,
+                                float* prob, int32_t* alias) {
   if (p == sw.num_heavy - 1) {
     prob[i] = 1.0f;
     alias[i] = static_cast<int32_t>(i);
     return;
   }
-  const double end = sw.heavy_end[p];
-  const int64_t served = upper_bound(sw.light_start, sw.num_light, end);
   const double consumed = served > 0 ? sw.light_end[served - 1] : 0.0;
-  double keep = 1.0 + end - consumed;
+  double keep = 1.0 + sw.heavy_end[p] - consumed;
   keep = keep < 0.0 ? 0.0 : (keep > 1.0 ? 1.0 : keep);
   prob[i] = static_cast<float>(keep);
   alias[i] = static_cast<int32_t>(sw.heavy_index[p + 1]);

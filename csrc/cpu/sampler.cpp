@@ -72,11 +72,31 @@ struct CpuBackend {
     const double* s = scaled.data_ptr<double>();
     float* p = prob.data_ptr<float>();
     int32_t* a = alias.data_ptr<int32_t>();
+    // Donors and served counts only grow with the class id: one binary search per block,
+    // then cursors (O(V) instead of O(V log V) cache-missing searches).
     at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+      int64_t donor = -1, served = -1;
       for (int64_t i = begin; i < end; ++i) {
         const int64_t lights_before = through[i] - (light[i] ? 1 : 0);
-        if (light[i]) light_entry(sweep, i, s[i], ls[i], p, a);
-        else heavy_entry(sweep, i, i - lights_before, p, a);
+        if (light[i]) {
+          if (sweep.num_heavy == 0) {
+            donor = 0;
+          } else if (donor < 0) {
+            donor = light_donor(sweep, ls[i]);
+          } else {
+            while (donor < sweep.num_heavy - 1 && sweep.heavy_end[donor] < ls[i]) ++donor;
+          }
+          light_entry(sweep, i, s[i], donor, p, a);
+        } else {
+          const int64_t pos = i - lights_before;
+          if (served < 0) {
+            served = lights_served(sweep, pos);
+          } else {
+            while (served < sweep.num_light && sweep.light_start[served] <= sweep.heavy_end[pos])
+              ++served;
+          }
+          heavy_entry(sweep, i, pos, served, p, a);
+        }
       }
     });
   }

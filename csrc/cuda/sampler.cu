@@ -119,8 +119,13 @@ __global__ void finalize_kernel(BuildParams p) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const bool light = p.is_light[i];
     const int64_t lights_before = p.lights_through[i] - (light ? 1 : 0);
-    if (light) light_entry(sweep, i, p.scaled[i], p.light_start[i], p.prob, p.alias);
-    else heavy_entry(sweep, i, i - lights_before, p.prob, p.alias);
+    if (light) {
+      const int64_t donor = sweep.num_heavy ? light_donor(sweep, p.light_start[i]) : 0;
+      light_entry(sweep, i, p.scaled[i], donor, p.prob, p.alias);
+    } else {
+      const int64_t pos = i - lights_before;
+      heavy_entry(sweep, i, pos, lights_served(sweep, pos), p.prob, p.alias);
+    }
   }
 }
 

@@ -1,0 +1,116 @@
+"""Draws per second and table build time of fastsoftmax's samplers against the usual ways
+of drawing from a categorical distribution in PyTorch and numpy.
+
+    python bench/bench_sampler.py [--device cpu|cuda] [--draws 10000000] [--vocab 1e4,1e5,1e6,1e7]
+
+Every provider's draws are checked against the target distribution before it is timed.
+Rows go to bench/results/sampler-<device>.csv.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import fastsoftmax as fs  # noqa: E402
+from common import command_line, device_name, sync, time_it, write_rows  # noqa: E402
+
+
+def zipf_weights(v: int) -> torch.Tensor:
+    """unigram^0.75 of Zipfian counts, in shuffled order (as a real vocabulary's table)."""
+    g = torch.Generator().manual_seed(0)
+    counts = 1e9 / torch.arange(1, v + 1, dtype=torch.float64) ** 1.1
+    return (counts[torch.randperm(v, generator=g)] ** 0.75).float()
+
+
+def check(draws: torch.Tensor, p: torch.Tensor, name: str):
+    """Coarse fit check: the 100 most likely classes' frequencies within 5 sigma + 1e-4."""
+    draws = draws.flatten()[:2_000_000].cpu()
+    n = draws.numel()
+    assert int(draws.min()) >= 0 and int(draws.max()) < p.numel(), name
+    top = torch.topk(p.double().cpu(), min(100, p.numel())).indices
+    freq = torch.bincount(draws, minlength=p.numel()).double()[top] / n
+    expect = p.double().cpu()[top]
+    sigma = torch.sqrt(expect * (1 - expect) / n)
+    bad = (freq - expect).abs() > 5 * sigma + 1e-4
+    assert not bool(bad.any()), f"{name}: draws do not follow the target distribution"
+
+
+def providers(p: torch.Tensor, device: torch.device):
+    """name -> (build(), draw(table, n)); build time is measured separately."""
+    out = {
+        "fastsoftmax.AliasSampler": (
+            lambda: fs.AliasSampler(p, device=device),
+            lambda t, n: t.sample(n),
+        ),
+        "torch.multinomial": (
+            lambda: p,
+            lambda t, n: torch.multinomial(t, n, replacement=True),
+        ),
+        "torch.searchsorted(cumsum)": (
+            lambda: torch.cumsum(p.double(), 0) / p.double().sum(),
+            lambda t, n: torch.searchsorted(t, torch.rand(n, device=device, dtype=torch.float64))
+            .clamp_max_(t.numel() - 1),
+        ),
+    }
+    if device.type == "cpu":
+        rng = np.random.default_rng(0)
+        out["numpy.Generator.choice"] = (
+            lambda: (p.double() / p.double().sum()).numpy(),
+            lambda t, n: torch.from_numpy(rng.choice(t.size, size=n, p=t)),
+        )
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--draws", type=int, default=10_000_000)
+    ap.add_argument("--vocab", default="1e4,1e5,1e6,1e7")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--budget", type=float, default=20.0, help="seconds per timing at most")
+    args = ap.parse_args()
+    device = torch.device(args.device)
+    name = device_name(device)
+    rows = []
+    print(f"device: {name}; {args.draws:.0e} draws per call; medians of up to {args.repeats} runs")
+    print(f"{'provider':28s} {'V':>9s} {'build ms':>10s} {'draw s':>9s} {'draws/s':>10s} {'vs multinomial':>15s}")
+    for v in [int(float(x)) for x in args.vocab.split(",")]:
+        p = zipf_weights(v).to(device)
+        multinomial_s = None
+        for pname, (build, draw) in providers(p, device).items():
+            sync(device)
+            t0 = time.perf_counter()
+            table = build()
+            sync(device)
+            build_ms = 1e3 * (time.perf_counter() - t0)
+            build_med, _, _ = time_it(build, device, repeats=3, warmup=0, budget_s=args.budget)
+            torch.manual_seed(0)
+            check(draw(table, min(args.draws, 2_000_000)), p, pname)
+            med, lo, hi = time_it(lambda: draw(table, args.draws), device, args.repeats,
+                                  budget_s=args.budget)
+            if pname == "torch.multinomial":
+                multinomial_s = med
+            rows.append(dict(device=name, provider=pname, vocab=v, draws=args.draws,
+                             build_ms=round(1e3 * build_med, 3), draw_s_median=round(med, 6),
+                             draw_s_min=round(lo, 6), draw_s_max=round(hi, 6),
+                             draws_per_s=round(args.draws / med), command=command_line()))
+            del build_ms
+        for r in rows:
+            if r["vocab"] == v and multinomial_s:
+                r["speedup_vs_multinomial"] = round(multinomial_s / r["draw_s_median"], 2)
+        for r in (r for r in rows if r["vocab"] == v):
+            print(f"{r['provider']:28s} {v:9d} {r['build_ms']:10.2f} {r['draw_s_median']:9.4f} "
+                  f"{r['draws_per_s']:10.3g} {r['speedup_vs_multinomial']:14.2f}x")
+    path = write_rows(f"sampler-{device.type}.csv", rows)
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
