@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One call on a GPU machine (the device tool): build against the machine's CUDA torch, run the
+# whole test suite (CUDA tests included), then the GPU benchmarks. Results land in
+# bench/results/ and, when $OUT is set, are copied there too.
+#   bash bench/gpu_run.sh            # build + tests + benchmarks
+#   SKIP_BENCH=1 bash bench/gpu_run.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1 FORCE_CUDA=1 MAX_JOBS=${MAX_JOBS:-16}
+python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
+python -m pip install -q --no-index pytest scipy 2>/dev/null || true
+python setup.py -q build_ext --inplace 2>&1 | grep -E "error|warning: " | head -50
+python -c "import fastsoftmax; print(fastsoftmax.build_info())" || exit 1
+status=0
+python -m pytest -q -x tests 2>&1 | tee /tmp/gpu-tests.log | tail -40 || status=1
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+  for script in bench/bench_*.py; do
+    echo "== $script"
+    python "$script" --device cuda || status=1
+  done
+fi
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT/results"
+  cp bench/results/*cuda* "$OUT/results/" 2>/dev/null || true
+  cp /tmp/gpu-tests.log "$OUT/" 2>/dev/null || true
+fi
+exit $status
