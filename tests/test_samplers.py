@@ -401,7 +401,7 @@ def test_opcheck(device):
 def test_torch_compile_fullgraph_sample():
     sampler = fs.UnigramSampler(zipf_counts(1000))
 
-    @torch.compile(fullgraph=True, backend="aot_eager")
+    @torch.compile(fullgraph=True)  # inductor: fake kernels, no graph break
     def negatives(x):
         return x + sampler.sample(x.shape[0], 5)
 
