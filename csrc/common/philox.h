@@ -61,6 +61,11 @@ FS_HOST_DEVICE Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint
 // Streams keep different uses of one seed apart.
 enum Stream : uint32_t { kStreamSample = 0, kStreamUnique = 1 };
 
+// Unique sampling gives up after this many draws (the distribution then has fewer than
+// num_sampled classes of non-negligible probability): the CPU raises, CUDA reports
+// num_tries = -1 and leaves the unfilled candidates at -1.
+constexpr uint64_t kMaxUniqueTries = uint64_t{1} << 32;
+
 // Kinds of distribution a draw can come from.
 enum SamplerKind : int64_t { kAlias = 0, kUniform = 1, kLogUniform = 2 };
 

@@ -262,6 +262,11 @@ __global__ void __launch_bounds__(kUniqueThreads)
     __syncthreads();
     const long long kept = kept_so_far;
     if (kept >= num_sampled) break;  // uniform across the block
+    if (base >= kMaxUniqueTries) {   // give up (see philox.h); also uniform
+      for (long long k = kept + t; k < num_sampled; k += blockDim.x) out[k] = -1;
+      if (t == 0) *num_tries = -1;
+      break;
+    }
     const int64_t c = draw_class(Kind, key, kStreamUnique, base + t, prob, alias, num_classes);
     const bool seen_before = (seen[c >> 6] >> (c & 63)) & 1ull;
     unsigned slot = static_cast<unsigned>((static_cast<uint64_t>(c) * 0x9E3779B97F4A7C15ull) >> 53) &
