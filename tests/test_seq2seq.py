@@ -37,8 +37,15 @@ def tiny_data(kind, **kw):
     return cli.split_task(make_pairs(kind, **kw), "chars", valid_fraction=0.15, seed=0)
 
 
-SETTINGS = dict(attention="general", embed_dim=16, hidden_size=96, epochs=10, batch_size=16,
-                lr=3e-3, seed=0)
+SETTINGS = {
+    "attention": "general",
+    "embed_dim": 16,
+    "hidden_size": 96,
+    "epochs": 10,
+    "batch_size": 16,
+    "lr": 3e-3,
+    "seed": 0,
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -54,9 +61,12 @@ def one_thread():
 @pytest.fixture(scope="module")
 def trained():
     """One model per task, trained once and shared by the tests below (about 10 s each)."""
-    return {k: cli.train(SETTINGS, data=tiny_data(k), progress=False, log=lambda m: None,
-                         eval_every=100)
-            for k in TASKS}
+    return {
+        k: cli.train(
+            SETTINGS, data=tiny_data(k), progress=False, log=lambda m: None, eval_every=100
+        )
+        for k in TASKS
+    }
 
 
 @pytest.mark.parametrize("kind", list(TASKS))
@@ -68,26 +78,31 @@ def test_learns_tiny_task_exactly(trained, kind):
 def test_beam_search_on_trained_model(trained):
     res = trained["reverse"]
     d = res["data"]
-    ev = cli.evaluate(res["model"], d["valid_pairs"], d["valid"], "chars", d["tgt_vocab"],
-                      beam_size=4)
+    ev = cli.evaluate(
+        res["model"], d["valid_pairs"], d["valid"], "chars", d["tgt_vocab"], beam_size=4
+    )
     assert ev["exact"] == 100.0
 
 
 def random_batch(vocab=11, lengths=(5, 1, 7, 3), tgt_lengths=(4, 2, 6, 1), seed=0):
     g = torch.Generator().manual_seed(seed)
-    ex = [(torch.randint(4, vocab, (s,), generator=g).tolist(),
-           torch.randint(4, vocab, (t,), generator=g).tolist())
-          for s, t in zip(lengths, tgt_lengths)]
+    ex = [
+        (
+            torch.randint(4, vocab, (s,), generator=g).tolist(),
+            torch.randint(4, vocab, (t,), generator=g).tolist(),
+        )
+        for s, t in zip(lengths, tgt_lengths)
+    ]
     return ex, Batch(ex)
 
 
 VARIANTS = [
-    dict(attention="dot"),
-    dict(attention="general", bidirectional=True),
-    dict(attention="concat", reverse_source=True, num_layers=2),
-    dict(attention=None),
-    dict(attention=None, peeky=True, reverse_source=True),
-    dict(attention="general", peeky=True, bidirectional=True, reverse_source=True),
+    {"attention": "dot"},
+    {"attention": "general", "bidirectional": True},
+    {"attention": "concat", "reverse_source": True, "num_layers": 2},
+    {"attention": None},
+    {"attention": None, "peeky": True, "reverse_source": True},
+    {"attention": "general", "peeky": True, "bidirectional": True, "reverse_source": True},
 ]
 
 
@@ -120,10 +135,10 @@ def test_results_do_not_depend_on_batch_composition(kw):
         torch.testing.assert_close(lp[0], full_lp[i, :T], atol=1e-5, rtol=1e-5)
         g = model.greedy(one.src, one.src_len, max_len=10)[0][0]
         assert g.tolist() == full_greedy[i, : len(g)].tolist()
-        assert (full_greedy[i, len(g):] == PAD).all()
+        assert (full_greedy[i, len(g) :] == PAD).all()
         bm = model.beam_search(one.src, one.src_len, beam_size=3, max_len=10)[0][0]
         assert bm.tolist() == full_beam[i, : len(bm)].tolist()
-        assert (full_beam[i, len(bm):] == PAD).all()
+        assert (full_beam[i, len(bm) :] == PAD).all()
 
 
 @pytest.mark.parametrize("attention", ["dot", "general", "concat"])
@@ -152,13 +167,14 @@ def test_reverse_source_changes_what_the_encoder_reads():
     torch.manual_seed(0)
     fwd = Seq2Seq(11, 13, embed_dim=8, hidden_size=16, attention=None).eval()
     torch.manual_seed(0)
-    rev = Seq2Seq(11, 13, embed_dim=8, hidden_size=16, attention=None,
-                  reverse_source=True).eval()
+    rev = Seq2Seq(11, 13, embed_dim=8, hidden_size=16, attention=None, reverse_source=True).eval()
     flipped = Seq2Seq._reverse_within_length(b.src, b.src_len)
-    torch.testing.assert_close(rev.log_prob(b.src, b.src_len, b.tgt_in),
-                               fwd.log_prob(flipped, b.src_len, b.tgt_in))
-    assert not torch.allclose(rev.log_prob(b.src, b.src_len, b.tgt_in),
-                              fwd.log_prob(b.src, b.src_len, b.tgt_in))
+    torch.testing.assert_close(
+        rev.log_prob(b.src, b.src_len, b.tgt_in), fwd.log_prob(flipped, b.src_len, b.tgt_in)
+    )
+    assert not torch.allclose(
+        rev.log_prob(b.src, b.src_len, b.tgt_in), fwd.log_prob(b.src, b.src_len, b.tgt_in)
+    )
 
 
 def test_training_loss_is_exact_cross_entropy_for_full_head():
@@ -205,8 +221,16 @@ def test_sampled_head_missing_gives_clear_error():
 def test_sampled_and_full_agree_in_eval_mode():
     torch.manual_seed(0)
     counts = torch.arange(1, 51, dtype=torch.float64)
-    sampled = Seq2Seq(11, 50, embed_dim=8, hidden_size=16, attention="general",
-                      output="sampled", num_sampled=8, counts=counts)
+    sampled = Seq2Seq(
+        11,
+        50,
+        embed_dim=8,
+        hidden_size=16,
+        attention="general",
+        output="sampled",
+        num_sampled=8,
+        counts=counts,
+    )
     full = Seq2Seq(11, 50, embed_dim=8, hidden_size=16, attention="general", output="full")
     state = {k: v for k, v in sampled.state_dict().items() if not k.startswith("head.")}
     full.load_state_dict(state, strict=False)
@@ -216,10 +240,12 @@ def test_sampled_and_full_agree_in_eval_mode():
     b.tgt_out.clamp_(max=49)
     sampled.eval()
     full.eval()
-    torch.testing.assert_close(sampled(b.src, b.src_len, b.tgt_in, b.tgt_out),
-                               full(b.src, b.src_len, b.tgt_in, b.tgt_out))
-    torch.testing.assert_close(sampled.log_prob(b.src, b.src_len, b.tgt_in),
-                               full.log_prob(b.src, b.src_len, b.tgt_in))
+    torch.testing.assert_close(
+        sampled(b.src, b.src_len, b.tgt_in, b.tgt_out), full(b.src, b.src_len, b.tgt_in, b.tgt_out)
+    )
+    torch.testing.assert_close(
+        sampled.log_prob(b.src, b.src_len, b.tgt_in), full.log_prob(b.src, b.src_len, b.tgt_in)
+    )
     assert torch.equal(sampled.greedy(b.src, b.src_len, 8)[0], full.greedy(b.src, b.src_len, 8)[0])
     # Training mode: the sampled loss differs from the exact one but trains.
     sampled.train()
@@ -233,12 +259,19 @@ def test_sampled_and_full_agree_in_eval_mode():
 def test_sampled_checkpoint_round_trip(tmp_path):
     data = tiny_data("copy", n=200)
     ck = tmp_path / "s.pt"
-    res = cli.train(dict(SETTINGS, epochs=1, output="sampled", num_sampled=4), data=data,
-                    progress=False, log=lambda m: None, checkpoint=str(ck))
+    res = cli.train(
+        dict(SETTINGS, epochs=1, output="sampled", num_sampled=4),
+        data=data,
+        progress=False,
+        log=lambda m: None,
+        checkpoint=str(ck),
+    )
     model, *_ = cli.load_checkpoint(str(ck))
     _, b = random_batch(vocab=len(data["src_vocab"]))
-    torch.testing.assert_close(model.log_prob(b.src, b.src_len, b.tgt_in),
-                               res["model"].eval().log_prob(b.src, b.src_len, b.tgt_in))
+    torch.testing.assert_close(
+        model.log_prob(b.src, b.src_len, b.tgt_in),
+        res["model"].eval().log_prob(b.src, b.src_len, b.tgt_in),
+    )
 
 
 # -- checkpoints -----------------------------------------------------------------------------
@@ -247,13 +280,21 @@ def test_resume_matches_uninterrupted_training(tmp_path):
     settings = dict(SETTINGS, hidden_size=16, epochs=2)
     straight = cli.train(settings, data=data, progress=False, log=lambda m: None)
     ck = str(tmp_path / "m.pt")
-    cli.train(dict(settings, epochs=1), data=data, progress=False, log=lambda m: None,
-              checkpoint=ck)
-    resumed = cli.train(dict(settings, epochs=2), data=data, progress=False, log=lambda m: None,
-                        checkpoint=ck, resume=True)
+    cli.train(
+        dict(settings, epochs=1), data=data, progress=False, log=lambda m: None, checkpoint=ck
+    )
+    resumed = cli.train(
+        dict(settings, epochs=2),
+        data=data,
+        progress=False,
+        log=lambda m: None,
+        checkpoint=ck,
+        resume=True,
+    )
     assert [h["epoch"] for h in resumed["history"]] == [1, 2]
-    for (k, a), (_, c) in zip(straight["model"].state_dict().items(),
-                              resumed["model"].state_dict().items()):
+    for (k, a), (_, c) in zip(
+        straight["model"].state_dict().items(), resumed["model"].state_dict().items()
+    ):
         torch.testing.assert_close(a, c, msg=k)
     assert torch.load(ck, weights_only=False)["epoch"] == 2
 
@@ -261,21 +302,33 @@ def test_resume_matches_uninterrupted_training(tmp_path):
 # -- data, BLEU ------------------------------------------------------------------------------
 def test_parse_pairs_formats():
     assert parse_pairs(["Go.\tVa !", "Hi.\tSalut !\tCC-BY attribution"], "pairs") == [
-        ("Go.", "Va !"), ("Hi.", "Salut !")]
+        ("Go.", "Va !"),
+        ("Hi.", "Salut !"),
+    ]
     assert parse_pairs(["16+75  _91  ", "a_b_c"], "chars") == [("16+75", "91"), ("a", "b_c")]
     assert parse_pairs(["one two three\tun", "a\tb"], "pairs", max_words=2) == [("a", "b")]
     assert tokenize("Il est l\u00e0\u202f! J'ai faim.", "pairs") == [
-        "il", "est", "là", "!", "j'ai", "faim", "."]
+        "il",
+        "est",
+        "là",
+        "!",
+        "j'ai",
+        "faim",
+        ".",
+    ]
     assert tokenize("ab c", "chars") == ["a", "b", " ", "c"]
 
 
-@pytest.mark.parametrize("lines,task,match", [
-    (["a\tb", "", "c\td"], "pairs", r"<input>:2: empty line"),
-    (["a\tb", "no tab here"], "pairs", r"<input>:2: no TAB"),
-    (["abc"], "chars", r"<input>:1: no '_'"),
-    (["\tb"], "pairs", r"empty source"),
-    (["a_"], "chars", r"empty target"),
-])
+@pytest.mark.parametrize(
+    "lines,task,match",
+    [
+        (["a\tb", "", "c\td"], "pairs", r"<input>:2: empty line"),
+        (["a\tb", "no tab here"], "pairs", r"<input>:2: no TAB"),
+        (["abc"], "chars", r"<input>:1: no '_'"),
+        (["\tb"], "pairs", r"empty source"),
+        (["a_"], "chars", r"empty target"),
+    ],
+)
 def test_bad_input_lines(lines, task, match):
     with pytest.raises(ValueError, match=match):
         parse_pairs(lines, task)
@@ -302,16 +355,17 @@ def test_vocab():
 
 
 def test_corpus_bleu():
-    ref = "the cat sat on the mat".split()
+    ref = ["the", "cat", "sat", "on", "the", "mat"]
     assert corpus_bleu([ref], [ref]) == pytest.approx(100.0)
     assert corpus_bleu([["dog"]], [ref]) == 0.0
-    hyp = "the cat sat on the".split()
+    hyp = ["the", "cat", "sat", "on", "the"]
     # p1..p4 = 5/5, 4/4, 3/3, 2/2; brevity penalty exp(1 - 6/5).
     assert corpus_bleu([hyp], [ref]) == pytest.approx(100 * math.exp(1 - 6 / 5))
-    hyp2 = "the the cat sat on a mat".split()
+    hyp2 = ["the", "the", "cat", "sat", "on", "a", "mat"]
     # p1 = 6/7 (all but "a"), p2 = 3/6, p3 = 2/5, p4 = 1/4; 7 words vs 6: no penalty.
-    expected = 100 * math.exp((math.log(6 / 7) + math.log(3 / 6) + math.log(2 / 5)
-                               + math.log(1 / 4)) / 4)
+    expected = 100 * math.exp(
+        (math.log(6 / 7) + math.log(3 / 6) + math.log(2 / 5) + math.log(1 / 4)) / 4
+    )
     assert corpus_bleu([hyp2], [ref]) == pytest.approx(expected)
     with pytest.raises(ValueError):
         corpus_bleu([hyp], [])
@@ -328,9 +382,25 @@ def test_cli_train_translate_eval(tmp_path, monkeypatch, capsys):
         lines.append(" ".join(s) + "\t" + " ".join(reversed(s)))
     data.write_text("\n".join(lines) + "\n")
     ck = tmp_path / "m.pt"
-    argv = ["train", "--data", str(data), "--task", "pairs", "--attention", "concat",
-            "--epochs", "2", "--hidden-size", "16", "--embed-dim", "8", "--checkpoint", str(ck),
-            "--no-progress", "--bidirectional"]
+    argv = [
+        "train",
+        "--data",
+        str(data),
+        "--task",
+        "pairs",
+        "--attention",
+        "concat",
+        "--epochs",
+        "2",
+        "--hidden-size",
+        "16",
+        "--embed-dim",
+        "8",
+        "--checkpoint",
+        str(ck),
+        "--no-progress",
+        "--bidirectional",
+    ]
     assert cli.main(argv) == 0
     err = capsys.readouterr().err
     assert "epoch 2:" in err and "BLEU" in err and "exact match" in err
@@ -347,8 +417,25 @@ def test_cli_heatmap(tmp_path, capsys):
     data = tmp_path / "d.txt"
     data.write_text("".join(f"{s}_{s[::-1]}\n" for s, _ in make_pairs("copy", n=60)))
     png = tmp_path / "h.png"
-    assert cli.main(["train", "--data", str(data), "--task", "chars", "--epochs", "1",
-                     "--hidden-size", "16", "--no-progress", "--heatmap", str(png)]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "--data",
+                str(data),
+                "--task",
+                "chars",
+                "--epochs",
+                "1",
+                "--hidden-size",
+                "16",
+                "--no-progress",
+                "--heatmap",
+                str(png),
+            ]
+        )
+        == 0
+    )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

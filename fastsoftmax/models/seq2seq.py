@@ -9,11 +9,13 @@ receives attention (its score is -inf before the softmax, so its weight is exact
 contributes to the loss, so a sequence's result does not depend on what it is batched with.
 """
 
+from __future__ import annotations
+
 import math
 import random
 import re
 from collections import Counter
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -28,7 +30,7 @@ TASKS = ("pairs", "chars")
 
 
 # -- data ------------------------------------------------------------------------------------
-def read_pairs(path: str, task: str, max_words: Optional[int] = None) -> List[Tuple[str, str]]:
+def read_pairs(path: str, task: str, max_words: int | None = None) -> list[tuple[str, str]]:
     """Reads (source, target) string pairs.
 
     task 'pairs': `source<TAB>target[<TAB>anything]` per line (the Tatoeba/manythings layout;
@@ -47,8 +49,8 @@ def read_pairs(path: str, task: str, max_words: Optional[int] = None) -> List[Tu
 
 
 def parse_pairs(
-    lines: Iterable[str], task: str, max_words: Optional[int] = None, where: str = "<input>"
-) -> List[Tuple[str, str]]:
+    lines: Iterable[str], task: str, max_words: int | None = None, where: str = "<input>"
+) -> list[tuple[str, str]]:
     """As read_pairs, from lines already in memory; errors name `where` and the line number."""
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
@@ -68,9 +70,12 @@ def parse_pairs(
         if not src.strip() or not tgt.strip():
             side = "source" if not src.strip() else "target"
             raise ValueError(f"{where}:{n}: empty {side}: {line!r}")
-        if max_words is not None and task == "pairs":
-            if len(tokenize(src, "pairs")) > max_words or len(tokenize(tgt, "pairs")) > max_words:
-                continue
+        if (
+            max_words is not None
+            and task == "pairs"
+            and (len(tokenize(src, "pairs")) > max_words or len(tokenize(tgt, "pairs")) > max_words)
+        ):
+            continue
         pairs.append((src, tgt))
     if not pairs:
         raise ValueError(f"{where}: no usable pairs")
@@ -80,7 +85,7 @@ def parse_pairs(
 _WORD = re.compile(r"\w+(?:'\w+)?|[^\w\s]", re.UNICODE)
 
 
-def tokenize(text: str, task: str) -> List[str]:
+def tokenize(text: str, task: str) -> list[str]:
     """'chars': one token per character. 'pairs': lower-cased words and punctuation marks, with
     the French narrow/no-break spaces before punctuation treated as spaces."""
     if task == "chars":
@@ -104,7 +109,7 @@ class Vocab:
         self.stoi = {t: i for i, t in enumerate(self.itos)}
 
     @classmethod
-    def build(cls, sequences: Iterable[Sequence[str]], max_size: Optional[int] = None) -> "Vocab":
+    def build(cls, sequences: Iterable[Sequence[str]], max_size: int | None = None) -> Vocab:
         counts = Counter(t for seq in sequences for t in seq)
         ranked = sorted((t for t in counts if t not in SPECIALS), key=lambda t: (-counts[t], t))
         if max_size is not None:
@@ -114,10 +119,10 @@ class Vocab:
     def __len__(self) -> int:
         return len(self.itos)
 
-    def encode(self, tokens: Sequence[str]) -> List[int]:
+    def encode(self, tokens: Sequence[str]) -> list[int]:
         return [self.stoi.get(t, UNK) for t in tokens]
 
-    def decode(self, ids: Iterable[int]) -> List[str]:
+    def decode(self, ids: Iterable[int]) -> list[str]:
         """Tokens up to (not including) the first <eos>; padding dropped."""
         out = []
         for i in ids:
@@ -129,13 +134,13 @@ class Vocab:
         return out
 
 
-def split_indices(n: int, valid_fraction: float, seed: int) -> Tuple[List[int], List[int]]:
+def split_indices(n: int, valid_fraction: float, seed: int) -> tuple[list[int], list[int]]:
     """A seeded shuffle, the first valid_fraction held out."""
     if not 0.0 <= valid_fraction < 1.0:
         raise ValueError(f"valid_fraction must be in [0, 1), got {valid_fraction}")
     order = list(range(n))
     random.Random(seed).shuffle(order)
-    k = int(round(n * valid_fraction))
+    k = round(n * valid_fraction)
     return order[k:], order[:k]
 
 
@@ -144,7 +149,7 @@ class Batch:
 
     src [B, S], src_len [B]; tgt_in [B, T+1] = <bos> y; tgt_out [B, T+1] = y <eos>."""
 
-    def __init__(self, examples: Sequence[Tuple[Sequence[int], Sequence[int]]]):
+    def __init__(self, examples: Sequence[tuple[Sequence[int], Sequence[int]]]):
         if not examples:
             raise ValueError("an empty batch")
         B = len(examples)
@@ -163,14 +168,14 @@ class Batch:
             self.tgt_out[b, : len(t)] = torch.tensor(t, dtype=torch.long)
             self.tgt_out[b, len(t)] = EOS
 
-    def to(self, device) -> "Batch":
+    def to(self, device) -> Batch:
         for k in ("src", "src_len", "tgt_in", "tgt_out"):
             setattr(self, k, getattr(self, k).to(device))
         return self
 
 
 def batches(
-    examples: Sequence[Tuple[Sequence[int], Sequence[int]]],
+    examples: Sequence[tuple[Sequence[int], Sequence[int]]],
     batch_size: int,
     shuffle: bool = False,
     seed: int = 0,
@@ -194,8 +199,9 @@ def batches(
 
 
 # -- evaluation ------------------------------------------------------------------------------
-def corpus_bleu(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]],
-                max_n: int = 4) -> float:
+def corpus_bleu(
+    hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]], max_n: int = 4
+) -> float:
     """Corpus BLEU (Papineni et al. 2002) in percent, one reference per sentence: geometric mean
     of clipped n-gram precisions for n = 1..max_n, counts summed over the corpus before dividing,
     times the brevity penalty exp(1 - r/c) when the hypotheses are shorter than the references.
@@ -239,8 +245,9 @@ class SampledHead(nn.Module):
     """Adapter over fastsoftmax.SampledSoftmaxLoss (Jean et al. 2015): the sampled loss while
     training; the exact softmax in eval mode and for log_prob, so decoding is never approximate."""
 
-    def __init__(self, in_features: int, num_classes: int, num_sampled: int,
-                 counts: Optional[Tensor] = None):
+    def __init__(
+        self, in_features: int, num_classes: int, num_sampled: int, counts: Tensor | None = None
+    ):
         super().__init__()
         import fastsoftmax
 
@@ -294,33 +301,49 @@ class Seq2Seq(nn.Module):
         *,
         bidirectional: bool = False,
         reverse_source: bool = False,
-        attention: Optional[str] = "general",
+        attention: str | None = "general",
         peeky: bool = False,
         output: str = "full",
         num_sampled: int = 64,
-        counts: Optional[Tensor] = None,
+        counts: Tensor | None = None,
         dropout: float = 0.0,
     ):
         super().__init__()
         if attention == "none":
             attention = None
         if attention not in ATTENTIONS:
-            raise ValueError(f"unknown attention {attention!r}; expected dot, general, concat or None")
+            raise ValueError(
+                f"unknown attention {attention!r}; expected dot, general, concat or None"
+            )
         if output not in OUTPUTS:
             raise ValueError(f"unknown output {output!r}; expected 'full' or 'sampled'")
         if bidirectional and hidden_size % 2:
-            raise ValueError(f"a bidirectional encoder needs an even hidden_size, got {hidden_size}")
-        for name, v in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size),
-                        ("embed_dim", embed_dim), ("hidden_size", hidden_size),
-                        ("num_layers", num_layers)):
+            raise ValueError(
+                f"a bidirectional encoder needs an even hidden_size, got {hidden_size}"
+            )
+        for name, v in (
+            ("src_vocab_size", src_vocab_size),
+            ("tgt_vocab_size", tgt_vocab_size),
+            ("embed_dim", embed_dim),
+            ("hidden_size", hidden_size),
+            ("num_layers", num_layers),
+        ):
             if not isinstance(v, int) or v <= 0:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
-        self.config = dict(
-            src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, embed_dim=embed_dim,
-            hidden_size=hidden_size, num_layers=num_layers, bidirectional=bidirectional,
-            reverse_source=reverse_source, attention=attention, peeky=peeky, output=output,
-            num_sampled=num_sampled, dropout=dropout,
-        )
+        self.config = {
+            "src_vocab_size": src_vocab_size,
+            "tgt_vocab_size": tgt_vocab_size,
+            "embed_dim": embed_dim,
+            "hidden_size": hidden_size,
+            "num_layers": num_layers,
+            "bidirectional": bidirectional,
+            "reverse_source": reverse_source,
+            "attention": attention,
+            "peeky": peeky,
+            "output": output,
+            "num_sampled": num_sampled,
+            "dropout": dropout,
+        }
         self._counts = counts
         H = hidden_size
         self.attention = attention
@@ -331,11 +354,17 @@ class Seq2Seq(nn.Module):
         self.src_embed = nn.Embedding(src_vocab_size, embed_dim, padding_idx=PAD)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, embed_dim, padding_idx=PAD)
         inner_dropout = dropout if num_layers > 1 else 0.0
-        self.encoder = nn.LSTM(embed_dim, H // 2 if bidirectional else H, num_layers,
-                               batch_first=True, bidirectional=bidirectional,
-                               dropout=inner_dropout)
-        self.decoder = nn.LSTM(embed_dim + (H if peeky else 0), H, num_layers, batch_first=True,
-                               dropout=inner_dropout)
+        self.encoder = nn.LSTM(
+            embed_dim,
+            H // 2 if bidirectional else H,
+            num_layers,
+            batch_first=True,
+            bidirectional=bidirectional,
+            dropout=inner_dropout,
+        )
+        self.decoder = nn.LSTM(
+            embed_dim + (H if peeky else 0), H, num_layers, batch_first=True, dropout=inner_dropout
+        )
         self.dropout = nn.Dropout(dropout)
         if attention == "general":
             self.attn_W = nn.Linear(H, H, bias=False)
@@ -463,8 +492,14 @@ class Seq2Seq(nn.Module):
         return tokens, score, (torch.stack(attn, dim=1) if attn else None)
 
     @torch.no_grad()
-    def beam_search(self, src: Tensor, src_len: Tensor, beam_size: int = 5, max_len: int = 50,
-                    alpha: float = 1.0):
+    def beam_search(
+        self,
+        src: Tensor,
+        src_len: Tensor,
+        beam_size: int = 5,
+        max_len: int = 50,
+        alpha: float = 1.0,
+    ):
         """Batched beam search. Each source keeps beam_size hypotheses; a hypothesis that has
         emitted <eos> stays in its beam with a frozen score (it can only extend with padding).
         The winner maximises score / length**alpha (length counts <eos>; alpha 0 ranks by raw
@@ -481,7 +516,9 @@ class Seq2Seq(nn.Module):
         summary = summary.repeat_interleave(K, 0)
         state = (h.repeat_interleave(K, 1), c.repeat_interleave(K, 1))
         score = torch.full((B, K), float("-inf"), device=dev)
-        score[:, 0] = 0.0  # all beams start identical: keep one so the first step does not tie K ways
+        score[:, 0] = (
+            0.0  # all beams start identical: keep one so the first step does not tie K ways
+        )
         length = torch.zeros(B, K, device=dev)
         done = torch.zeros(B, K, dtype=torch.bool, device=dev)
         seqs = torch.zeros(B, K, 0, dtype=torch.long, device=dev)
@@ -502,34 +539,44 @@ class Seq2Seq(nn.Module):
             prev_done = done.gather(1, src_beam)
             length = length.gather(1, src_beam) + (~prev_done).float()
             done = prev_done | (tok == EOS)
-            seqs = torch.cat([seqs.gather(1, src_beam[..., None].expand_as(seqs)), tok[..., None]], 2)
+            seqs = torch.cat(
+                [seqs.gather(1, src_beam[..., None].expand_as(seqs)), tok[..., None]], 2
+            )
             y = tok.view(-1, 1)
             if bool(done.all()):
                 break
         norm = score / length.clamp(min=1).pow(alpha)
         # Unfinished hypotheses only win when no hypothesis of that source finished.
-        norm = torch.where(done | ~done.any(1, keepdim=True), norm, torch.full_like(norm, float("-inf")))
+        norm = torch.where(
+            done | ~done.any(1, keepdim=True), norm, torch.full_like(norm, float("-inf"))
+        )
         best = norm.argmax(dim=1)
         tokens = seqs[torch.arange(B, device=dev), best]
         return tokens, norm[torch.arange(B, device=dev), best]
 
     @torch.no_grad()
-    def decode(self, src: Tensor, src_len: Tensor, beam_size: int = 1, max_len: int = 50,
-               alpha: float = 1.0) -> Tensor:
+    def decode(
+        self,
+        src: Tensor,
+        src_len: Tensor,
+        beam_size: int = 1,
+        max_len: int = 50,
+        alpha: float = 1.0,
+    ) -> Tensor:
         """Greedy for beam_size 1, beam search otherwise; tokens [B, T']."""
         if beam_size == 1:
             return self.greedy(src, src_len, max_len)[0]
         return self.beam_search(src, src_len, beam_size, max_len, alpha)[0]
 
     # -- checkpoints --------------------------------------------------------------------------
-    def checkpoint(self, **extra) -> Dict:
+    def checkpoint(self, **extra) -> dict:
         """What `from_checkpoint` needs, plus anything the caller adds (vocabularies, optimizer
         state, epoch)."""
         counts = getattr(self, "_counts", None)
         return dict(config=dict(self.config), counts=counts, state_dict=self.state_dict(), **extra)
 
     @classmethod
-    def from_checkpoint(cls, ckpt: Dict, map_location=None) -> "Seq2Seq":
+    def from_checkpoint(cls, ckpt: dict, map_location=None) -> Seq2Seq:
         if isinstance(ckpt, str):
             ckpt = torch.load(ckpt, map_location=map_location, weights_only=False)
         model = cls(**ckpt["config"], counts=ckpt.get("counts"))
@@ -537,7 +584,9 @@ class Seq2Seq(nn.Module):
         return model
 
 
-def encode_pairs(pairs: Sequence[Tuple[str, str]], task: str, src_vocab: Vocab,
-                 tgt_vocab: Vocab) -> List[Tuple[List[int], List[int]]]:
-    return [(src_vocab.encode(tokenize(s, task)), tgt_vocab.encode(tokenize(t, task)))
-            for s, t in pairs]
+def encode_pairs(
+    pairs: Sequence[tuple[str, str]], task: str, src_vocab: Vocab, tgt_vocab: Vocab
+) -> list[tuple[list[int], list[int]]]:
+    return [
+        (src_vocab.encode(tokenize(s, task)), tgt_vocab.encode(tokenize(t, task))) for s, t in pairs
+    ]
