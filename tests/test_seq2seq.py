@@ -455,3 +455,16 @@ def test_cli_errors(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert cli.main(["train", "--data", str(bad), "--task", "pairs", "--resume"]) == 2
     assert "--resume needs --checkpoint" in capsys.readouterr().err
+
+
+def test_progress_bar_draws_to_its_stream():
+    stream = io.StringIO()
+    bar = cli.ProgressBar(3, "epoch 1", interval=0.0, stream=stream)
+    for i in range(3):
+        bar.update(1, f"loss {i}")
+    bar.close()
+    text = stream.getvalue()
+    assert "\r" in text and "3/3" in text and "loss 2" in text and text.endswith("\n")
+    quiet = io.StringIO()
+    cli.ProgressBar(2, enabled=False, stream=quiet).update(2)
+    assert quiet.getvalue() == ""
