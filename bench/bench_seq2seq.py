@@ -108,11 +108,14 @@ def bench_date(args, out):
         "embed_dim": 32,
         "hidden_size": 128,
         "batch_size": 64,
-        "lr": 2e-3,
+        "lr": 1e-3,
         "epochs": args.epochs or 4,
         "seed": args.seed,
+        # A one-way encoder's state at "J" cannot tell JUN from JUL; reading both ways lets every
+        # attended position know the whole month name. (One-way, lr 2e-3: stuck near 91%.)
+        "bidirectional": True,
     }
-    res = run("date", "attention=general H=128", settings, data, args, out)
+    res = run("date", "attention=general bidirectional H=128 lr=1e-3", settings, data, args, out)
     png = os.path.join(args.results, "seq2seq-date-attention.png")
     # A spelled-out month shows the alignment best: year digits ← year, month ← month name.
     idx = next(
