@@ -475,6 +475,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--heatmap", help="write the attention heatmap of one held-out example here")
     t.add_argument("--heatmap-index", type=int, default=0)
     t.add_argument("--device", default="cpu")
+    t.add_argument(
+        "--threads",
+        type=_positive,
+        default=None,
+        help="CPU threads (default: torch's); 1 is often fastest for small models on a busy machine",
+    )
     t.add_argument("--no-progress", action="store_true")
 
     r = sub.add_parser("translate", help="translate lines read from stdin")
@@ -483,6 +489,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--alpha", type=float, default=1.0, help="length normalisation exponent")
     r.add_argument("--max-len", type=_positive, default=100)
     r.add_argument("--device", default="cpu")
+    r.add_argument(
+        "--threads",
+        type=_positive,
+        default=None,
+        help="CPU threads (default: torch's); 1 is often fastest for small models on a busy machine",
+    )
 
     e = sub.add_parser("eval", help="score a checkpoint on its held-out split (or on --data)")
     e.add_argument("--checkpoint", required=True)
@@ -492,6 +504,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--heatmap")
     e.add_argument("--heatmap-index", type=int, default=0)
     e.add_argument("--device", default="cpu")
+    e.add_argument(
+        "--threads",
+        type=_positive,
+        default=None,
+        help="CPU threads (default: torch's); 1 is often fastest for small models on a busy machine",
+    )
     return p
 
 
@@ -506,6 +524,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args) -> int:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     if args.command == "train":
         if args.resume and not args.checkpoint:
             raise ValueError("--resume needs --checkpoint")
@@ -520,6 +540,7 @@ def _run(args) -> int:
                 "heatmap",
                 "heatmap_index",
                 "device",
+                "threads",
                 "no_progress",
             )
         }

@@ -400,6 +400,8 @@ def test_cli_train_translate_eval(tmp_path, monkeypatch, capsys):
         str(ck),
         "--no-progress",
         "--bidirectional",
+        "--threads",
+        "1",
     ]
     assert cli.main(argv) == 0
     err = capsys.readouterr().err
