@@ -62,6 +62,8 @@ def _target_2d(target: Tensor, lead: Tuple[int, ...], num_true: Optional[int]) -
 
 
 def _reduce(loss: Tensor, target2d: Tensor, lead, reduction: str, ignore_index: int, dtype):
+    if torch.is_autocast_enabled(loss.device.type):
+        dtype = loss.dtype  # float32 under autocast, as F.cross_entropy
     if reduction == "none":
         return loss.reshape(lead).to(dtype)
     total = loss.sum()

@@ -111,21 +111,23 @@ def _row_mask(target: torch.Tensor, ignore_index: int) -> torch.Tensor:
 
 def sampled_logits_reference(input, weight, bias, target, sampled, true_expected,
                              sampled_expected, remove_accidental_hits, log_z=0.0,
-                             ignore_index=-100):
-    """TensorFlow's _compute_sampled_logits: (logits [N, T + S], labels [N, T + S], keep)."""
-    h, w = input.double(), weight.double()
+                             ignore_index=-100, dtype=torch.float64):
+    """TensorFlow's _compute_sampled_logits: (logits [N, T + S], labels [N, T + S], keep).
+    `dtype` is the arithmetic dtype (float64 for the reference; a low-precision dtype gives
+    plain PyTorch's own error for comparison)."""
+    h, w = input.to(dtype), weight.to(dtype)
     keep = _row_mask(target, ignore_index)
     safe = torch.where(target == ignore_index, torch.zeros_like(target), target)
     true_logits = (h[:, None, :] * w[safe]).sum(-1)  # [N, T]
     sampled_logits = h @ w[sampled].T  # [N, S]
     if bias is not None:
-        true_logits = true_logits + bias.double()[safe]
-        sampled_logits = sampled_logits + bias.double()[sampled]
-    true_logits = true_logits - torch.log(true_expected.double())
-    sampled_logits = sampled_logits - torch.log(sampled_expected.double())
+        true_logits = true_logits + bias.to(dtype)[safe]
+        sampled_logits = sampled_logits + bias.to(dtype)[sampled]
+    true_logits = true_logits - torch.log(true_expected.to(dtype))
+    sampled_logits = sampled_logits - torch.log(sampled_expected.to(dtype))
     if remove_accidental_hits:
         hits = (sampled[None, None, :] == target[:, :, None]).any(1)  # [N, S]
-        sampled_logits = sampled_logits.masked_fill(hits, -torch.finfo(torch.float64).max)
+        sampled_logits = sampled_logits.masked_fill(hits, -torch.finfo(dtype).max)
     logits = torch.cat([true_logits, sampled_logits], 1) - log_z
     T = target.shape[1]
     labels = torch.cat([torch.full_like(true_logits, 1.0 / T), torch.zeros_like(sampled_logits)], 1)
@@ -133,28 +135,31 @@ def sampled_logits_reference(input, weight, bias, target, sampled, true_expected
 
 
 def sampled_softmax_reference(input, weight, bias, target, sampled, true_expected,
-                              sampled_expected, remove_accidental_hits=True, ignore_index=-100):
+                              sampled_expected, remove_accidental_hits=True, ignore_index=-100,
+                              dtype=torch.float64):
     logits, labels, keep = sampled_logits_reference(
         input, weight, bias, target, sampled, true_expected, sampled_expected,
-        remove_accidental_hits, 0.0, ignore_index)
+        remove_accidental_hits, 0.0, ignore_index, dtype)
     loss = -(labels * torch.log_softmax(logits, 1)).sum(1)
     return torch.where(keep, loss, torch.zeros_like(loss))
 
 
 def nce_reference(input, weight, bias, target, sampled, true_expected, sampled_expected,
-                  remove_accidental_hits=False, log_z=0.0, ignore_index=-100):
+                  remove_accidental_hits=False, log_z=0.0, ignore_index=-100,
+                  dtype=torch.float64):
     logits, labels, keep = sampled_logits_reference(
         input, weight, bias, target, sampled, true_expected, sampled_expected,
-        remove_accidental_hits, log_z, ignore_index)
+        remove_accidental_hits, log_z, ignore_index, dtype)
     # sigmoid cross entropy: -y log s(x) - (1 - y) log s(-x)
     loss = -(labels * torch.nn.functional.logsigmoid(logits)
              + (1 - labels) * torch.nn.functional.logsigmoid(-logits)).sum(1)
     return torch.where(keep, loss, torch.zeros_like(loss))
 
 
-def negative_sampling_reference(input, weight, target, negatives, ignore_index=-100):
+def negative_sampling_reference(input, weight, target, negatives, ignore_index=-100,
+                                dtype=torch.float64):
     """-sum_t log s(w_t.h) - sum_k log s(-w_k.h); negatives [N, K] or [K] (shared)."""
-    h, w = input.double(), weight.double()
+    h, w = input.to(dtype), weight.to(dtype)
     keep = _row_mask(target, ignore_index)
     safe = torch.where(target == ignore_index, torch.zeros_like(target), target)
     if negatives.dim() == 1:

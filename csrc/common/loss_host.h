@@ -8,6 +8,7 @@
 #include "loss_math.h"
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace fastsoftmax {
@@ -163,6 +164,23 @@ inline void check_sampled_logits(const at::Tensor& input, const at::Tensor& weig
   checks.run();
 }
 
+
+// The logit offsets of sampled logits, in the accumulation dtype: per candidate column
+// bias[s_j] - log Q(s_j) - log_z  [S], and per true class bias[t] - log Q(t) - log_z  [N, T].
+inline std::tuple<at::Tensor, at::Tensor> logit_offsets(
+    const c10::optional<at::Tensor>& bias, const at::Tensor& safe_target,
+    const at::Tensor& sampled, const at::Tensor& true_expected,
+    const at::Tensor& sampled_expected, const at::Tensor& log_z, at::ScalarType acc_type) {
+  const at::Tensor shift = log_z.to(acc_type).reshape({});
+  at::Tensor col = -at::log(sampled_expected.to(acc_type)) - shift;
+  at::Tensor row = -at::log(true_expected.to(acc_type)) - shift;
+  if (bias.has_value()) {
+    const at::Tensor b = bias->to(acc_type);
+    col = col + b.index_select(0, sampled);
+    row = row + b.index_select(0, safe_target.reshape(-1)).reshape(safe_target.sizes());
+  }
+  return {col.contiguous(), row.contiguous()};
+}
 
 }  // namespace loss
 }  // namespace fastsoftmax

@@ -31,14 +31,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sampled_logits_forward_cpu(
   const at::Tensor target = target_.contiguous(), sampled = sampled_.contiguous();
   const int64_t N = input.size(0), D = input.size(1), T = target.size(1), S = sampled.size(0);
   const auto acc_type = at::toOpMathType(input.scalar_type());
-  // Per-column constant of the sampled logits: bias - log Q - log_z, [S].
-  at::Tensor col = -at::log(sampled_expected.to(acc_type)) - log_z.to(acc_type).reshape({});
-  if (bias_.has_value()) col = col + bias_->index_select(0, sampled).to(acc_type);
-  col = col.contiguous();
-  at::Tensor row_true = (-at::log(true_expected.to(acc_type)) - log_z.to(acc_type).reshape({}));
-  if (bias_.has_value()) row_true = row_true + bias_->contiguous().index_select(0, safe_target(target, ignore_index).reshape(-1)).reshape({N, T}).to(acc_type);
-  row_true = row_true.contiguous();
-
+  at::Tensor col, row_true;
+  std::tie(col, row_true) = logit_offsets(bias_, safe_target(target, ignore_index), sampled,
+                                          true_expected, sampled_expected, log_z, acc_type);
   at::Tensor logits = at::mm(input, weight.index_select(0, sampled).t()).contiguous();  // [N, S]
   at::Tensor loss = at::empty({N}, input.options().dtype(acc_type));
   at::Tensor grad_true = at::empty({N, T}, input.options().dtype(acc_type));
