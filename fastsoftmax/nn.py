@@ -130,10 +130,12 @@ class _OutputLayer(nn.Module):
         h = input.reshape(-1, self.in_features)
         keep = t2[:, 0] != self.ignore_index
         safe = torch.where(t2 == self.ignore_index, torch.zeros_like(t2), t2)
-        if bool(((safe < 0) | (safe >= self.num_classes)).any()):
-            raise ValueError(
-                f"target ids must lie in [0, {self.num_classes}) or equal ignore_index"
-            )
+        in_range = ((safe >= 0) & (safe < self.num_classes)).all()
+        message = f"target ids must lie in [0, {self.num_classes}) or equal ignore_index"
+        if torch.compiler.is_compiling():
+            torch._assert_async(in_range, message)
+        elif not bool(in_range):
+            raise ValueError(message)
         true = (h.unsqueeze(1) * self.weight[safe]).float().sum(-1)
         if self.bias is not None:
             true = true + self.bias[safe].float()
