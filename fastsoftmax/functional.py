@@ -51,9 +51,9 @@ def _target_2d(target: Tensor, lead: Tuple[int, ...], num_true: Optional[int]) -
         raise ValueError(f"num_true must be a positive int, got {num_true!r}")
     if tuple(target.shape) == lead and num_true in (None, 1):
         return target.reshape(-1, 1)
-    if target.dim() == len(lead) + 1 and tuple(target.shape[:-1]) == lead:
-        if num_true is None or target.shape[-1] == num_true:
-            return target.reshape(-1, target.shape[-1])
+    if (target.dim() == len(lead) + 1 and tuple(target.shape[:-1]) == lead
+            and (num_true is None or target.shape[-1] == num_true)):
+        return target.reshape(-1, target.shape[-1])
     want = f"{lead} or {lead + (num_true,)}" if num_true in (None, 1) else f"{lead + (num_true,)}"
     raise ValueError(
         f"target must have shape {want} for input of shape {lead} + (D,), "
@@ -250,4 +250,4 @@ def negative_sampling_loss(
     return _reduce(loss, t2, lead, reduction, ignore_index, input.dtype)
 
 
-__all__ = ["draw_candidates", "negative_sampling_loss", "nce_loss", "sampled_softmax_loss"]
+__all__ = ["draw_candidates", "nce_loss", "negative_sampling_loss", "sampled_softmax_loss"]

@@ -5,11 +5,10 @@ torch.compile, and the sampled-softmax gradient approaching the full one."""
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import requires_cuda
 
 import fastsoftmax as fs
 from fastsoftmax import functional as FF
-
-from conftest import requires_cuda
 
 D, V = 16, 64
 MODULES = [
@@ -85,7 +84,7 @@ def test_weight_tying_and_sampler_choices():
     emb = torch.nn.Embedding(V, D)
     m = fs.SampledSoftmaxLoss(D, V, 8, weight=emb.weight, bias=False)
     assert m.weight is emb.weight and m.bias is None
-    x, t = data("cpu")
+    _, t = data("cpu")
     m(emb(t), t).backward()
     assert emb.weight.grad is not None
     counts = torch.arange(V, 0, -1).double()
