@@ -164,7 +164,6 @@ def sampled_softmax_loss(
     reduction: str = "mean",
     ignore_index: int = -100,
     generator: Optional[torch.Generator] = None,
-    _sparse: bool = False,
 ) -> Tensor:
     """Softmax cross entropy over [true..., sampled...] logits with label mass 1/num_true on
     each true class (tf.nn.sampled_softmax_loss). One candidate set of `num_sampled` distinct
@@ -172,7 +171,7 @@ def sampled_softmax_loss(
     unless `sampled` is given."""
     return _sampled_loss(ops.MODE_SOFTMAX, input, weight, target, bias, num_sampled, sampler,
                          sampled, num_true, remove_accidental_hits, 0.0, reduction,
-                         ignore_index, generator, _sparse)
+                         ignore_index, generator, False)
 
 
 def nce_loss(
@@ -190,14 +189,13 @@ def nce_loss(
     reduction: str = "mean",
     ignore_index: int = -100,
     generator: Optional[torch.Generator] = None,
-    _sparse: bool = False,
 ) -> Tensor:
     """Noise-contrastive estimation (tf.nn.nce_loss): per row, the sum of sigmoid cross
     entropies of the true logits (label 1/num_true) and sampled logits (label 0), every logit
     shifted by -log_z (a float, or a tensor to learn it; 0 = self-normalised)."""
     return _sampled_loss(ops.MODE_NCE, input, weight, target, bias, num_sampled, sampler,
                          sampled, num_true, remove_accidental_hits, log_z, reduction,
-                         ignore_index, generator, _sparse)
+                         ignore_index, generator, False)
 
 
 def negative_sampling_loss(
@@ -211,12 +209,17 @@ def negative_sampling_loss(
     reduction: str = "mean",
     ignore_index: int = -100,
     generator: Optional[torch.Generator] = None,
-    _sparse: bool = False,
 ) -> Tensor:
     """word2vec's loss: per row, -sum_true log s(w_t.h) - sum_k log s(-w_k.h). target [*] or
     [*, T]; negatives int64 [*, K] (per row) or [K] (shared). When not given, K =
     `num_negatives` per-row negatives are drawn from `sampler` (default uniform). Negatives
     equal to a true class are kept, as in the formula (word2vec.c skips them)."""
+    return _negative_sampling(input, weight, target, num_negatives, sampler, negatives,
+                              reduction, ignore_index, generator, False)
+
+
+def _negative_sampling(input, weight, target, num_negatives, sampler, negatives, reduction,
+                       ignore_index, generator, sparse):
     _check_common(input, weight, target, reduction)
     lead = tuple(input.shape[:-1])
     t2 = _target_2d(target, lead, None)
@@ -246,7 +249,7 @@ def negative_sampling_loss(
                 f"negatives must have shape {lead + ('K',)} (per row) or (K,) (shared), got "
                 f"{tuple(negatives.shape)}"
             )
-    loss, _ = ops.negative_sampling_forward(h, weight, t2, neg, int(ignore_index), bool(_sparse))
+    loss, _ = ops.negative_sampling_forward(h, weight, t2, neg, int(ignore_index), bool(sparse))
     return _reduce(loss, t2, lead, reduction, ignore_index, input.dtype)
 
 

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from . import functional as F
+from . import ops
 from .samplers import LogUniformSampler, Sampler, UniformSampler, UnigramSampler
 
 _SAMPLERS = ("unigram", "log_uniform", "uniform")
@@ -170,11 +171,10 @@ class SampledSoftmaxLoss(_OutputLayer):
         self.remove_accidental_hits = remove_accidental_hits
 
     def _sampled_loss(self, input, target):
-        return F.sampled_softmax_loss(
-            input, self.weight, target, self.bias, num_sampled=self.num_sampled,
-            sampler=self._sampler_on(input.device), num_true=None,
-            remove_accidental_hits=self.remove_accidental_hits, reduction=self.reduction,
-            ignore_index=self.ignore_index, _sparse=self.sparse)
+        return F._sampled_loss(
+            ops.MODE_SOFTMAX, input, self.weight, target, self.bias, self.num_sampled,
+            self._sampler_on(input.device), None, None, self.remove_accidental_hits, 0.0,
+            self.reduction, self.ignore_index, None, self.sparse)
 
 
 class NCELoss(_OutputLayer):
@@ -196,10 +196,10 @@ class NCELoss(_OutputLayer):
             self.register_buffer("log_z", value)
 
     def _sampled_loss(self, input, target):
-        return F.nce_loss(
-            input, self.weight, target, self.bias, num_sampled=self.num_sampled,
-            sampler=self._sampler_on(input.device), num_true=None, log_z=self.log_z,
-            reduction=self.reduction, ignore_index=self.ignore_index, _sparse=self.sparse)
+        return F._sampled_loss(
+            ops.MODE_NCE, input, self.weight, target, self.bias, self.num_sampled,
+            self._sampler_on(input.device), None, None, False, self.log_z, self.reduction,
+            self.ignore_index, None, self.sparse)
 
     def full_loss(self, input, target):
         """Exact full-softmax cross entropy: NCE's normalised model is the softmax of the
@@ -227,9 +227,8 @@ class NegativeSamplingLoss(_OutputLayer):
         negatives = sampler.sample(*shape)
         if not self.shared:
             negatives = negatives.reshape(*input.shape[:-1], self.num_negatives)
-        return F.negative_sampling_loss(
-            input, self.weight, target, negatives=negatives, reduction=self.reduction,
-            ignore_index=self.ignore_index, _sparse=self.sparse)
+        return F._negative_sampling(input, self.weight, target, None, None, negatives,
+                                    self.reduction, self.ignore_index, None, self.sparse)
 
 
 __all__ = ["NCELoss", "NegativeSamplingLoss", "SampledSoftmaxLoss"]
