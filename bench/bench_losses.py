@@ -7,8 +7,7 @@
 Correctness is checked (ours vs plain PyTorch: loss and gradients) before anything is timed.
 Times are medians over --repeat runs after a warm-up, with the min and max as the spread.
 Peak memory is the extra memory a forward+backward allocates beyond its inputs: on CUDA from
-the caching allocator's peak statistics, on the CPU from the profiler's allocation events
-(torch CPU allocations only; the native scatter's small index vectors are not seen).
+the caching allocator's peak statistics, on the CPU from the resident-set high-water mark.
 On CUDA the negative-sampling rows also give the memory-bandwidth bound: the bytes the
 kernels must move divided by the measured device copy bandwidth.
 Rows are appended to bench/results/losses-<device>.csv with the device name and command.
@@ -20,9 +19,7 @@ import gc
 import math
 import os
 import platform
-import resource
 import statistics
-import subprocess
 import sys
 import time
 
@@ -119,35 +116,34 @@ def time_it(fn, args, params, device, repeat, warmup):
     return statistics.median(times), min(times), max(times)
 
 
-def peak_extra_mb(case, provider, shape, dtype, device, fn, fargs, params):
-    """Extra memory of one forward+backward beyond its inputs. CUDA: the allocator's peak.
-    CPU: the rise of the resident-set high-water mark in a fresh process (everything the
-    step allocates, native buffers included)."""
+def _proc_status_kib(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def peak_extra_mb(fn, fargs, params, device):
+    """Extra memory of one forward+backward beyond its inputs. CUDA: the caching allocator's
+    peak. CPU (Linux): the resident-set high-water mark, reset first through
+    /proc/self/clear_refs, minus the resident set before the step: everything the step
+    touches, native buffers included (large blocks go back to the OS when freed)."""
+    for p in params:
+        p.grad = None
+    gc.collect()
     if device.type == "cuda":
-        for p in params:
-            p.grad = None
         torch.cuda.synchronize()
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
         step(fn, fargs, params)
         torch.cuda.synchronize()
         return (torch.cuda.max_memory_allocated() - base) / 2**20
-    spec = f"{case}:{provider}:{','.join(map(str, shape))}:{str(dtype)[6:]}"
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--memory-child", spec],
-                         capture_output=True, text=True, check=True)
-    return float(out.stdout.strip().splitlines()[-1])
-
-
-def memory_child(spec):
-    case, provider, shape, dtype = spec.split(":")
-    shape = tuple(int(x) for x in shape.split(","))
-    providers, params = MAKERS[case](torch.device("cpu"), getattr(torch, dtype), shape)
-    fn, fargs = providers[provider]
-    gc.collect()
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current resident set
+    base = _proc_status_kib("VmRSS")
     step(fn, fargs, params)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print((peak - base) / 1024)
+    return (_proc_status_kib("VmHWM") - base) / 1024
 
 
 def copy_bandwidth_gbs(device):
@@ -169,12 +165,14 @@ def check_close(ours, plain, params, dtype, what):
     ga = [p.grad.clone() for p in params]
     lp = step(plain[0], plain[1], params)
     gb = [p.grad.clone() for p in params]
-    torch.testing.assert_close(lo.float(), lp.float(), rtol=tol["rtol"], atol=tol["atol"] * lp.numel())
+    torch.testing.assert_close(lo.float(), lp.float(), rtol=tol["rtol"],
+                               atol=tol["atol"] * lp.numel())
     for a, b in zip(ga, gb):
         scale = b.float().abs().max().clamp_min(1e-12)
         err = float((a.float() - b.float()).abs().max() / scale)
         if err > tol["rtol"] * 10:
-            raise AssertionError(f"{what}: gradient differs from plain PyTorch (rel. err {err:.2e})")
+            raise AssertionError(
+                f"{what}: gradient differs from plain PyTorch (rel. err {err:.2e})")
     for p in params:
         p.grad = None
 
@@ -221,7 +219,7 @@ def bench_word2vec(device, dtype, shape, args, rows):
     results = {}
     for name, fn in (("ours", ns_ours), ("plain", ns_plain)):
         med, lo, hi = time_it(fn, (h, w, t, neg), params, device, args.repeat, args.warmup)
-        mem = peak_extra_mb("word2vec", name, shape, dtype, device, fn, (h, w, t, neg), params)
+        mem = peak_extra_mb(fn, (h, w, t, neg), params, device)
         results[name] = med
         rows.append(dict(case="negative_sampling", provider=name, dtype=str(dtype)[6:],
                          shape=f"N={n} D={d} V={v} K={k}", median_ms=med, min_ms=lo, max_ms=hi,
@@ -242,7 +240,7 @@ def bench_lm(device, dtype, shape, args, rows):
     for name, fn, fargs in providers:
         repeat = args.repeat if name != "full_softmax" else max(3, args.repeat // 3)
         med, lo, hi = time_it(fn, fargs, params, device, repeat, args.warmup)
-        mem = peak_extra_mb("lm", name, shape, dtype, device, fn, fargs, params)
+        mem = peak_extra_mb(fn, fargs, params, device)
         results[name] = med
         rows.append(dict(case="sampled_softmax", provider=name, dtype=str(dtype)[6:],
                          shape=f"N={n} D={d} V={v} S={s}", median_ms=med, min_ms=lo, max_ms=hi,
@@ -250,9 +248,6 @@ def bench_lm(device, dtype, shape, args, rows):
     ours_row = rows[-3]
     ours_row["speedup_vs_plain"] = results["plain"] / results["ours"]
     ours_row["speedup_vs_full"] = results["full_softmax"] / results["ours"]
-
-
-MAKERS = {"word2vec": make_word2vec, "lm": make_lm}
 
 
 def main():
@@ -263,10 +258,7 @@ def main():
     parser.add_argument("--cases", default="word2vec,lm")
     parser.add_argument("--out", default=None)
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, no result file")
-    parser.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.memory_child:
-        return memory_child(args.memory_child)
     device = torch.device(args.device)
     shapes = SHAPES["smoke" if args.smoke else ("cuda" if device.type == "cuda" else "cpu")]
     if device.type == "cuda":
@@ -286,7 +278,8 @@ def main():
     fields = ["device", "command", "case", "provider", "dtype", "shape", "median_ms", "min_ms",
               "max_ms", "peak_extra_mb", "speedup_vs_plain", "speedup_vs_full", "bound_ms",
               "copy_bandwidth_gbs"]
-    out = os.devnull if args.smoke else args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = os.devnull if args.smoke else args.out or os.path.join(here, "results",
                                    f"losses-{device.type}.csv")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     new = args.smoke or not os.path.exists(out)

@@ -31,6 +31,13 @@ inline acc_t dot(const scalar_t* a, const scalar_t* b, int64_t D) {
   return r;
 }
 
+// Asks for the cache lines of a row ahead of its use: the rows a loss gathers are random rows
+// of a large weight matrix, so without this every gather waits on DRAM latency.
+inline void prefetch_row(const void* row, int64_t bytes) {
+  const char* p = static_cast<const char*>(row);
+  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
+}
+
 // acc[d] += c * x[d]
 template <class scalar_t, class acc_t>
 inline void axpy(acc_t* acc, acc_t c, const scalar_t* x, int64_t D) {
@@ -68,24 +75,35 @@ std::tuple<at::Tensor, at::Tensor> scatter_pairs_cpu(
   std::vector<int64_t> order(P), fill(start.begin(), start.end() - 1);
   for (int64_t p = 0; p < P; ++p) order[fill[key[p]]++] = p;
 
+  // Sparse: one output row per touched class. Dense: every class, untouched rows written as
+  // zeros in the same pass (no separate zero fill of the [V, D] gradient).
   const int64_t U = static_cast<int64_t>(touched.size());
-  at::Tensor out = sparse ? at::empty({U, D}, options) : at::zeros({V, D}, options);
+  at::Tensor out = at::empty({sparse ? U : V, D}, options);
   at::Tensor ids = at::empty({sparse ? U : 0}, options.dtype(at::kLong));
   scalar_t* o = out.data_ptr<scalar_t>();
   if (sparse) std::copy(touched.begin(), touched.end(), ids.data_ptr<int64_t>());
-  at::parallel_for(0, U, 16, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, sparse ? U : V, 16, [&](int64_t begin, int64_t end) {
     std::vector<acc_t> acc(D);
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t v = touched[u];
+      const int64_t v = sparse ? touched[u] : u;
+      if (start[v] == start[v + 1]) {
+        std::fill(o + u * D, o + (u + 1) * D, scalar_t(0));
+        continue;
+      }
       std::fill(acc.begin(), acc.end(), acc_t(0));
       for (int64_t q = start[v]; q < start[v + 1]; ++q) {
         int which;
         int64_t n, j;
+        if (q + 2 < P) {  // the source row two pairs ahead (pairs of a class are scattered)
+          groups.locate(order[q + 2], which, n, j);
+          prefetch_row(groups.g[which].src + n * groups.g[which].src_row_stride,
+                       D * static_cast<int64_t>(sizeof(scalar_t)));
+        }
         groups.locate(order[q], which, n, j);
         const auto& g = groups.g[which];
         axpy(acc.data(), g.weight(n, j), g.src + n * g.src_row_stride, D);
       }
-      store(o + (sparse ? u : v) * D, acc.data(), D);
+      store(o + u * D, acc.data(), D);
     }
   });
   return {out, ids};

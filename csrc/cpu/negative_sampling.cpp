@@ -39,7 +39,13 @@ std::tuple<at::Tensor, at::Tensor> negative_sampling_forward_cpu(
         acc_t* l = loss.data_ptr<acc_t>();
         acc_t* c = coef.data_ptr<acc_t>();
         at::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
+          const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
           for (int64_t n = begin; n < end; ++n) {
+            if (n + 1 < end) {  // the next row's classes, while this row computes
+              for (int64_t t = 0; t < T; ++t) prefetch_row(w + tg[(n + 1) * T + t] * D, row_bytes);
+              for (int64_t k = 0; k < K; ++k)
+                prefetch_row(w + ng[(n + 1) * neg_stride + k] * D, row_bytes);
+            }
             acc_t* cn = c + n * J;
             const int64_t* tn = tg + n * T;
             if (tn[0] == ignore_index) {
@@ -98,7 +104,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cpu(
         scalar_t* gi = grad_input.data_ptr<scalar_t>();
         at::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
           std::vector<acc_t> acc(D);
+          const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
           for (int64_t n = begin; n < end; ++n) {
+            if (n + 1 < end) {
+              for (int64_t t = 0; t < T; ++t) prefetch_row(w + tg[(n + 1) * T + t] * D, row_bytes);
+              for (int64_t k = 0; k < K; ++k)
+                prefetch_row(w + ng[(n + 1) * neg_stride + k] * D, row_bytes);
+            }
             std::fill(acc.begin(), acc.end(), acc_t(0));
             const acc_t* cn = c + n * J;
             for (int64_t t = 0; t < T; ++t) axpy(acc.data(), cn[t], w + tg[n * T + t] * D, D);
