@@ -13,4 +13,35 @@ TORCH_LIBRARY(fastsoftmax, m) {
   m.def(
       "sample_unique(Tensor prob, Tensor alias, Tensor seed, int num_classes, int kind,"
       " int num_sampled) -> (Tensor sampled, Tensor num_tries)");
+
+  // Losses. Forward and backward are separate ops, joined in Python by register_autograd;
+  // the samples are inputs, never redrawn. input [N, D], weight [V, D], bias [V],
+  // target [N, T] (a row of ignore_index is ignored). Per-row losses come back in the
+  // accumulation dtype (float32, or float64 for float64 input); reduction happens in Python.
+  // `sparse` is read by the backward only: grad_weight is then the touched rows [U, D] with
+  // their ids [U] (ascending); otherwise the dense [V, D] gradient and an empty ids tensor.
+  //
+  // Negative sampling: negatives [N, K] (per row) or [K] (shared); coef [N, T + K] holds
+  // dloss/dscore of every (row, class) pair for the backward.
+  m.def(
+      "negative_sampling_forward(Tensor input, Tensor weight, Tensor target, Tensor negatives,"
+      " int ignore_index, bool sparse) -> (Tensor loss, Tensor coef)");
+  m.def(
+      "negative_sampling_backward(Tensor grad_loss, Tensor input, Tensor weight, Tensor target,"
+      " Tensor negatives, Tensor coef, int ignore_index, bool sparse)"
+      " -> (Tensor grad_input, Tensor grad_weight, Tensor grad_weight_ids)");
+  // Sampled softmax (mode 0) and NCE (mode 1) over one candidate set sampled [S] shared by
+  // the batch, TensorFlow's _compute_sampled_logits: logits - log(expected count) - log_z,
+  // accidental hits masked when asked. grad_logits [N, S] (input dtype) and grad_true [N, T]
+  // are dloss/dlogit, kept for the backward.
+  m.def(
+      "sampled_logits_forward(Tensor input, Tensor weight, Tensor? bias, Tensor target,"
+      " Tensor sampled, Tensor true_expected_count, Tensor sampled_expected_count,"
+      " Tensor log_z, int mode, bool remove_accidental_hits, int ignore_index, bool sparse)"
+      " -> (Tensor loss, Tensor grad_logits, Tensor grad_true)");
+  m.def(
+      "sampled_logits_backward(Tensor grad_loss, Tensor input, Tensor weight, Tensor target,"
+      " Tensor sampled, Tensor grad_logits, Tensor grad_true, bool has_bias, int ignore_index,"
+      " bool sparse) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias,"
+      " Tensor grad_weight_ids)");
 }

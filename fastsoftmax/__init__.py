@@ -1,10 +1,13 @@
 """fastsoftmax: cheap large-vocabulary output layers for PyTorch.
 
-Samplers (alias tables, log-uniform, uniform) and sampled losses with native CPU and CUDA
+Samplers (alias tables, log-uniform, uniform) and sampled losses (sampled softmax, NCE,
+negative sampling; functional and nn.Module forms) with native CPU and CUDA
 kernels, registered as torch ops.
 """
 
-from . import ops
+from . import functional, ops
+from .functional import nce_loss, negative_sampling_loss, sampled_softmax_loss
+from .nn import NCELoss, NegativeSamplingLoss, SampledSoftmaxLoss
 from .samplers import (
     AliasSampler,
     LogUniformSampler,
@@ -24,6 +27,9 @@ def build_info() -> dict:
 
 
 __all__ = [
+    "NCELoss",
+    "NegativeSamplingLoss",
+    "SampledSoftmaxLoss",
     "AliasSampler",
     "LogUniformSampler",
     "SampledValues",
@@ -31,4 +37,8 @@ __all__ = [
     "UniformSampler",
     "UnigramSampler",
     "build_info",
+    "functional",
+    "nce_loss",
+    "negative_sampling_loss",
+    "sampled_softmax_loss",
 ]

@@ -66,3 +66,162 @@ def _sample_fake(prob, alias, seed, num_classes, kind, size):
 @torch.library.register_fake("fastsoftmax::sample_unique")
 def _sample_unique_fake(prob, alias, seed, num_classes, kind, num_sampled):
     return seed.new_empty(num_sampled, dtype=torch.int64), seed.new_empty((), dtype=torch.int64)
+
+
+# ---------------------------------------------------------------------------------------
+# Losses: forward and backward ops joined by register_autograd. The forward returns per-row
+# losses in the accumulation dtype plus the pieces the backward needs; the samples are
+# inputs, saved for the backward and never redrawn.
+# ---------------------------------------------------------------------------------------
+
+MODE_SOFTMAX, MODE_NCE = 0, 1
+
+
+def negative_sampling_forward(
+    input: Tensor, weight: Tensor, target: Tensor, negatives: Tensor, ignore_index: int,
+    sparse: bool,
+) -> Tuple[Tensor, Tensor]:
+    return torch.ops.fastsoftmax.negative_sampling_forward.default(
+        input, weight, target, negatives, ignore_index, sparse
+    )
+
+
+def sampled_logits_forward(
+    input: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor, sampled: Tensor,
+    true_expected_count: Tensor, sampled_expected_count: Tensor, log_z: Tensor, mode: int,
+    remove_accidental_hits: bool, ignore_index: int, sparse: bool,
+) -> Tuple[Tensor, Tensor, Tensor]:
+    return torch.ops.fastsoftmax.sampled_logits_forward.default(
+        input, weight, bias, target, sampled, true_expected_count, sampled_expected_count,
+        log_z, mode, remove_accidental_hits, ignore_index, sparse,
+    )
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _sparse_rows_fake(weight: Tensor, sparse: bool) -> Tuple[Tensor, Tensor]:
+    if not sparse:
+        return torch.empty_like(weight), weight.new_empty(0, dtype=torch.int64)
+    rows = torch.library.get_ctx().new_dynamic_size()
+    return (
+        weight.new_empty(rows, weight.shape[1]),
+        weight.new_empty(rows, dtype=torch.int64),
+    )
+
+
+@torch.library.register_fake("fastsoftmax::negative_sampling_forward")
+def _negative_sampling_forward_fake(input, weight, target, negatives, ignore_index, sparse):
+    torch._check(input.dim() == 2 and weight.dim() == 2 and target.dim() == 2)
+    n, acc = input.shape[0], _acc_dtype(input.dtype)
+    j = target.shape[1] + negatives.shape[-1]
+    return input.new_empty(n, dtype=acc), input.new_empty(n, j, dtype=acc)
+
+
+@torch.library.register_fake("fastsoftmax::negative_sampling_backward")
+def _negative_sampling_backward_fake(
+    grad_loss, input, weight, target, negatives, coef, ignore_index, sparse
+):
+    grad_weight, ids = _sparse_rows_fake(weight, sparse)
+    return torch.empty_like(input), grad_weight, ids
+
+
+@torch.library.register_fake("fastsoftmax::sampled_logits_forward")
+def _sampled_logits_forward_fake(
+    input, weight, bias, target, sampled, true_expected_count, sampled_expected_count, log_z,
+    mode, remove_accidental_hits, ignore_index, sparse,
+):
+    torch._check(input.dim() == 2 and weight.dim() == 2 and target.dim() == 2)
+    n, acc = input.shape[0], _acc_dtype(input.dtype)
+    return (
+        input.new_empty(n, dtype=acc),
+        input.new_empty(n, sampled.shape[0]),
+        input.new_empty(n, target.shape[1], dtype=acc),
+    )
+
+
+@torch.library.register_fake("fastsoftmax::sampled_logits_backward")
+def _sampled_logits_backward_fake(
+    grad_loss, input, weight, target, sampled, grad_logits, grad_true, has_bias, ignore_index,
+    sparse,
+):
+    grad_weight, ids = _sparse_rows_fake(weight, sparse)
+    grad_bias = input.new_empty(weight.shape[0] if has_bias else 0)
+    return torch.empty_like(input), grad_weight, grad_bias, ids
+
+
+def _weight_grad(grad_weight: Tensor, ids: Tensor, weight: Tensor, sparse: bool) -> Tensor:
+    if not sparse:
+        return grad_weight
+    # As nn.Embedding(sparse=True): a sparse COO gradient of weight's shape, here already
+    # coalesced (ids unique and ascending).
+    return torch.sparse_coo_tensor(
+        ids.unsqueeze(0), grad_weight, weight.shape, is_coalesced=True, check_invariants=False
+    )
+
+
+def _negative_sampling_setup(ctx, inputs, output):
+    input, weight, target, negatives, ignore_index, sparse = inputs
+    ctx.ignore_index, ctx.sparse = ignore_index, sparse
+    ctx.save_for_backward(input, weight, target, negatives, output[1])
+
+
+def _negative_sampling_backward(ctx, grad_loss, grad_coef):
+    input, weight, target, negatives, coef = ctx.saved_tensors
+    grad_input, grad_weight, ids = torch.ops.fastsoftmax.negative_sampling_backward.default(
+        grad_loss.contiguous(), input, weight, target, negatives, coef, ctx.ignore_index,
+        ctx.sparse,
+    )
+    return grad_input, _weight_grad(grad_weight, ids, weight, ctx.sparse), None, None, None, None
+
+
+def _sampled_logits_setup(ctx, inputs, output):
+    (input, weight, bias, target, sampled, _, _, log_z, _, _, ignore_index, sparse) = inputs
+    ctx.ignore_index, ctx.sparse, ctx.has_bias = ignore_index, sparse, bias is not None
+    ctx.bias_dtype = None if bias is None else bias.dtype
+    ctx.log_z_meta = (log_z.shape, log_z.dtype)
+    ctx.save_for_backward(input, weight, target, sampled, output[1], output[2])
+
+
+def _sampled_logits_backward(ctx, grad_loss, grad_grad_logits, grad_grad_true):
+    input, weight, target, sampled, grad_logits, grad_true = ctx.saved_tensors
+    grad_loss = grad_loss.contiguous()
+    grad_input, grad_weight, grad_bias, ids = (
+        torch.ops.fastsoftmax.sampled_logits_backward.default(
+            grad_loss, input, weight, target, sampled, grad_logits, grad_true, ctx.has_bias,
+            ctx.ignore_index, ctx.sparse,
+        )
+    )
+    grad_log_z = None
+    if ctx.needs_input_grad[7]:
+        # Every logit is shifted by -log_z, so dL/dlog_z = -sum of all logit gradients.
+        per_row = grad_logits.float().sum(1) + grad_true.float().sum(1)
+        shape, dtype = ctx.log_z_meta
+        grad_log_z = (-(per_row * grad_loss.float()).sum()).to(dtype).reshape(shape)
+    return (
+        grad_input,
+        _weight_grad(grad_weight, ids, weight, ctx.sparse),
+        grad_bias if ctx.has_bias else None,
+        None, None, None, None,
+        grad_log_z,
+        None, None, None, None,
+    )
+
+
+torch.library.register_autograd(
+    "fastsoftmax::negative_sampling_forward",
+    _negative_sampling_backward,
+    setup_context=_negative_sampling_setup,
+)
+torch.library.register_autograd(
+    "fastsoftmax::sampled_logits_forward",
+    _sampled_logits_backward,
+    setup_context=_sampled_logits_setup,
+)
+
+# Under autocast the losses run in float32, as F.cross_entropy does: low-precision
+# activations are upcast to meet the float32 weight (and the backward casts them back).
+for _op in ("negative_sampling_forward", "sampled_logits_forward"):
+    for _device in ("cpu", "cuda"):
+        torch.library.register_autocast(f"fastsoftmax::{_op}", _device, torch.float32)

@@ -95,3 +95,85 @@ def expected_count(p: torch.Tensor, num_sampled: int, num_tries, unique: bool) -
     if not unique or num_tries == num_sampled:  # TensorFlow's shortcut, as the native side
         return num_sampled * p
     return 1.0 - (1.0 - p) ** num_tries
+
+
+# ---------------------------------------------------------------------------------------
+# Losses
+# ---------------------------------------------------------------------------------------
+# Per-row losses [N] in float64, from input [N, D], weight [V, D], bias [V] or None,
+# target [N, T]. Rows whose first target equals ignore_index give 0. Differentiable, so the
+# tests take gradients of these with autograd.
+
+
+def _row_mask(target: torch.Tensor, ignore_index: int) -> torch.Tensor:
+    return target[:, 0] != ignore_index
+
+
+def sampled_logits_reference(input, weight, bias, target, sampled, true_expected,
+                             sampled_expected, remove_accidental_hits, log_z=0.0,
+                             ignore_index=-100, dtype=torch.float64):
+    """TensorFlow's _compute_sampled_logits: (logits [N, T + S], labels [N, T + S], keep).
+    `dtype` is the arithmetic dtype (float64 for the reference; a low-precision dtype gives
+    plain PyTorch's own error for comparison)."""
+    h, w = input.to(dtype), weight.to(dtype)
+    keep = _row_mask(target, ignore_index)
+    safe = torch.where(target == ignore_index, torch.zeros_like(target), target)
+    true_logits = (h[:, None, :] * w[safe]).sum(-1)  # [N, T]
+    sampled_logits = h @ w[sampled].T  # [N, S]
+    if bias is not None:
+        true_logits = true_logits + bias.to(dtype)[safe]
+        sampled_logits = sampled_logits + bias.to(dtype)[sampled]
+    true_logits = true_logits - torch.log(true_expected.to(dtype))
+    sampled_logits = sampled_logits - torch.log(sampled_expected.to(dtype))
+    if remove_accidental_hits:
+        hits = (sampled[None, None, :] == target[:, :, None]).any(1)  # [N, S]
+        sampled_logits = sampled_logits.masked_fill(hits, -torch.finfo(dtype).max)
+    logits = torch.cat([true_logits, sampled_logits], 1) - log_z
+    T = target.shape[1]
+    labels = torch.cat([torch.full_like(true_logits, 1.0 / T), torch.zeros_like(sampled_logits)], 1)
+    return logits, labels, keep
+
+
+def sampled_softmax_reference(input, weight, bias, target, sampled, true_expected,
+                              sampled_expected, remove_accidental_hits=True, ignore_index=-100,
+                              dtype=torch.float64):
+    logits, labels, keep = sampled_logits_reference(
+        input, weight, bias, target, sampled, true_expected, sampled_expected,
+        remove_accidental_hits, 0.0, ignore_index, dtype)
+    loss = -(labels * torch.log_softmax(logits, 1)).sum(1)
+    return torch.where(keep, loss, torch.zeros_like(loss))
+
+
+def nce_reference(input, weight, bias, target, sampled, true_expected, sampled_expected,
+                  remove_accidental_hits=False, log_z=0.0, ignore_index=-100,
+                  dtype=torch.float64):
+    logits, labels, keep = sampled_logits_reference(
+        input, weight, bias, target, sampled, true_expected, sampled_expected,
+        remove_accidental_hits, log_z, ignore_index, dtype)
+    # sigmoid cross entropy: -y log s(x) - (1 - y) log s(-x)
+    loss = -(labels * torch.nn.functional.logsigmoid(logits)
+             + (1 - labels) * torch.nn.functional.logsigmoid(-logits)).sum(1)
+    return torch.where(keep, loss, torch.zeros_like(loss))
+
+
+def negative_sampling_reference(input, weight, target, negatives, ignore_index=-100,
+                                dtype=torch.float64):
+    """-sum_t log s(w_t.h) - sum_k log s(-w_k.h); negatives [N, K] or [K] (shared)."""
+    h, w = input.to(dtype), weight.to(dtype)
+    keep = _row_mask(target, ignore_index)
+    safe = torch.where(target == ignore_index, torch.zeros_like(target), target)
+    if negatives.dim() == 1:
+        negatives = negatives.expand(h.shape[0], -1)
+    pos = (h[:, None, :] * w[safe]).sum(-1)
+    neg = (h[:, None, :] * w[negatives]).sum(-1)
+    loss = -(torch.nn.functional.logsigmoid(pos).sum(1)
+             + torch.nn.functional.logsigmoid(-neg).sum(1))
+    return torch.where(keep, loss, torch.zeros_like(loss))
+
+
+def reduce_reference(loss, target, reduction, ignore_index=-100):
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    return loss.sum() / (target[:, 0] != ignore_index).sum()

@@ -1,0 +1,304 @@
+"""Forward+backward time and peak memory of the sampled losses against full softmax
+(F.linear + F.cross_entropy) and against the same loss written in plain PyTorch.
+
+    python bench/bench_losses.py                 # CPU, shapes scaled down (see SHAPES)
+    python bench/bench_losses.py --device cuda   # the issue's shapes, CUDA events
+
+Correctness is checked (ours vs plain PyTorch: loss and gradients) before anything is timed.
+Times are medians over --repeat runs after a warm-up, with the min and max as the spread.
+Peak memory is the extra memory a forward+backward allocates beyond its inputs: on CUDA from
+the caching allocator's peak statistics, on the CPU from the resident-set high-water mark.
+On CUDA the negative-sampling rows also give the memory-bandwidth bound: the bytes the
+kernels must move divided by the measured device copy bandwidth.
+Rows are appended to bench/results/losses-<device>.csv with the device name and command.
+"""
+
+import argparse
+import csv
+import gc
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import fastsoftmax as fs  # noqa: E402
+from fastsoftmax import functional as FF  # noqa: E402
+
+# (rows, D, V, K) for word2vec and (N, D, V, S) for the LM case. CPU shapes are scaled
+# down so that a full-softmax step takes seconds, not minutes, on 2 cores.
+SHAPES = {
+    "cuda": {
+        "word2vec": [(2**20, 100, 100_000, 5), (2**20, 300, 100_000, 5)],
+        "lm": [(8192, 1024, 100_000, 8192), (8192, 1024, 800_000, 8192)],
+        "dtypes": [torch.float32, torch.bfloat16],
+    },
+    "cpu": {
+        "word2vec": [(2**16, 100, 100_000, 5), (2**16, 300, 100_000, 5)],
+        "lm": [(1024, 256, 100_000, 1024)],
+        "dtypes": [torch.float32],
+    },
+    "smoke": {  # --smoke: seconds, to check that the script runs
+        "word2vec": [(4096, 64, 5000, 5)],
+        "lm": [(256, 64, 5000, 256)],
+        "dtypes": [torch.float32, torch.bfloat16],
+    },
+}
+
+
+# ---- providers: each returns (loss, [tensors whose grads to compare]) ----------------------
+
+def ns_ours(h, w, t, neg):
+    return FF.negative_sampling_loss(h, w, t, negatives=neg, reduction="sum")
+
+
+def ns_plain(h, w, t, neg):
+    # gather [N, 1 + K, D] rows, batched dot, logsigmoid, autograd
+    pos = (w[t].unsqueeze(1) @ h.unsqueeze(2)).squeeze(-1).squeeze(-1)  # [N]
+    negs = torch.bmm(w[neg], h.unsqueeze(2)).squeeze(2)  # [N, K]
+    return -(F.logsigmoid(pos).sum() + F.logsigmoid(-negs).sum())
+
+
+def ss_ours(h, w, b, t, sampled):
+    return FF.sampled_softmax_loss(h, w, t, b, sampled=sampled, reduction="sum")
+
+
+def ss_plain(h, w, b, t, sampled):
+    cand, tq, sq = sampled
+    true_logit = (h * w[t]).sum(1) + b[t] - tq.log().to(h.dtype)
+    logits = torch.addmm(b[cand] - sq.log().to(h.dtype), h, w[cand].T)  # [N, S]
+    logits = logits.masked_fill(cand[None, :] == t[:, None], float("-inf"))
+    all_logits = torch.cat([true_logit[:, None], logits], 1)
+    return (torch.logsumexp(all_logits, 1) - true_logit).sum()
+
+
+def full_softmax(h, w, b, t):
+    return F.cross_entropy(F.linear(h, w, b), t, reduction="sum")
+
+
+# ---- timing and memory ---------------------------------------------------------------------
+
+def step(fn, args, params):
+    for p in params:
+        p.grad = None
+    loss = fn(*args)
+    loss.backward()
+    return loss
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_it(fn, args, params, device, repeat, warmup):
+    for _ in range(warmup):
+        step(fn, args, params)
+    sync(device)
+    times = []
+    for _ in range(repeat):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            step(fn, args, params)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            step(fn, args, params)
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times), min(times), max(times)
+
+
+def _proc_status_kib(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def peak_extra_mb(fn, fargs, params, device):
+    """Extra memory of one forward+backward beyond its inputs. CUDA: the caching allocator's
+    peak. CPU (Linux): the resident-set high-water mark, reset first through
+    /proc/self/clear_refs, minus the resident set before the step: everything the step
+    touches, native buffers included (large blocks go back to the OS when freed)."""
+    for p in params:
+        p.grad = None
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        step(fn, fargs, params)
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated() - base) / 2**20
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current resident set
+    base = _proc_status_kib("VmRSS")
+    step(fn, fargs, params)
+    return (_proc_status_kib("VmHWM") - base) / 1024
+
+
+def copy_bandwidth_gbs(device):
+    x = torch.empty(2**28, dtype=torch.uint8, device=device)
+    y = torch.empty_like(x)
+    for _ in range(3):
+        y.copy_(x)
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(10):
+        y.copy_(x)
+    sync(device)
+    return 2 * x.numel() * 10 / (time.perf_counter() - t0) / 1e9  # read + write
+
+
+def check_close(ours, plain, params, dtype, what):
+    tol = dict(rtol=2e-3, atol=1e-3) if dtype == torch.float32 else dict(rtol=5e-2, atol=5e-2)
+    lo = step(ours[0], ours[1], params)
+    ga = [p.grad.clone() for p in params]
+    lp = step(plain[0], plain[1], params)
+    gb = [p.grad.clone() for p in params]
+    torch.testing.assert_close(lo.float(), lp.float(), rtol=tol["rtol"],
+                               atol=tol["atol"] * lp.numel())
+    for a, b in zip(ga, gb):
+        scale = b.float().abs().max().clamp_min(1e-12)
+        err = float((a.float() - b.float()).abs().max() / scale)
+        if err > tol["rtol"] * 10:
+            raise AssertionError(
+                f"{what}: gradient differs from plain PyTorch (rel. err {err:.2e})")
+    for p in params:
+        p.grad = None
+
+
+# ---- cases ---------------------------------------------------------------------------------
+
+def make_word2vec(device, dtype, shape):
+    n, d, v, k = shape
+    g = torch.Generator().manual_seed(0)
+    w = (torch.randn(v, d, generator=g) * 0.1).to(device, dtype).requires_grad_()
+    h = (torch.randn(n, d, generator=g) * 0.1).to(device, dtype).requires_grad_()
+    sampler = fs.UnigramSampler(torch.arange(v, 0, -1).double() ** -1.0 * 1e6).to(device)
+    t = sampler.sample(n, generator=g)
+    neg = sampler.sample(n, k, generator=g)
+    return {"ours": (ns_ours, (h, w, t, neg)), "plain": (ns_plain, (h, w, t, neg))}, [h, w]
+
+
+def make_lm(device, dtype, shape):
+    n, d, v, s = shape
+    g = torch.Generator().manual_seed(0)
+    w = (torch.randn(v, d, generator=g) * 0.05).to(device, dtype).requires_grad_()
+    b = torch.zeros(v).to(device, dtype).requires_grad_()
+    h = torch.randn(n, d, generator=g).to(device, dtype).requires_grad_()
+    sampler = fs.LogUniformSampler(v, device=device)
+    t = sampler.sample(n, generator=g)
+    sampled = sampler.candidates(t, s, generator=g)
+    return {"ours": (ss_ours, (h, w, b, t, sampled)), "plain": (ss_plain, (h, w, b, t, sampled)),
+            "full_softmax": (full_softmax, (h, w, b, t))}, [h, w, b]
+
+
+def bench_word2vec(device, dtype, shape, args, rows):
+    n, d, v, k = shape
+    providers, params = make_word2vec(device, dtype, shape)
+    h, w, t, neg = providers["ours"][1]
+    check_close((ns_ours, (h, w, t, neg)), (ns_plain, (h, w, t, neg)), params, dtype, "word2vec")
+    es = torch.finfo(dtype).bits // 8
+    # Bytes the fused kernels must move: forward reads h and the 1 + K rows of W per row;
+    # backward reads them again and the coefficients, writes grad_h, and read-modify-writes
+    # the touched rows of an fp32 grad_W (one per pair at worst), plus zeroing grad_W.
+    j = 1 + k
+    moved = (2 * n * d * es + 2 * n * j * d * es + n * d * es + 2 * n * j * d * 4 + v * d * 4
+             + 3 * n * j * 8)
+    bound_ms = moved / (args.bandwidth * 1e9) * 1e3 if args.bandwidth else float("nan")
+    results = {}
+    for name, fn in (("ours", ns_ours), ("plain", ns_plain)):
+        med, lo, hi = time_it(fn, (h, w, t, neg), params, device, args.repeat, args.warmup)
+        mem = peak_extra_mb(fn, (h, w, t, neg), params, device)
+        results[name] = med
+        rows.append(dict(case="negative_sampling", provider=name, dtype=str(dtype)[6:],
+                         shape=f"N={n} D={d} V={v} K={k}", median_ms=med, min_ms=lo, max_ms=hi,
+                         peak_extra_mb=mem, bound_ms=bound_ms if name == "ours" else ""))
+    rows[-2]["speedup_vs_plain"] = results["plain"] / results["ours"]
+
+
+def bench_lm(device, dtype, shape, args, rows):
+    n, d, v, s = shape
+    providers, params = make_lm(device, dtype, shape)
+    h, w, b, t, sampled = providers["ours"][1]
+    check_close((ss_ours, (h, w, b, t, sampled)), (ss_plain, (h, w, b, t, sampled)), params,
+                dtype, "sampled softmax")
+    results = {}
+    providers = [("ours", ss_ours, (h, w, b, t, sampled)),
+                 ("plain", ss_plain, (h, w, b, t, sampled)),
+                 ("full_softmax", full_softmax, (h, w, b, t))]
+    for name, fn, fargs in providers:
+        repeat = args.repeat if name != "full_softmax" else max(3, args.repeat // 3)
+        med, lo, hi = time_it(fn, fargs, params, device, repeat, args.warmup)
+        mem = peak_extra_mb(fn, fargs, params, device)
+        results[name] = med
+        rows.append(dict(case="sampled_softmax", provider=name, dtype=str(dtype)[6:],
+                         shape=f"N={n} D={d} V={v} S={s}", median_ms=med, min_ms=lo, max_ms=hi,
+                         peak_extra_mb=mem))
+    ours_row = rows[-3]
+    ours_row["speedup_vs_plain"] = results["plain"] / results["ours"]
+    ours_row["speedup_vs_full"] = results["full_softmax"] / results["ours"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--cases", default="word2vec,lm")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--smoke", action="store_true", help="tiny shapes, no result file")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    shapes = SHAPES["smoke" if args.smoke else ("cuda" if device.type == "cuda" else "cpu")]
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    else:
+        name = f"{platform.processor() or platform.machine()} x{torch.get_num_threads()} threads"
+    args.bandwidth = copy_bandwidth_gbs(device) if device.type == "cuda" else None
+    rows = []
+    for dtype in shapes["dtypes"]:
+        if "word2vec" in args.cases:
+            for shape in shapes["word2vec"]:
+                bench_word2vec(device, dtype, shape, args, rows)
+        if "lm" in args.cases:
+            for shape in shapes["lm"]:
+                bench_lm(device, dtype, shape, args, rows)
+    command = "python " + " ".join(sys.argv)
+    fields = ["device", "command", "case", "provider", "dtype", "shape", "median_ms", "min_ms",
+              "max_ms", "peak_extra_mb", "speedup_vs_plain", "speedup_vs_full", "bound_ms",
+              "copy_bandwidth_gbs"]
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = os.devnull if args.smoke else args.out or os.path.join(here, "results",
+                                   f"losses-{device.type}.csv")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    new = args.smoke or not os.path.exists(out)
+    with open(out, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        if new:
+            writer.writeheader()
+        for r in rows:
+            r.update(device=name, command=command, copy_bandwidth_gbs=args.bandwidth or "")
+            writer.writerow({k: (f"{v:.3f}" if isinstance(v, float) and math.isfinite(v) else v)
+                             for k, v in r.items()})
+    for r in rows:
+        extra = " ".join(f"{k}={r[k]:.2f}" for k in ("speedup_vs_plain", "speedup_vs_full")
+                         if k in r)
+        print(f"{r['case']:18s} {r['provider']:13s} {r['dtype']:9s} {r['shape']:28s} "
+              f"median {r['median_ms']:9.2f} ms [{r['min_ms']:.2f}, {r['max_ms']:.2f}] "
+              f"peak +{r['peak_extra_mb']:.0f} MiB {extra}")
+    print(f"wrote {len(rows)} rows to {out}")
+
+
+if __name__ == "__main__":
+    main()

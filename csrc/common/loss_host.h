@@ -1,0 +1,186 @@
+// Host-side argument checks of the loss ops, shared by the CPU and CUDA files. Every check a
+// kernel relies on (ids in range, shapes, dtypes, devices) happens here, before any kernel is
+// launched, so a bad id is a Python ValueError on CUDA too, never a device-side assert.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "loss_math.h"
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace fastsoftmax {
+namespace loss {
+
+// input [N, D] and weight [V, D]: same floating dtype and device; bias [V] likewise.
+inline void check_dense(const at::Tensor& input, const at::Tensor& weight,
+                        const c10::optional<at::Tensor>& bias = c10::nullopt) {
+  TORCH_CHECK_TYPE(at::isFloatingType(input.scalar_type()),
+                   "input must be a floating-point tensor, got ", input.scalar_type());
+  TORCH_CHECK_TYPE(weight.scalar_type() == input.scalar_type(),
+                   "weight and input must have the same dtype, got weight ",
+                   weight.scalar_type(), " and input ", input.scalar_type(),
+                   " (cast one of them, or run under torch.autocast)");
+  TORCH_CHECK_VALUE(weight.device() == input.device(), "weight is on ", weight.device(),
+                    " but input is on ", input.device());
+  TORCH_CHECK_VALUE(input.dim() == 2, "input must be 2-D [N, D], got shape ", input.sizes());
+  TORCH_CHECK_VALUE(weight.dim() == 2, "weight must be 2-D [V, D], got shape ", weight.sizes());
+  TORCH_CHECK_VALUE(weight.size(1) == input.size(1), "weight has ", weight.size(1),
+                    " features per class but input has ", input.size(1));
+  TORCH_CHECK_VALUE(weight.size(0) > 0, "weight must have at least one class (row)");
+  if (bias.has_value()) {
+    TORCH_CHECK_TYPE(bias->scalar_type() == input.scalar_type(),
+                     "bias and input must have the same dtype, got bias ", bias->scalar_type(),
+                     " and input ", input.scalar_type());
+    TORCH_CHECK_VALUE(bias->device() == input.device(), "bias is on ", bias->device(),
+                      " but input is on ", input.device());
+    TORCH_CHECK_VALUE(bias->dim() == 1 && bias->size(0) == weight.size(0),
+                      "bias must be 1-D with one entry per class (", weight.size(0),
+                      "), got shape ", bias->sizes());
+  }
+}
+
+inline void check_ids_tensor(const at::Tensor& ids, const char* name, const at::Tensor& like) {
+  TORCH_CHECK_TYPE(ids.scalar_type() == at::kLong, name, " must be an int64 tensor, got ",
+                   ids.scalar_type());
+  TORCH_CHECK_VALUE(ids.device() == like.device(), name, " is on ", ids.device(),
+                    " but input is on ", like.device());
+}
+
+// The value checks of every id tensor of one call, evaluated with a single device-to-host
+// copy. target [N, T] may hold ignore_index (a whole row of it: the row is ignored); others
+// must lie in [0, V).
+struct IdChecks {
+  int64_t num_classes;
+  int64_t ignore_index;
+  std::vector<at::Tensor> flags;
+  std::vector<std::string> messages;
+  std::vector<at::Tensor> tensors;
+
+  void ids(const at::Tensor& t, const std::string& name) {
+    if (t.numel() == 0) return;
+    flags.push_back(((t < 0) | (t >= num_classes)).any());
+    messages.push_back(name);
+    tensors.push_back(t);
+  }
+
+  void target(const at::Tensor& t) {
+    if (t.numel() == 0) return;
+    const at::Tensor ignored = t == ignore_index;
+    flags.push_back((((t < 0) | (t >= num_classes)) & ignored.logical_not()).any());
+    messages.push_back("target");
+    tensors.push_back(at::where(ignored, at::zeros_like(t), t));
+    if (t.size(1) > 1) {
+      flags.push_back((ignored.any(1) != ignored.all(1)).any());
+      messages.push_back("");
+      tensors.push_back(t);
+    }
+  }
+
+  void run() const {
+    if (flags.empty()) return;
+    const at::Tensor f = at::stack(flags).cpu();
+    const bool* bad = f.data_ptr<bool>();
+    for (size_t i = 0; i < flags.size(); ++i) {
+      if (!bad[i]) continue;
+      TORCH_CHECK_VALUE(!messages[i].empty(), "a target row mixes ignore_index (", ignore_index,
+                        ") with class ids: with num_true > 1 a row is ignored only when all "
+                        "its targets equal ignore_index");
+      const at::Tensor& t = tensors[i];
+      const at::Tensor out = t.masked_select((t < 0) | (t >= num_classes));
+      TORCH_CHECK_VALUE(false, messages[i], " ids must lie in [0, ", num_classes, ")",
+                        messages[i] == "target" ? " or equal ignore_index" : "",
+                        "; found ", out.min().item<int64_t>(), " (min offending) and ",
+                        out.max().item<int64_t>(), " (max offending)");
+    }
+  }
+};
+
+// target [N, T] with ignored rows' ids replaced by 0: safe to gather with, and a row is
+// recognised as ignored by its (zero) coefficients in the backward.
+inline at::Tensor safe_target(const at::Tensor& target, int64_t ignore_index) {
+  return at::where(target == ignore_index, at::zeros_like(target), target).contiguous();
+}
+
+inline void check_target(const at::Tensor& target, const at::Tensor& input) {
+  check_ids_tensor(target, "target", input);
+  TORCH_CHECK_VALUE(target.dim() == 2 && target.size(0) == input.size(0) && target.size(1) > 0,
+                    "target must be [N, num_true] with N = ", input.size(0),
+                    " rows, got shape ", target.sizes());
+}
+
+// negative_sampling_*: input [N, D], weight [V, D], target [N, T], negatives [N, K] (per
+// row) or [K] (shared by every row).
+inline void check_negative_sampling(const at::Tensor& input, const at::Tensor& weight,
+                                    const at::Tensor& target, const at::Tensor& negatives,
+                                    int64_t ignore_index) {
+  check_dense(input, weight);
+  check_target(target, input);
+  check_ids_tensor(negatives, "negatives", input);
+  TORCH_CHECK_VALUE(negatives.dim() == 1 || (negatives.dim() == 2 && negatives.size(0) == input.size(0)),
+                    "negatives must be [N, K] (per row) or [K] (shared) with N = ",
+                    input.size(0), ", got shape ", negatives.sizes());
+  IdChecks checks{weight.size(0), ignore_index};
+  checks.target(target);
+  checks.ids(negatives, "negatives");
+  checks.run();
+}
+
+// sampled_logits_*: sampled [S] shared by the batch, its expected counts [S], the true
+// classes' expected counts [N, T] (float, positive).
+inline void check_sampled_logits(const at::Tensor& input, const at::Tensor& weight,
+                                 const c10::optional<at::Tensor>& bias, const at::Tensor& target,
+                                 const at::Tensor& sampled, const at::Tensor& true_expected,
+                                 const at::Tensor& sampled_expected, const at::Tensor& log_z,
+                                 int64_t mode, int64_t ignore_index) {
+  check_dense(input, weight, bias);
+  check_target(target, input);
+  check_ids_tensor(sampled, "sampled", input);
+  TORCH_CHECK_VALUE(mode == kSoftmax || mode == kNce, "unknown sampled-logits mode ", mode);
+  TORCH_CHECK_VALUE(sampled.dim() == 1 && sampled.size(0) > 0,
+                    "sampled candidates must be a non-empty 1-D tensor [S], got shape ",
+                    sampled.sizes());
+  TORCH_CHECK_TYPE(at::isFloatingType(true_expected.scalar_type()) &&
+                       at::isFloatingType(sampled_expected.scalar_type()),
+                   "expected counts must be floating-point tensors");
+  TORCH_CHECK_VALUE(true_expected.device() == input.device() &&
+                        sampled_expected.device() == input.device() &&
+                        log_z.device() == input.device(),
+                    "expected counts and log_z must be on the input's device (", input.device(),
+                    ")");
+  TORCH_CHECK_VALUE(true_expected.sizes() == target.sizes(),
+                    "true_expected_count must have the target's shape ", target.sizes(),
+                    ", got ", true_expected.sizes());
+  TORCH_CHECK_VALUE(sampled_expected.sizes() == sampled.sizes(),
+                    "sampled_expected_count must have the shape of sampled ", sampled.sizes(),
+                    ", got ", sampled_expected.sizes());
+  TORCH_CHECK_VALUE(log_z.numel() == 1 && at::isFloatingType(log_z.scalar_type()),
+                    "log_z must be a floating-point tensor with one element");
+  IdChecks checks{weight.size(0), ignore_index};
+  checks.target(target);
+  checks.ids(sampled, "sampled");
+  checks.run();
+}
+
+
+// The logit offsets of sampled logits, in the accumulation dtype: per candidate column
+// bias[s_j] - log Q(s_j) - log_z  [S], and per true class bias[t] - log Q(t) - log_z  [N, T].
+inline std::tuple<at::Tensor, at::Tensor> logit_offsets(
+    const c10::optional<at::Tensor>& bias, const at::Tensor& safe_target,
+    const at::Tensor& sampled, const at::Tensor& true_expected,
+    const at::Tensor& sampled_expected, const at::Tensor& log_z, at::ScalarType acc_type) {
+  const at::Tensor shift = log_z.to(acc_type).reshape({});
+  at::Tensor col = -at::log(sampled_expected.to(acc_type)) - shift;
+  at::Tensor row = -at::log(true_expected.to(acc_type)) - shift;
+  if (bias.has_value()) {
+    const at::Tensor b = bias->to(acc_type);
+    col = col + b.index_select(0, sampled);
+    row = row + b.index_select(0, safe_target.reshape(-1)).reshape(safe_target.sizes());
+  }
+  return {col.contiguous(), row.contiguous()};
+}
+
+}  // namespace loss
+}  // namespace fastsoftmax

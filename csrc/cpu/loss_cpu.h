@@ -1,0 +1,113 @@
+// CPU building blocks of the loss kernels: dot products and row updates with a wide
+// accumulator, and the weight-gradient scatter.
+//
+// The scatter is always deterministic on the CPU: pairs are counting-sorted by class id
+// (stable, so pair order is kept within a class), then each touched class sums its pairs in
+// that order, one class per task. The result does not depend on the thread count.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+
+#include <tuple>
+#include <vector>
+
+#include "../common/loss_math.h"
+
+namespace fastsoftmax {
+namespace loss {
+
+// sum_d a[d] * b[d] with eight independent partial sums: the compiler can keep them in one
+// vector register (strict IEEE order forbids it to reassociate a single running sum).
+template <class scalar_t, class acc_t>
+inline acc_t dot(const scalar_t* a, const scalar_t* b, int64_t D) {
+  acc_t s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t d = 0;
+  for (; d + 8 <= D; d += 8)
+    for (int l = 0; l < 8; ++l) s[l] += static_cast<acc_t>(a[d + l]) * static_cast<acc_t>(b[d + l]);
+  acc_t r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  for (; d < D; ++d) r += static_cast<acc_t>(a[d]) * static_cast<acc_t>(b[d]);
+  return r;
+}
+
+// Asks for the cache lines of a row ahead of its use: the rows a loss gathers are random rows
+// of a large weight matrix, so without this every gather waits on DRAM latency.
+inline void prefetch_row(const void* row, int64_t bytes) {
+  const char* p = static_cast<const char*>(row);
+  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
+}
+
+// acc[d] += c * x[d]
+template <class scalar_t, class acc_t>
+inline void axpy(acc_t* acc, acc_t c, const scalar_t* x, int64_t D) {
+  for (int64_t d = 0; d < D; ++d) acc[d] += c * static_cast<acc_t>(x[d]);
+}
+
+template <class scalar_t, class acc_t>
+inline void store(scalar_t* out, const acc_t* acc, int64_t D) {
+  for (int64_t d = 0; d < D; ++d) out[d] = static_cast<scalar_t>(acc[d]);
+}
+
+// grad_W from pairs (see PairGroup). Dense: [V, D] zeros except touched rows. Sparse: the
+// touched rows only, [U, D], with their ids [U] ascending.
+template <class scalar_t>
+std::tuple<at::Tensor, at::Tensor> scatter_pairs_cpu(
+    const PairGroups<scalar_t, at::opmath_type<scalar_t>>& groups, int64_t V, int64_t D,
+    bool sparse, const at::TensorOptions& options) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t P = groups.size();
+  // Counting sort by id: start[id] .. start[id + 1] indexes `order`, pairs in pair order.
+  std::vector<int64_t> start(V + 1, 0);
+  std::vector<int64_t> key(P);
+  for (int64_t p = 0; p < P; ++p) {
+    int which;
+    int64_t n, j;
+    groups.locate(p, which, n, j);
+    key[p] = groups.g[which].id(n, j);
+    ++start[key[p] + 1];
+  }
+  std::vector<int64_t> touched;
+  for (int64_t v = 0; v < V; ++v) {
+    if (start[v + 1] > 0) touched.push_back(v);
+    start[v + 1] += start[v];
+  }
+  std::vector<int64_t> order(P), fill(start.begin(), start.end() - 1);
+  for (int64_t p = 0; p < P; ++p) order[fill[key[p]]++] = p;
+
+  // Sparse: one output row per touched class. Dense: every class, untouched rows written as
+  // zeros in the same pass (no separate zero fill of the [V, D] gradient).
+  const int64_t U = static_cast<int64_t>(touched.size());
+  at::Tensor out = at::empty({sparse ? U : V, D}, options);
+  at::Tensor ids = at::empty({sparse ? U : 0}, options.dtype(at::kLong));
+  scalar_t* o = out.data_ptr<scalar_t>();
+  if (sparse) std::copy(touched.begin(), touched.end(), ids.data_ptr<int64_t>());
+  at::parallel_for(0, sparse ? U : V, 16, [&](int64_t begin, int64_t end) {
+    std::vector<acc_t> acc(D);
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t v = sparse ? touched[u] : u;
+      if (start[v] == start[v + 1]) {
+        std::fill(o + u * D, o + (u + 1) * D, scalar_t(0));
+        continue;
+      }
+      std::fill(acc.begin(), acc.end(), acc_t(0));
+      for (int64_t q = start[v]; q < start[v + 1]; ++q) {
+        int which;
+        int64_t n, j;
+        if (q + 2 < P) {  // the source row two pairs ahead (pairs of a class are scattered)
+          groups.locate(order[q + 2], which, n, j);
+          prefetch_row(groups.g[which].src + n * groups.g[which].src_row_stride,
+                       D * static_cast<int64_t>(sizeof(scalar_t)));
+        }
+        groups.locate(order[q], which, n, j);
+        const auto& g = groups.g[which];
+        axpy(acc.data(), g.weight(n, j), g.src + n * g.src_row_stride, D);
+      }
+      store(o + u * D, acc.data(), D);
+    }
+  });
+  return {out, ids};
+}
+
+}  // namespace loss
+}  // namespace fastsoftmax

@@ -1,0 +1,191 @@
+// Sampled softmax and NCE on the CPU (TensorFlow's _compute_sampled_logits). One candidate
+// set sampled [S] is shared by the N rows, so the sampled logits are one matrix product
+//   L = H Ws^T   [N, S]      (H = input [N, D], Ws = weight[sampled] [S, D], CPU BLAS)
+// followed by a fused per-row epilogue that adds bias, subtracts log Q (expected counts) and
+// log_z, masks accidental hits, and computes the loss and dloss/dlogit. That gradient G
+// overwrites L (no second [N, S] buffer), so the backward is two more products:
+//   grad_H = g * (G Ws + sum_t gt_t w_t),   grad_Ws = G^T (g * H)
+// with gt [N, T] the gradient of the true logits and g the incoming per-row gradient.
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <limits>
+
+#include "../common/loss_host.h"
+#include "loss_cpu.h"
+
+namespace fastsoftmax {
+namespace {
+
+using namespace loss;
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> sampled_logits_forward_cpu(
+    const at::Tensor& input_, const at::Tensor& weight_, const c10::optional<at::Tensor>& bias_,
+    const at::Tensor& target_, const at::Tensor& sampled_, const at::Tensor& true_expected,
+    const at::Tensor& sampled_expected, const at::Tensor& log_z, int64_t mode,
+    bool remove_accidental_hits, int64_t ignore_index, bool /*sparse: read by the backward*/) {
+  check_sampled_logits(input_, weight_, bias_, target_, sampled_, true_expected,
+                       sampled_expected, log_z, mode, ignore_index);
+  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
+  const at::Tensor target = target_.contiguous(), sampled = sampled_.contiguous();
+  const int64_t N = input.size(0), D = input.size(1), T = target.size(1), S = sampled.size(0);
+  const auto acc_type = at::toOpMathType(input.scalar_type());
+  at::Tensor col, row_true;
+  std::tie(col, row_true) = logit_offsets(bias_, safe_target(target, ignore_index), sampled,
+                                          true_expected, sampled_expected, log_z, acc_type);
+  at::Tensor logits = at::mm(input, weight.index_select(0, sampled).t()).contiguous();  // [N, S]
+  at::Tensor loss = at::empty({N}, input.options().dtype(acc_type));
+  at::Tensor grad_true = at::empty({N, T}, input.options().dtype(acc_type));
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, input.scalar_type(), "sampled_logits_forward_cpu", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        const scalar_t* h = input.data_ptr<scalar_t>();
+        const scalar_t* w = weight.data_ptr<scalar_t>();
+        const int64_t* tg = target.data_ptr<int64_t>();
+        const int64_t* sm = sampled.data_ptr<int64_t>();
+        const acc_t* cc = col.data_ptr<acc_t>();
+        const acc_t* rt = row_true.data_ptr<acc_t>();
+        scalar_t* lg = logits.data_ptr<scalar_t>();
+        acc_t* ls = loss.data_ptr<acc_t>();
+        acc_t* gt = grad_true.data_ptr<acc_t>();
+        const acc_t label = acc_t(1) / static_cast<acc_t>(T);  // label mass per true class
+        at::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
+          std::vector<acc_t> xs(S), xt(T);
+          std::vector<char> hit(S);
+          for (int64_t n = begin; n < end; ++n) {
+            const int64_t* tn = tg + n * T;
+            scalar_t* ln = lg + n * S;
+            acc_t* gtn = gt + n * T;
+            if (tn[0] == ignore_index) {
+              ls[n] = acc_t(0);
+              std::fill(gtn, gtn + T, acc_t(0));
+              std::fill(ln, ln + S, scalar_t(0));
+              continue;
+            }
+            const scalar_t* hn = h + n * D;
+            for (int64_t t = 0; t < T; ++t)
+              xt[t] = dot<scalar_t, acc_t>(hn, w + tn[t] * D, D) + rt[n * T + t];
+            for (int64_t j = 0; j < S; ++j) {
+              xs[j] = static_cast<acc_t>(ln[j]) + cc[j];
+              char is_hit = 0;
+              if (remove_accidental_hits)
+                for (int64_t t = 0; t < T; ++t) is_hit |= (sm[j] == tn[t]);
+              hit[j] = is_hit;
+            }
+            if (mode == kSoftmax) {
+              // Cross entropy against labels 1/T on the true logits: logsumexp over the
+              // unmasked logits (max subtracted first) minus the mean true logit.
+              acc_t m = -std::numeric_limits<acc_t>::infinity();
+              for (int64_t t = 0; t < T; ++t) m = std::max(m, xt[t]);
+              for (int64_t j = 0; j < S; ++j)
+                if (!hit[j]) m = std::max(m, xs[j]);
+              acc_t z = 0;
+              for (int64_t t = 0; t < T; ++t) z += fs_exp(xt[t] - m);
+              for (int64_t j = 0; j < S; ++j)
+                if (!hit[j]) z += fs_exp(xs[j] - m);
+              const acc_t lse = m + fs_log(z);
+              acc_t mean_true = 0;
+              for (int64_t t = 0; t < T; ++t) {
+                mean_true += xt[t];
+                gtn[t] = fs_exp(xt[t] - lse) - label;
+              }
+              ls[n] = lse - mean_true * label;
+              for (int64_t j = 0; j < S; ++j)
+                ln[j] = static_cast<scalar_t>(hit[j] ? acc_t(0) : fs_exp(xs[j] - lse));
+            } else {
+              // Sigmoid cross entropy with labels 1/T (true) and 0 (sampled):
+              //   softplus(x) - y x,   d/dx = sigmoid(x) - y.
+              acc_t sum = 0;
+              for (int64_t t = 0; t < T; ++t) {
+                sum += softplus(xt[t]) - label * xt[t];
+                gtn[t] = sigmoid(xt[t]) - label;
+              }
+              for (int64_t j = 0; j < S; ++j) {
+                if (hit[j]) {
+                  ln[j] = scalar_t(0);
+                  continue;
+                }
+                sum += softplus(xs[j]);
+                ln[j] = static_cast<scalar_t>(sigmoid(xs[j]));
+              }
+              ls[n] = sum;
+            }
+          }
+        });
+      });
+  return {loss, logits, grad_true};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sampled_logits_backward_cpu(
+    const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
+    const at::Tensor& target_, const at::Tensor& sampled_, const at::Tensor& grad_logits_,
+    const at::Tensor& grad_true_, bool has_bias, int64_t ignore_index, bool sparse) {
+  check_dense(input_, weight_);
+  check_target(target_, input_);
+  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
+  const at::Tensor target = safe_target(target_, ignore_index);
+  const at::Tensor sampled = sampled_.contiguous();
+  const int64_t N = input.size(0), D = input.size(1), V = weight.size(0), T = target.size(1);
+  const int64_t S = sampled.size(0);
+  const auto acc_type = at::toOpMathType(input.scalar_type());
+  TORCH_CHECK_VALUE(grad_logits_.sizes() == at::IntArrayRef({N, S}) &&
+                        grad_logits_.scalar_type() == input.scalar_type(),
+                    "grad_logits must be the forward's [N, S] logit gradient");
+  TORCH_CHECK_VALUE(grad_true_.sizes() == at::IntArrayRef({N, T}) &&
+                        grad_true_.scalar_type() == acc_type,
+                    "grad_true must be the forward's [N, T] true-logit gradient");
+  TORCH_CHECK_VALUE(grad_loss_.numel() == N, "grad_loss must have one entry per row");
+  const at::Tensor G = grad_logits_.contiguous(), grad_true = grad_true_.contiguous();
+  const at::Tensor grad_loss = grad_loss_.to(acc_type).contiguous();
+  const at::Tensor Ws = weight.index_select(0, sampled);                       // [S, D]
+  at::Tensor grad_input = at::mm(G, Ws).contiguous();                           // [N, D]
+  const at::Tensor Hs = input * grad_loss.unsqueeze(1).to(input.scalar_type());  // g * H
+  const at::Tensor grad_Ws = at::mm(G.t(), Hs).contiguous();                    // [S, D]
+  at::Tensor grad_weight, ids, grad_bias;
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, input.scalar_type(), "sampled_logits_backward_cpu", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        const scalar_t* h = input.data_ptr<scalar_t>();
+        const scalar_t* w = weight.data_ptr<scalar_t>();
+        const int64_t* tg = target.data_ptr<int64_t>();
+        const acc_t* gt = grad_true.data_ptr<acc_t>();
+        const acc_t* g = grad_loss.data_ptr<acc_t>();
+        scalar_t* gi = grad_input.data_ptr<scalar_t>();
+        at::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
+          std::vector<acc_t> acc(D);
+          for (int64_t n = begin; n < end; ++n) {
+            scalar_t* gin = gi + n * D;
+            for (int64_t d = 0; d < D; ++d) acc[d] = static_cast<acc_t>(gin[d]);
+            for (int64_t t = 0; t < T; ++t) axpy(acc.data(), gt[n * T + t], w + tg[n * T + t] * D, D);
+            for (int64_t d = 0; d < D; ++d) acc[d] *= g[n];
+            store(gin, acc.data(), D);
+          }
+        });
+        PairGroups<scalar_t, acc_t> pairs;
+        pairs.num = 2;
+        pairs.g[0] = {S, 1, sampled.data_ptr<int64_t>(), 1, nullptr, 0, nullptr,
+                      grad_Ws.data_ptr<scalar_t>(), D};
+        pairs.g[1] = {N, T, tg, T, gt, T, g, h, D};
+        std::tie(grad_weight, ids) = scatter_pairs_cpu<scalar_t>(pairs, V, D, sparse, weight.options());
+      });
+  if (has_bias) {
+    // dL/db[c] = sum over the logits of class c of their gradient (serial index_put: fixed order).
+    at::Tensor gb = at::zeros({V}, input.options().dtype(acc_type));
+    gb.index_put_({sampled}, at::mv(G.t(), grad_loss.to(G.scalar_type())).to(acc_type), true);
+    gb.index_put_({target.reshape(-1)}, (grad_true * grad_loss.unsqueeze(1)).reshape(-1), true);
+    grad_bias = gb.to(input.scalar_type());
+  } else {
+    grad_bias = at::empty({0}, input.options());
+  }
+  return {grad_input, grad_weight, grad_bias, ids};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(fastsoftmax, CPU, m) {
+  m.impl("sampled_logits_forward", &sampled_logits_forward_cpu);
+  m.impl("sampled_logits_backward", &sampled_logits_backward_cpu);
+}
+
+}  // namespace fastsoftmax

@@ -1,0 +1,187 @@
+// Negative-sampling (word2vec) loss on CUDA: one warp per row, a fused
+// gather-dot-sigmoid over the row's T true classes and K negatives, no [N, K, D] tensor.
+// The maths is that of csrc/cpu/negative_sampling.cpp:
+//   loss_n = sum_t softplus(-w_t.h) + sum_k softplus(w_k.h),
+//   coef_nj = dloss_n/d(w_j.h) = sigmoid(w_j.h) - [j is true],
+//   grad_h_n = g_n sum_j coef_nj w_j,   grad_w_j += g_n coef_nj h_n.
+// The backward computes grad_h and, unless determinism or a sparse gradient is asked for,
+// adds into grad_W with atomics in the same pass (each W row it reads is the row it updates).
+#include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include "../common/loss_host.h"
+#include "loss_cuda.cuh"
+
+namespace fastsoftmax {
+namespace {
+
+using namespace loss;
+
+template <class scalar_t, class acc_t>
+struct NsParams {
+  int64_t N, D, T, K, neg_stride, ignore_index;
+  const scalar_t* input;    // [N, D]
+  const scalar_t* weight;   // [V, D]
+  const int64_t* target;    // [N, T]
+  const int64_t* negatives;  // [N, K] or [K] (neg_stride 0)
+  acc_t* loss;              // [N]
+  acc_t* coef;              // [N, T + K]
+  const acc_t* grad_loss;   // [N]
+  scalar_t* grad_input;     // [N, D]
+  acc_t* grad_weight_acc;   // [V, D] or nullptr: no atomic weight update
+
+  __device__ int64_t id(int64_t n, int64_t j) const {
+    return j < T ? target[n * T + j] : negatives[n * neg_stride + (j - T)];
+  }
+};
+
+template <class scalar_t, class acc_t>
+__global__ void ns_forward_kernel(NsParams<scalar_t, acc_t> p) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t J = p.T + p.K;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarp;
+  for (int64_t n = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+       n < p.N; n += warps) {
+    acc_t* cn = p.coef + n * J;
+    if (p.target[n * p.T] == p.ignore_index) {
+      for (int64_t j = lane; j < J; j += kWarp) cn[j] = acc_t(0);
+      if (lane == 0) p.loss[n] = acc_t(0);
+      continue;
+    }
+    const scalar_t* h = p.input + n * p.D;
+    acc_t sum = 0;
+    for (int64_t j = 0; j < J; ++j) {
+      const scalar_t* w = p.weight + p.id(n, j) * p.D;
+      acc_t s = 0;
+      for (int64_t d = lane; d < p.D; d += kWarp)
+        s += static_cast<acc_t>(h[d]) * static_cast<acc_t>(w[d]);
+      s = warp_sum(s);  // every lane holds the score
+      const bool is_true = j < p.T;
+      sum += is_true ? softplus(-s) : softplus(s);
+      if (lane == 0) cn[j] = sigmoid(s) - (is_true ? acc_t(1) : acc_t(0));
+    }
+    if (lane == 0) p.loss[n] = sum;
+  }
+}
+
+template <class scalar_t, class acc_t>
+__global__ void ns_backward_kernel(NsParams<scalar_t, acc_t> p) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t J = p.T + p.K;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarp;
+  for (int64_t n = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+       n < p.N; n += warps) {
+    const acc_t g = p.grad_loss[n];
+    const acc_t* cn = p.coef + n * J;
+    const scalar_t* h = p.input + n * p.D;
+    for (int64_t d = lane; d < p.D; d += kWarp) {
+      const acc_t hd = static_cast<acc_t>(h[d]);
+      acc_t acc = 0;
+      for (int64_t j = 0; j < J; ++j) {
+        const acc_t c = g * cn[j];
+        const int64_t id = p.id(n, j);
+        acc += c * static_cast<acc_t>(p.weight[id * p.D + d]);
+        if (p.grad_weight_acc != nullptr && c != acc_t(0))
+          atomicAdd(p.grad_weight_acc + id * p.D + d, c * hd);
+      }
+      p.grad_input[n * p.D + d] = static_cast<scalar_t>(acc);
+    }
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor> negative_sampling_forward_cuda(
+    const at::Tensor& input_, const at::Tensor& weight_, const at::Tensor& target_,
+    const at::Tensor& negatives_, int64_t ignore_index, bool /*sparse: read by the backward*/) {
+  check_negative_sampling(input_, weight_, target_, negatives_, ignore_index);
+  const c10::cuda::CUDAGuard guard(input_.device());
+  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
+  const at::Tensor target = target_.contiguous(), negatives = negatives_.contiguous();
+  const int64_t N = input.size(0), T = target.size(1), K = negatives.size(-1);
+  const auto acc_type = at::toOpMathType(input.scalar_type());
+  at::Tensor loss = at::empty({N}, input.options().dtype(acc_type));
+  at::Tensor coef = at::empty({N, T + K}, input.options().dtype(acc_type));
+  if (N == 0) return {loss, coef};
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, input.scalar_type(), "negative_sampling_forward_cuda", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        NsParams<scalar_t, acc_t> p{N, input.size(1), T, K, negatives.dim() == 2 ? K : 0,
+                                    ignore_index, input.data_ptr<scalar_t>(),
+                                    weight.data_ptr<scalar_t>(), target.data_ptr<int64_t>(),
+                                    negatives.data_ptr<int64_t>(), loss.data_ptr<acc_t>(),
+                                    coef.data_ptr<acc_t>(), nullptr, nullptr, nullptr};
+        ns_forward_kernel<scalar_t, acc_t>
+            <<<blocks_for(N, kThreads / kWarp), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(p);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      });
+  return {loss, coef};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cuda(
+    const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
+    const at::Tensor& target_, const at::Tensor& negatives_, const at::Tensor& coef_,
+    int64_t ignore_index, bool sparse) {
+  check_dense(input_, weight_);
+  check_target(target_, input_);
+  const c10::cuda::CUDAGuard guard(input_.device());
+  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
+  const at::Tensor target = safe_target(target_, ignore_index);
+  const at::Tensor negatives = negatives_.contiguous();
+  const int64_t N = input.size(0), D = input.size(1), V = weight.size(0), T = target.size(1);
+  const int64_t K = negatives.size(-1), J = T + K;
+  const int64_t neg_stride = negatives.dim() == 2 ? K : 0;
+  const auto acc_type = at::toOpMathType(input.scalar_type());
+  TORCH_CHECK_VALUE(coef_.sizes() == at::IntArrayRef({N, J}) && coef_.scalar_type() == acc_type &&
+                        coef_.device() == input.device(),
+                    "coef must be the forward's [N, T + K] coefficients");
+  TORCH_CHECK_VALUE(grad_loss_.numel() == N && grad_loss_.device() == input.device(),
+                    "grad_loss must have one entry per row, on the input's device");
+  const at::Tensor coef = coef_.contiguous();
+  const at::Tensor grad_loss = grad_loss_.to(acc_type).contiguous();
+  const bool sorted = sparse || at::globalContext().deterministicAlgorithms();
+  at::Tensor grad_input = at::empty_like(input);
+  at::Tensor grad_weight, ids = at::empty({0}, input.options().dtype(at::kLong));
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, input.scalar_type(), "negative_sampling_backward_cuda", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        at::Tensor acc_buf;
+        if (!sorted) acc_buf = at::zeros({V, D}, input.options().dtype(acc_type));
+        NsParams<scalar_t, acc_t> p{N, D, T, K, neg_stride, ignore_index,
+                                    input.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(),
+                                    target.data_ptr<int64_t>(), negatives.data_ptr<int64_t>(),
+                                    nullptr, coef.data_ptr<acc_t>(), grad_loss.data_ptr<acc_t>(),
+                                    grad_input.data_ptr<scalar_t>(),
+                                    sorted ? nullptr : acc_buf.data_ptr<acc_t>()};
+        if (N > 0) {
+          ns_backward_kernel<scalar_t, acc_t>
+              <<<blocks_for(N, kThreads / kWarp), kThreads, 0,
+                 c10::cuda::getCurrentCUDAStream()>>>(p);
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        }
+        if (!sorted) {
+          grad_weight = acc_buf.to(input.scalar_type());
+          return;
+        }
+        PairGroups<scalar_t, acc_t> pairs;
+        pairs.num = 2;
+        pairs.g[0] = {N, T, p.target, T, p.coef, J, p.grad_loss, p.input, D};
+        pairs.g[1] = {N, K, p.negatives, neg_stride, p.coef + T, J, p.grad_loss, p.input, D};
+        const at::Tensor keys =
+            at::cat({target.reshape(-1), negatives.expand({N, K}).reshape(-1)});
+        std::tie(grad_weight, ids) =
+            scatter_pairs_sorted_cuda<scalar_t>(pairs, keys, V, D, sparse, weight.options());
+      });
+  return {grad_input, grad_weight, ids};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, m) {
+  m.impl("negative_sampling_forward", &negative_sampling_forward_cuda);
+  m.impl("negative_sampling_backward", &negative_sampling_backward_cuda);
+}
+
+}  // namespace fastsoftmax

@@ -1,0 +1,261 @@
+// Sampled softmax and NCE on CUDA (TensorFlow's _compute_sampled_logits), the maths of
+// csrc/cpu/sampled_logits.cpp:
+//   L = H Ws^T [N, S] by at::mm (cuBLAS), then a fused epilogue, one block per row: true
+//   logits (T gather-dots), bias - log Q - log_z, accidental-hit masking, max / logsumexp or
+//   sigmoid, the loss and dloss/dlogit G written over L. The backward is two more cuBLAS
+//   products plus a per-row kernel for the true classes and the weight-gradient scatter.
+#include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <cfloat>
+
+#include "../common/loss_host.h"
+#include "loss_cuda.cuh"
+
+namespace fastsoftmax {
+namespace {
+
+using namespace loss;
+
+template <class scalar_t, class acc_t>
+struct EpilogueParams {
+  int64_t N, D, T, S, ignore_index, mode;
+  bool remove_hits;
+  const scalar_t* input;    // [N, D]
+  const scalar_t* weight;   // [V, D]
+  const int64_t* target;    // [N, T]
+  const int64_t* sampled;   // [S]
+  const acc_t* col;         // [S]: bias - log Q - log_z of each candidate
+  const acc_t* row_true;    // [N, T]: bias - log Q - log_z of each true class
+  scalar_t* logits;         // [N, S]: in L, out G
+  acc_t* loss;              // [N]
+  acc_t* grad_true;         // [N, T]
+};
+
+template <class acc_t>
+__device__ __forceinline__ acc_t neg_inf() {
+  return -static_cast<acc_t>(INFINITY);
+}
+
+template <class scalar_t, class acc_t>
+__device__ __forceinline__ bool is_hit(const EpilogueParams<scalar_t, acc_t>& p, const int64_t* tn,
+                                       int64_t j) {
+  if (!p.remove_hits) return false;
+  bool hit = false;
+  for (int64_t t = 0; t < p.T; ++t) hit |= (p.sampled[j] == tn[t]);
+  return hit;
+}
+
+// One block per row. Dynamic shared memory: T true logits.
+template <class scalar_t, class acc_t>
+__global__ void epilogue_kernel(EpilogueParams<scalar_t, acc_t> p) {
+  extern __shared__ unsigned char shared_raw[];
+  acc_t* xt = reinterpret_cast<acc_t*>(shared_raw);
+  __shared__ acc_t red[kWarp];
+  const acc_t label = acc_t(1) / static_cast<acc_t>(p.T);
+  for (int64_t n = blockIdx.x; n < p.N; n += gridDim.x) {
+    const int64_t* tn = p.target + n * p.T;
+    scalar_t* ln = p.logits + n * p.S;
+    acc_t* gtn = p.grad_true + n * p.T;
+    if (tn[0] == p.ignore_index) {
+      for (int64_t j = threadIdx.x; j < p.S; j += blockDim.x) ln[j] = scalar_t(0);
+      for (int64_t t = threadIdx.x; t < p.T; t += blockDim.x) gtn[t] = acc_t(0);
+      if (threadIdx.x == 0) p.loss[n] = acc_t(0);
+      continue;
+    }
+    // True logits: gather-dot over D, block-reduced in a fixed order.
+    const scalar_t* h = p.input + n * p.D;
+    for (int64_t t = 0; t < p.T; ++t) {
+      const scalar_t* w = p.weight + tn[t] * p.D;
+      acc_t s = 0;
+      for (int64_t d = threadIdx.x; d < p.D; d += blockDim.x)
+        s += static_cast<acc_t>(h[d]) * static_cast<acc_t>(w[d]);
+      s = block_reduce<false>(s, acc_t(0), red);
+      if (threadIdx.x == 0) xt[t] = s + p.row_true[n * p.T + t];
+    }
+    __syncthreads();
+    if (p.mode == kSoftmax) {
+      acc_t m = neg_inf<acc_t>();
+      for (int64_t t = threadIdx.x; t < p.T; t += blockDim.x) m = xt[t] > m ? xt[t] : m;
+      for (int64_t j = threadIdx.x; j < p.S; j += blockDim.x) {
+        if (is_hit(p, tn, j)) continue;
+        const acc_t x = static_cast<acc_t>(ln[j]) + p.col[j];
+        m = x > m ? x : m;
+      }
+      m = block_reduce<true>(m, neg_inf<acc_t>(), red);
+      acc_t z = 0;
+      for (int64_t t = threadIdx.x; t < p.T; t += blockDim.x) z += fs_exp(xt[t] - m);
+      for (int64_t j = threadIdx.x; j < p.S; j += blockDim.x)
+        if (!is_hit(p, tn, j)) z += fs_exp(static_cast<acc_t>(ln[j]) + p.col[j] - m);
+      z = block_reduce<false>(z, acc_t(0), red);
+      const acc_t lse = m + fs_log(z);
+      for (int64_t j = threadIdx.x; j < p.S; j += blockDim.x) {
+        const acc_t x = static_cast<acc_t>(ln[j]) + p.col[j];
+        ln[j] = static_cast<scalar_t>(is_hit(p, tn, j) ? acc_t(0) : fs_exp(x - lse));
+      }
+      if (threadIdx.x == 0) {
+        acc_t mean_true = 0;
+        for (int64_t t = 0; t < p.T; ++t) {
+          mean_true += xt[t];
+          gtn[t] = fs_exp(xt[t] - lse) - label;
+        }
+        p.loss[n] = lse - mean_true * label;
+      }
+    } else {
+      // Sigmoid cross entropy: softplus(x) - y x, gradient sigmoid(x) - y.
+      acc_t sum = 0;
+      for (int64_t j = threadIdx.x; j < p.S; j += blockDim.x) {
+        if (is_hit(p, tn, j)) {
+          ln[j] = scalar_t(0);
+          continue;
+        }
+        const acc_t x = static_cast<acc_t>(ln[j]) + p.col[j];
+        sum += softplus(x);
+        ln[j] = static_cast<scalar_t>(sigmoid(x));
+      }
+      sum = block_reduce<false>(sum, acc_t(0), red);
+      if (threadIdx.x == 0) {
+        for (int64_t t = 0; t < p.T; ++t) {
+          sum += softplus(xt[t]) - label * xt[t];
+          gtn[t] = sigmoid(xt[t]) - label;
+        }
+        p.loss[n] = sum;
+      }
+    }
+    __syncthreads();  // xt is rewritten by the next row
+  }
+}
+
+// grad_input[n] = g_n * (GWs[n] + sum_t gt[n, t] w_{t}), one warp per row, in place.
+template <class scalar_t, class acc_t>
+__global__ void true_rows_kernel(int64_t N, int64_t D, int64_t T, const scalar_t* weight,
+                                 const int64_t* target, const acc_t* grad_true,
+                                 const acc_t* grad_loss, scalar_t* grad_input) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarp;
+  for (int64_t n = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; n < N;
+       n += warps) {
+    for (int64_t d = lane; d < D; d += kWarp) {
+      acc_t acc = static_cast<acc_t>(grad_input[n * D + d]);
+      for (int64_t t = 0; t < T; ++t)
+        acc += grad_true[n * T + t] * static_cast<acc_t>(weight[target[n * T + t] * D + d]);
+      grad_input[n * D + d] = static_cast<scalar_t>(acc * grad_loss[n]);
+    }
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> sampled_logits_forward_cuda(
+    const at::Tensor& input_, const at::Tensor& weight_, const c10::optional<at::Tensor>& bias,
+    const at::Tensor& target_, const at::Tensor& sampled_, const at::Tensor& true_expected,
+    const at::Tensor& sampled_expected, const at::Tensor& log_z, int64_t mode,
+    bool remove_accidental_hits, int64_t ignore_index, bool /*sparse: read by the backward*/) {
+  check_sampled_logits(input_, weight_, bias, target_, sampled_, true_expected, sampled_expected,
+                       log_z, mode, ignore_index);
+  const c10::cuda::CUDAGuard guard(input_.device());
+  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
+  const at::Tensor target = target_.contiguous(), sampled = sampled_.contiguous();
+  const int64_t N = input.size(0), D = input.size(1), T = target.size(1), S = sampled.size(0);
+  const auto acc_type = at::toOpMathType(input.scalar_type());
+  at::Tensor col, row_true;
+  std::tie(col, row_true) = logit_offsets(bias, safe_target(target, ignore_index), sampled,
+                                          true_expected, sampled_expected, log_z, acc_type);
+  at::Tensor logits = at::mm(input, weight.index_select(0, sampled).t()).contiguous();  // [N, S]
+  at::Tensor loss = at::empty({N}, input.options().dtype(acc_type));
+  at::Tensor grad_true = at::empty({N, T}, input.options().dtype(acc_type));
+  if (N == 0) return {loss, logits, grad_true};
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, input.scalar_type(), "sampled_logits_forward_cuda", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        const EpilogueParams<scalar_t, acc_t> p{
+            N, D, T, S, ignore_index, mode, remove_accidental_hits,
+            input.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), target.data_ptr<int64_t>(),
+            sampled.data_ptr<int64_t>(), col.data_ptr<acc_t>(), row_true.data_ptr<acc_t>(),
+            logits.data_ptr<scalar_t>(), loss.data_ptr<acc_t>(), grad_true.data_ptr<acc_t>()};
+        const size_t smem = static_cast<size_t>(T) * sizeof(acc_t);
+        TORCH_CHECK_VALUE(smem <= 32 * 1024, "num_true = ", T, " is too large");
+        epilogue_kernel<scalar_t, acc_t>
+            <<<blocks_for(N, 1), kThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(p);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      });
+  return {loss, logits, grad_true};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sampled_logits_backward_cuda(
+    const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
+    const at::Tensor& target_, const at::Tensor& sampled_, const at::Tensor& grad_logits_,
+    const at::Tensor& grad_true_, bool has_bias, int64_t ignore_index, bool sparse) {
+  check_dense(input_, weight_);
+  check_target(target_, input_);
+  const c10::cuda::CUDAGuard guard(input_.device());
+  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
+  const at::Tensor target = safe_target(target_, ignore_index);
+  const at::Tensor sampled = sampled_.contiguous();
+  const int64_t N = input.size(0), D = input.size(1), V = weight.size(0), T = target.size(1);
+  const int64_t S = sampled.size(0);
+  const auto acc_type = at::toOpMathType(input.scalar_type());
+  TORCH_CHECK_VALUE(grad_logits_.sizes() == at::IntArrayRef({N, S}) &&
+                        grad_logits_.scalar_type() == input.scalar_type(),
+                    "grad_logits must be the forward's [N, S] logit gradient");
+  TORCH_CHECK_VALUE(grad_true_.sizes() == at::IntArrayRef({N, T}) &&
+                        grad_true_.scalar_type() == acc_type,
+                    "grad_true must be the forward's [N, T] true-logit gradient");
+  TORCH_CHECK_VALUE(grad_loss_.numel() == N, "grad_loss must have one entry per row");
+  const at::Tensor G = grad_logits_.contiguous(), grad_true = grad_true_.contiguous();
+  const at::Tensor grad_loss = grad_loss_.to(acc_type).contiguous();
+  const at::Tensor Ws = weight.index_select(0, sampled);                        // [S, D]
+  at::Tensor grad_input = at::mm(G, Ws).contiguous();                            // [N, D]
+  const at::Tensor Hs = input * grad_loss.unsqueeze(1).to(input.scalar_type());  // g * H
+  const at::Tensor grad_Ws = at::mm(G.t(), Hs).contiguous();                     // [S, D]
+  const bool sorted = sparse || at::globalContext().deterministicAlgorithms();
+  at::Tensor grad_weight, ids = at::empty({0}, input.options().dtype(at::kLong)), grad_bias;
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, input.scalar_type(), "sampled_logits_backward_cuda", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        const int64_t* tg = target.data_ptr<int64_t>();
+        const acc_t* gt = grad_true.data_ptr<acc_t>();
+        const acc_t* g = grad_loss.data_ptr<acc_t>();
+        if (N > 0) {
+          true_rows_kernel<scalar_t, acc_t>
+              <<<blocks_for(N, kThreads / kWarp), kThreads, 0,
+                 c10::cuda::getCurrentCUDAStream()>>>(N, D, T, weight.data_ptr<scalar_t>(), tg,
+                                                      gt, g, grad_input.data_ptr<scalar_t>());
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        }
+        PairGroups<scalar_t, acc_t> pairs;
+        pairs.num = 2;
+        pairs.g[0] = {S, 1, sampled.data_ptr<int64_t>(), 1, nullptr, 0, nullptr,
+                      grad_Ws.data_ptr<scalar_t>(), D};
+        pairs.g[1] = {N, T, tg, T, gt, T, g, input.data_ptr<scalar_t>(), D};
+        if (sorted) {
+          const at::Tensor keys = at::cat({sampled, target.reshape(-1)});
+          std::tie(grad_weight, ids) =
+              scatter_pairs_sorted_cuda<scalar_t>(pairs, keys, V, D, sparse, weight.options());
+        } else {
+          grad_weight = scatter_pairs_atomic_cuda<scalar_t>(pairs, V, D, weight.options());
+        }
+      });
+  if (has_bias) {
+    // dL/db[c] = sum of the gradients of the logits of class c. index_put_ with accumulate
+    // sorts on CUDA: deterministic.
+    at::Tensor gb = at::zeros({V}, input.options().dtype(acc_type));
+    gb.index_put_({sampled}, at::mv(G.t(), grad_loss.to(G.scalar_type())).to(acc_type), true);
+    gb.index_put_({target.reshape(-1)}, (grad_true * grad_loss.unsqueeze(1)).reshape(-1), true);
+    grad_bias = gb.to(input.scalar_type());
+  } else {
+    grad_bias = at::empty({0}, input.options());
+  }
+  return {grad_input, grad_weight, grad_bias, ids};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, m) {
+  m.impl("sampled_logits_forward", &sampled_logits_forward_cuda);
+  m.impl("sampled_logits_backward", &sampled_logits_backward_cuda);
+}
+
+}  // namespace fastsoftmax
