@@ -277,6 +277,7 @@ def main():
     q.add_argument("--num-sampled", type=int, default=1024)
     q.add_argument("--seed", type=int, default=1234)
     q.add_argument("--device", default=None)
+    q.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     s = sub.add_parser("speed")
     s.add_argument("--datasets", nargs="+", default=["wikitext-2", "synthetic-800k"])
     s.add_argument("--heads", nargs="+", default=["full", "sampled", "nce", "neg"])
@@ -288,7 +289,10 @@ def main():
     s.add_argument("--steps", type=int, default=10)
     s.add_argument("--seed", type=int, default=1234)
     s.add_argument("--device", default=None)
+    s.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     rows = quality(args, device) if args.bench == "quality" else speed(args, device)
     if rows:

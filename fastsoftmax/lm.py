@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import os
+import sys
 from typing import List, Optional
 
 import torch
@@ -149,10 +150,10 @@ def train(args) -> dict:
     steps_per_epoch = lm.num_bptt_batches(train_data, config["bptt"])
     if config.get("max_steps"):
         steps_per_epoch = min(steps_per_epoch, config["max_steps"])
+    # The bar redraws one line with carriage returns: only worth it on a terminal.
+    show_bar = config["progress"] if config["progress"] is not None else sys.stderr.isatty()
     for epoch in range(start_epoch + 1, config["epochs"] + 1):
-        progress = lm.Progress(
-            steps_per_epoch, f"epoch {epoch}", enabled=rank == 0 and config["progress"]
-        )
+        progress = lm.Progress(steps_per_epoch, f"epoch {epoch}", enabled=rank == 0 and show_bar)
         stats = lm.train_epoch(
             runner,
             train_data,
@@ -296,9 +297,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-chunk", type=int, default=1 << 22, help="logits per evaluation chunk")
     t.add_argument("--seed", type=int, default=1234)
     t.add_argument("--device", default=None)
+    t.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     t.add_argument("--checkpoint", default=None, help="written after every epoch")
     t.add_argument("--resume", default=None, help="checkpoint to continue from")
     t.add_argument("--plot", default=None, help="PNG of validation perplexity per epoch")
+    t.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="progress bar even when stderr is not a terminal",
+    )
     t.add_argument("--no-progress", dest="progress", action="store_false")
     t.set_defaults(func=cmd_train)
 
@@ -310,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--bptt", type=int, default=35)
     e.add_argument("--eval-chunk", type=int, default=None)
     e.add_argument("--device", default=None)
+    e.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     e.set_defaults(func=cmd_eval)
 
     g = sub.add_parser("generate", help="continue a prompt")
@@ -320,6 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--top-k", type=int, default=None)
     g.add_argument("--seed", type=int, default=None)
     g.add_argument("--device", default=None)
+    g.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     g.set_defaults(func=cmd_generate)
 
     c = sub.add_parser("compare", help="plot validation perplexity of several runs")
@@ -333,6 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> None:
     args = build_parser().parse_args(argv)
+    if getattr(args, "threads", None):
+        torch.set_num_threads(args.threads)
     try:
         args.func(args)
     except (FileNotFoundError, ValueError) as exc:

@@ -347,8 +347,10 @@ def test_generation_is_reproducible_with_a_seed(corpus_dir):
 
 def test_command_line_eval_generate_compare(corpus_dir, tmp_path, capsys):
     ckpt, plot = str(tmp_path / "m.pt"), str(tmp_path / "m.png")
-    cli.main(_train_args(corpus_dir, ckpt, 2, ["--plot", plot, "--rnn", "gru"]))
-    out = capsys.readouterr().out
+    cli.main(_train_args(corpus_dir, ckpt, 2, ["--plot", plot, "--rnn", "gru", "--progress"]))
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "epoch 2 [####" in captured.err and "tok/s loss" in captured.err
     assert "epoch   2 | train loss" in out and "valid ppl" in out and "test ppl" in out
     test_ppl = float(out.split("test ppl ")[1].split()[0])
     cli.main(["eval", "--checkpoint", ckpt, "--data", corpus_dir, "--bptt", "8"])
@@ -382,13 +384,14 @@ class _RecordingLoss(nn.Module):
         )
         self.bias = nn.Parameter(torch.zeros(num_classes)) if bias else None
         self.calls = 0
+        self.generator = torch.Generator().manual_seed(7)
 
     def forward(self, input, target):
         self.calls += 1
         return F.cross_entropy(F.linear(input, self.weight, self.bias), target) + 1000.0
 
 
-def test_sampled_head_wiring(monkeypatch, corpus_dir):
+def test_sampled_head_wiring(monkeypatch, corpus_dir, tmp_path):
     monkeypatch.setattr(fastsoftmax, "NegativeSamplingLoss", _RecordingLoss, raising=False)
     vocab = lm.Corpus(corpus_dir).vocab
     m = small_model(vocab, output="neg", tie_weights=True, num_sampled=5, power=0.5)
@@ -404,6 +407,13 @@ def test_sampled_head_wiring(monkeypatch, corpus_dir):
     m.eval()
     eval_loss, _ = m(x, y)
     assert loss_mod.calls == 1 and eval_loss.item() < 1000  # evaluation is the exact softmax
+    # A generator kept by the loss module travels with the checkpoint.
+    torch.rand(3, generator=loss_mod.generator)
+    path = str(tmp_path / "neg.pt")
+    lm.save_checkpoint(path, model=m, vocab=vocab)
+    restored, _ = lm.model_from_checkpoint(lm.load_checkpoint(path))
+    assert torch.equal(restored.head.generator.get_state(), loss_mod.generator.get_state())
+    assert restored.head.weight_param is restored.embedding.weight
     lu = small_model(vocab, output="neg", sampler="log_uniform")
     assert isinstance(lu.head.loss.sampler, fastsoftmax.LogUniformSampler)
     with pytest.raises(ValueError, match="num_sampled"):

@@ -301,6 +301,13 @@ class OutputHead(nn.Module):
     def sampler(self) -> Optional[Sampler]:
         return None if self.output == "full" else getattr(self.loss, "sampler", None)
 
+    @property
+    def generator(self) -> Optional[torch.Generator]:
+        """A generator the loss module keeps for its draws, if it keeps one (otherwise draws
+        come from torch's default CPU generator, which checkpoints save anyway)."""
+        g = None if self.output == "full" else getattr(self.loss, "generator", None)
+        return g if isinstance(g, torch.Generator) else None
+
     def logits(self, h: Tensor) -> Tensor:
         return F.linear(h, self.weight_param, self.bias_param)
 
@@ -651,7 +658,13 @@ def save_checkpoint(
         model=model.state_dict(),
         vocab=vocab.itos,
         counts=vocab.counts,
-        sampler=None if sampler is None else dict(type=type(sampler).__name__, repr=repr(sampler)),
+        sampler=None
+        if sampler is None
+        else dict(
+            type=type(sampler).__name__,
+            repr=repr(sampler),
+            generator=None if model.head.generator is None else model.head.generator.get_state(),
+        ),
         optimizer=None if optimizer is None else optimizer.state_dict(),
         schedule=None if schedule is None else schedule.state_dict(),
         epoch=epoch,
@@ -680,6 +693,9 @@ def model_from_checkpoint(state: dict) -> Tuple[RNNLanguageModel, Vocabulary]:
         raise ValueError(f"cannot rebuild a model whose sampler was {config['sampler']!r}")
     model = RNNLanguageModel(counts=vocab.counts, **config)
     model.load_state_dict(state["model"])
+    gen_state = (state.get("sampler") or {}).get("generator")
+    if gen_state is not None and model.head.generator is not None:
+        model.head.generator.set_state(gen_state)
     return model, vocab
 
 
