@@ -164,6 +164,8 @@ def train(args) -> dict:
             world_size=world,
             progress=progress,
         )
+        # Every rank evaluates the whole validation set on its identical replica: the same
+        # number everywhere drives the same learning-rate decision without a collective.
         val_ppl = lm.evaluate(model, valid_data, config["bptt"])
         lr_used = schedule.lr
         row = dict(
@@ -215,8 +217,13 @@ def cmd_eval(args) -> None:
     if args.eval_chunk:
         model.head.eval_chunk = args.eval_chunk
     corpus = lm.Corpus(args.data, vocab=vocab, splits=(args.split,))
-    data = lm.batchify(corpus[args.split], args.batch_size).to(next(model.parameters()).device)
-    ppl = lm.evaluate(model, data, args.bptt)
+    # By default the streams and BPTT length training evaluated with, so the figure matches
+    # the "test ppl" line of the run (the carried state makes it depend on both, slightly).
+    trained = state.get("train_config", {})
+    batch_size = args.batch_size or trained.get("eval_batch_size", 10)
+    bptt = args.bptt or trained.get("bptt", 35)
+    data = lm.batchify(corpus[args.split], batch_size).to(next(model.parameters()).device)
+    ppl = lm.evaluate(model, data, bptt)
     print(f"{args.split} ppl {ppl:.2f}")
 
 
@@ -315,8 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--checkpoint", required=True)
     e.add_argument("--data", required=True)
     e.add_argument("--split", choices=("train", "valid", "test"), default="test")
-    e.add_argument("--batch-size", type=int, default=10)
-    e.add_argument("--bptt", type=int, default=35)
+    e.add_argument("--batch-size", type=int, default=None, help="default: as in training")
+    e.add_argument("--bptt", type=int, default=None, help="default: as in training")
     e.add_argument("--eval-chunk", type=int, default=None)
     e.add_argument("--device", default=None)
     e.add_argument("--threads", type=int, default=None, help="torch intra-op threads")

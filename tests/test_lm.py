@@ -360,7 +360,7 @@ def test_command_line_eval_generate_compare(corpus_dir, tmp_path, capsys):
     assert "epoch 2 [####" in captured.err and "tok/s loss" in captured.err
     assert "epoch   2 | train loss" in out and "valid ppl" in out and "test ppl" in out
     test_ppl = float(out.split("test ppl ")[1].split()[0])
-    cli.main(["eval", "--checkpoint", ckpt, "--data", corpus_dir, "--bptt", "8"])
+    cli.main(["eval", "--checkpoint", ckpt, "--data", corpus_dir])
     assert float(capsys.readouterr().out.split("test ppl ")[1]) == pytest.approx(test_ppl, abs=0.01)
     cli.main(
         ["generate", "--checkpoint", ckpt, "--prompt", "w5", "--seed", "1", "--max-tokens", "5"]
