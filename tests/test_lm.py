@@ -467,14 +467,7 @@ def test_ddp_two_processes_match_single_process_step(corpus_dir, tmp_path, head)
         OMP_NUM_THREADS="1",
     )
     single, multi = str(tmp_path / "single.pt"), str(tmp_path / "ddp.pt")
-    subprocess.run(
-        [sys.executable, "-m", "fastsoftmax.lm", "train", *common, "--checkpoint", single],
-        check=True,
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        timeout=120,
-    )
+    cli.main(["train", *common, "--checkpoint", single])
     run = subprocess.run(
         [
             sys.executable,
