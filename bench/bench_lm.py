@@ -215,6 +215,7 @@ def speed(args, device):
                 sampler="unigram",
                 counts=counts,
                 eval_chunk=1 << 22,
+                sparse=args.sparse,
             ).to(device)
             check_full_nll(model, x0, y0)
             opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -256,7 +257,8 @@ def speed(args, device):
                     head=head,
                     vocab=v,
                     setting=f"2x{args.size} lstm, bs {args.batch_size}, bptt {args.bptt}, "
-                    f"num_sampled {args.num_sampled}, {args.steps} steps",
+                    f"num_sampled {args.num_sampled}, {args.steps} steps"
+                    f"{', sparse grads' if args.sparse else ''}",
                     metric="train_tokens_per_s",
                     value=f"{rate:.0f}",
                     relative_to_full=rel and f"{rel:.2f}",
@@ -283,6 +285,9 @@ def main():
     s.add_argument("--heads", nargs="+", default=["full", "sampled", "nce", "neg"])
     s.add_argument("--num-sampled", type=int, default=1024)
     s.add_argument("--size", type=int, default=200)
+    s.add_argument(
+        "--sparse", action="store_true", help="sparse embedding (and sampled-head) gradients"
+    )
     s.add_argument("--batch-size", type=int, default=20)
     s.add_argument("--bptt", type=int, default=20)
     s.add_argument("--warmup", type=int, default=2)

@@ -110,6 +110,7 @@ def train(args) -> dict:
             counts=vocab.counts,
             power=config["power"],
             init_range=config["init_range"],
+            sparse=config["sparse"],
             eval_chunk=config["eval_chunk"],
         )
     model.to(device)
@@ -284,6 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--sampler", choices=("unigram", "log_uniform"), default="unigram")
     t.add_argument("--power", type=float, default=0.75)
     t.add_argument("--init-range", type=float, default=0.1)
+    t.add_argument(
+        "--sparse", action="store_true", help="sparse embedding/output gradients (SGD only)"
+    )
     t.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
     t.add_argument("--lr", type=float, default=None, help="default 1 (sgd) or 1e-3 (adam)")
     t.add_argument(

@@ -511,3 +511,22 @@ def test_ddp_two_processes_match_single_process_step(corpus_dir, tmp_path, head)
         half_loss = init(x, y)[0].item()
         assert b["history"][0]["train_loss"] == pytest.approx(half_loss, rel=1e-5)
         assert abs(a["history"][0]["train_loss"] - half_loss) > 1e-5  # all four streams differ
+
+
+@pytest.mark.parametrize("head", [needs_head("full"), needs_head("sampled")])
+def test_sparse_gradients_train_like_dense(corpus_dir, head):
+    """sparse=True changes how gradients are stored, not what SGD (with clipping) does."""
+    corpus = lm.Corpus(corpus_dir)
+    data = lm.batchify(corpus["train"], 4)
+    states = []
+    for sparse in (False, True):
+        torch.manual_seed(5)
+        model = small_model(corpus.vocab, output=head, sparse=sparse, tie_weights=True)
+        opt = lm.make_optimizer(model, "sgd", 0.5)
+        lm.train_epoch(model, data, opt, bptt=6, clip=0.5, max_steps=4)
+        states.append(model.state_dict())
+    assert model.embedding.weight.grad.is_sparse or head == "full"
+    for k in states[0]:
+        torch.testing.assert_close(states[1][k], states[0][k], rtol=1e-5, atol=1e-6, msg=k)
+    with pytest.raises(ValueError, match="sparse gradients need optimizer 'sgd'"):
+        lm.make_optimizer(model, "adam", 0.1)

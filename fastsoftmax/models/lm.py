@@ -259,6 +259,7 @@ class OutputHead(nn.Module):
         num_sampled: int = 1024,
         sampler: Optional[Sampler] = None,
         eval_chunk: int = 1 << 22,
+        sparse: bool = False,
     ):
         super().__init__()
         if output not in OUTPUTS:
@@ -285,6 +286,8 @@ class OutputHead(nn.Module):
                 f"num_sampled ({num_sampled}) must be smaller than the vocabulary ({num_classes})"
             )
         kwargs = dict(sampler=sampler, weight=weight)
+        if sparse:
+            kwargs["sparse"] = True
         if output != "neg":
             kwargs["bias"] = True
         self.loss = cls(in_features, num_classes, num_sampled, **kwargs)
@@ -362,6 +365,7 @@ class RNNLanguageModel(nn.Module):
         power: float = 0.75,
         init_range: float = 0.1,
         eval_chunk: int = 1 << 22,
+        sparse: bool = False,
     ):
         super().__init__()
         for name, value in (
@@ -399,9 +403,12 @@ class RNNLanguageModel(nn.Module):
             else type(sampler).__name__,
             power=power,
             init_range=init_range,
+            sparse=sparse,
         )
         self.rnn_type = rnn_type
-        self.embedding = nn.Embedding(vocab_size, emb_size)
+        # sparse: the embedding (and a sampled head) produce gradients touching only the rows
+        # used, which for V in the hundreds of thousands is most of a CPU step otherwise.
+        self.embedding = nn.Embedding(vocab_size, emb_size, sparse=sparse)
         rnn_cls = nn.LSTM if rnn_type == "lstm" else nn.GRU
         self.rnn = rnn_cls(
             emb_size,
@@ -428,6 +435,7 @@ class RNNLanguageModel(nn.Module):
             num_sampled=num_sampled,
             sampler=sampler if output != "full" else None,
             eval_chunk=eval_chunk,
+            sparse=sparse,
         )
         self.reset_parameters(init_range)
 
@@ -519,6 +527,20 @@ class Progress:
             self.stream.flush()
 
 
+def clip_grad_norm(parameters, max_norm: float) -> float:
+    """Scale all gradients so their global L2 norm is at most `max_norm`; returns the norm
+    before clipping. Unlike torch's, accepts sparse gradients (sparse=True models)."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return 0.0
+    norms = [(g.coalesce().values() if g.is_sparse else g).detach().float().norm() for g in grads]
+    total = torch.stack(norms).norm()
+    coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.to(g.device, g.dtype))
+    return float(total)
+
+
 def train_epoch(
     model: nn.Module,
     data: Tensor,
@@ -546,7 +568,7 @@ def train_epoch(
         loss, hidden = model(x, y, hidden)
         loss.backward()
         if clip > 0:
-            nn.utils.clip_grad_norm_(core.parameters(), clip)
+            clip_grad_norm(core.parameters(), clip)
         optimizer.step()
         total_loss += loss.item()
         steps += 1
@@ -612,6 +634,8 @@ class LRSchedule:
 
 
 def make_optimizer(model: nn.Module, name: str, lr: float) -> torch.optim.Optimizer:
+    if name == "adam" and any(getattr(m, "sparse", False) for m in model.modules()):
+        raise ValueError("sparse gradients need optimizer 'sgd' (Adam takes dense gradients)")
     if name == "sgd":
         return torch.optim.SGD(model.parameters(), lr=lr)
     if name == "adam":
