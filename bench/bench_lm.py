@@ -1,0 +1,308 @@
+"""Language-model benchmark: quality of each output head on PTB and output-layer speed.
+
+    python bench/bench_lm.py quality [--epochs 13] [--max-steps N] [--heads full sampled nce neg]
+    python bench/bench_lm.py speed [--datasets wikitext-2 synthetic-800k] [--steps 10]
+
+quality: the small configuration of Zaremba et al. 2014 (2x200 LSTM, no dropout, batch 20,
+BPTT 20, SGD lr 1 halved every epoch after the 4th, clip 5, init ±0.1), every head trained in
+the same run from the same initial model, test perplexity always with the exact softmax.
+Targets: full ≤ 120; 'sampled' and 'nce' within 5% of full.
+
+speed: training tokens/s (forward + backward + SGD step of the whole model) per head against
+'full' on WikiText-2 (33k words) and on a synthetic Zipf corpus with an 800k vocabulary.
+
+Heads whose sampled losses are missing from this build are reported and skipped. Rows go to
+bench/results/lm-<device>.csv with the device and the command line.
+"""
+
+import argparse
+import csv
+import datetime
+import math
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from fastsoftmax.models import lm
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.environ.get("FASTSOFTMAX_DATA", "/work/shared/data")
+FIELDS = [
+    "time",
+    "bench",
+    "dataset",
+    "head",
+    "vocab",
+    "setting",
+    "metric",
+    "value",
+    "relative_to_full",
+    "device",
+    "command",
+]
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device).replace(" ", "-")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"cpu-{cores}c-{platform.machine()}"
+
+
+def write_rows(rows, device: torch.device) -> str:
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    name = device_name(device)
+    path = os.path.join(
+        HERE, "results", f"lm-{name.split('-')[0] if device.type == 'cpu' else name}.csv"
+    )
+    new = not os.path.exists(path)
+    command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, FIELDS)
+        if new:
+            w.writeheader()
+        for row in rows:
+            w.writerow(dict(row, time=stamp, device=name, command=command))
+    return path
+
+
+def heads_available(heads):
+    ok = [h for h in heads if lm.output_available(h)]
+    for h in heads:
+        if h not in ok:
+            print(f"skipping head {h!r}: this build lacks its fastsoftmax loss", flush=True)
+    return ok
+
+
+# ---------------------------------------------------------------------------------------
+def quality(args, device):
+    corpus = lm.Corpus(os.path.join(DATA, "ptb"))
+    vocab = corpus.vocab
+    train = lm.batchify(corpus["train"], 20).to(device)
+    valid = lm.batchify(corpus["valid"], 10).to(device)
+    test = lm.batchify(corpus["test"], 10).to(device)
+    setting = (
+        f"2x200 lstm, dropout 0, bs 20, bptt 20, sgd lr 1 /2 after ep 4, clip 5, "
+        f"epochs {args.epochs}, max_steps {args.max_steps or 'all'}, num_sampled {args.num_sampled}"
+    )
+    results = {}
+    for head in heads_available(args.heads):
+        torch.manual_seed(args.seed)
+        model = lm.RNNLanguageModel(
+            len(vocab),
+            200,
+            200,
+            2,
+            dropout=0.0,
+            output=head,
+            num_sampled=args.num_sampled,
+            sampler="unigram",
+            counts=vocab.counts,
+        ).to(device)
+        opt = lm.make_optimizer(model, "sgd", 1.0)
+        schedule = lm.LRSchedule(1.0, 2.0, decay_after=4)
+        start = time.perf_counter()
+        for epoch in range(1, args.epochs + 1):
+            progress = lm.Progress(
+                lm.num_bptt_batches(train, 20) if not args.max_steps else args.max_steps,
+                f"{head} epoch {epoch}",
+                enabled=sys.stderr.isatty(),
+            )
+            stats = lm.train_epoch(
+                model, train, opt, bptt=20, clip=5.0, max_steps=args.max_steps, progress=progress
+            )
+            val = lm.evaluate(model, valid, 35)
+            print(
+                f"{head:8s} epoch {epoch:2d} | train loss {stats['loss']:.3f} | valid ppl {val:8.2f} | "
+                f"lr {schedule.lr:.4g} | {stats['seconds']:.0f} s",
+                flush=True,
+            )
+            schedule.step(epoch, val)
+            schedule.apply(opt)
+        test_ppl = lm.evaluate(model, test, 35)
+        results[head] = (test_ppl, time.perf_counter() - start)
+        print(f"{head:8s} test ppl {test_ppl:.2f}", flush=True)
+    rows = []
+    full = results.get("full", (math.nan,))[0]
+    for head, (ppl, seconds) in results.items():
+        rel = ppl / full if math.isfinite(full) else ""
+        rows.append(
+            dict(
+                bench="quality",
+                dataset="ptb",
+                head=head,
+                vocab=len(vocab),
+                setting=setting,
+                metric="test_ppl",
+                value=f"{ppl:.2f}",
+                relative_to_full=rel and f"{rel:.4f}",
+            )
+        )
+        rows.append(
+            dict(
+                bench="quality",
+                dataset="ptb",
+                head=head,
+                vocab=len(vocab),
+                setting=setting,
+                metric="train_seconds",
+                value=f"{seconds:.0f}",
+                relative_to_full="",
+            )
+        )
+    return rows
+
+
+# ---------------------------------------------------------------------------------------
+def synthetic_stream(vocab_size: int, tokens: int, seed: int = 0) -> torch.Tensor:
+    """Zipf(1) ids: p(i) ∝ 1 / (i + 1), id 0 most frequent, like a sorted real vocabulary."""
+    g = torch.Generator().manual_seed(seed)
+    p = 1.0 / torch.arange(1, vocab_size + 1, dtype=torch.float64)
+    cdf = torch.cumsum(p / p.sum(), 0)
+    u = torch.rand(tokens, generator=g, dtype=torch.float64)
+    return torch.searchsorted(cdf, u).clamp_(max=vocab_size - 1)
+
+
+def speed_data(name: str):
+    if name == "wikitext-2":
+        corpus = lm.Corpus(os.path.join(DATA, "wikitext-2"), splits=("train",))
+        return corpus["train"], corpus.vocab.counts
+    if name == "synthetic-800k":
+        v = 800_000
+        ids = synthetic_stream(v, 400_000)
+        return ids, torch.bincount(ids, minlength=v).double()
+    raise ValueError(name)
+
+
+def check_full_nll(model, x, y) -> None:
+    """Correctness before timing: chunked exact NLL equals the one-shot cross entropy."""
+    with torch.no_grad():
+        model.eval()
+        feats, _ = model.features(x)
+        chunked = model.head.nll(feats, y).mean()
+        direct = F.cross_entropy(model.head.logits(feats).flatten(0, 1).float(), y.reshape(-1))
+        model.train()
+    if not torch.allclose(chunked, direct, rtol=1e-4, atol=1e-4):
+        raise AssertionError(f"chunked NLL {chunked.item()} != direct {direct.item()}")
+
+
+def speed(args, device):
+    rows = []
+    for name in args.datasets:
+        ids, counts = speed_data(name)
+        v = counts.numel()
+        data = lm.batchify(ids, args.batch_size).to(device)
+        x0, y0 = next(lm.bptt_batches(data[:2], args.bptt))
+        rates = {}
+        for head in heads_available(args.heads):
+            torch.manual_seed(args.seed)
+            model = lm.RNNLanguageModel(
+                v,
+                args.size,
+                args.size,
+                2,
+                output=head,
+                num_sampled=args.num_sampled,
+                sampler="unigram",
+                counts=counts,
+                eval_chunk=1 << 22,
+                sparse=args.sparse,
+            ).to(device)
+            check_full_nll(model, x0, y0)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            times = []
+            hidden = None
+            batches = lm.bptt_batches(data, args.bptt)
+            for step in range(args.warmup + args.steps):
+                x, y = next(batches)
+                hidden = lm.detach_hidden(hidden)
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                opt.zero_grad(set_to_none=True)
+                loss, hidden = model(x, y, hidden)
+                loss.backward()
+                opt.step()
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                if step >= args.warmup:
+                    times.append(time.perf_counter() - t0)
+                if not math.isfinite(loss.item()):
+                    raise AssertionError(f"{head} loss is not finite")
+            med = statistics.median(times)
+            spread = (max(times) - min(times)) / med if len(times) > 1 else 0.0
+            rate = x.numel() / med
+            rates[head] = rate
+            print(
+                f"{name:15s} V={v:7d} {head:8s} {rate:10,.0f} tok/s (median of {len(times)} steps, "
+                f"spread {spread:.0%})",
+                flush=True,
+            )
+            del model, opt
+        for head, rate in rates.items():
+            rel = rate / rates["full"] if "full" in rates else ""
+            rows.append(
+                dict(
+                    bench="speed",
+                    dataset=name,
+                    head=head,
+                    vocab=v,
+                    setting=f"2x{args.size} lstm, bs {args.batch_size}, bptt {args.bptt}, "
+                    f"num_sampled {args.num_sampled}, {args.steps} steps"
+                    f"{', sparse grads' if args.sparse else ''}",
+                    metric="train_tokens_per_s",
+                    value=f"{rate:.0f}",
+                    relative_to_full=rel and f"{rel:.2f}",
+                )
+            )
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="bench", required=True)
+    q = sub.add_parser("quality")
+    q.add_argument("--epochs", type=int, default=13)
+    q.add_argument(
+        "--max-steps", type=int, default=None, help="cap on steps per epoch (reduced run)"
+    )
+    q.add_argument("--heads", nargs="+", default=["full", "sampled", "nce", "neg"])
+    q.add_argument("--num-sampled", type=int, default=1024)
+    q.add_argument("--seed", type=int, default=1234)
+    q.add_argument("--device", default=None)
+    q.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    s = sub.add_parser("speed")
+    s.add_argument("--datasets", nargs="+", default=["wikitext-2", "synthetic-800k"])
+    s.add_argument("--heads", nargs="+", default=["full", "sampled", "nce", "neg"])
+    s.add_argument("--num-sampled", type=int, default=1024)
+    s.add_argument("--size", type=int, default=200)
+    s.add_argument(
+        "--sparse", action="store_true", help="sparse embedding (and sampled-head) gradients"
+    )
+    s.add_argument("--batch-size", type=int, default=20)
+    s.add_argument("--bptt", type=int, default=20)
+    s.add_argument("--warmup", type=int, default=2)
+    s.add_argument("--steps", type=int, default=10)
+    s.add_argument("--seed", type=int, default=1234)
+    s.add_argument("--device", default=None)
+    s.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    rows = quality(args, device) if args.bench == "quality" else speed(args, device)
+    if rows:
+        print("wrote", write_rows(rows, device))
+
+
+if __name__ == "__main__":
+    main()
