@@ -75,14 +75,6 @@ def write_rows(rows, device: torch.device) -> str:
     return path
 
 
-def heads_available(heads):
-    ok = [h for h in heads if lm.output_available(h)]
-    for h in heads:
-        if h not in ok:
-            print(f"skipping head {h!r}: this build lacks its fastsoftmax loss", flush=True)
-    return ok
-
-
 # ---------------------------------------------------------------------------------------
 def quality(args, device):
     corpus = lm.Corpus(os.path.join(DATA, "ptb"))
@@ -95,7 +87,7 @@ def quality(args, device):
         f"epochs {args.epochs}, max_steps {args.max_steps or 'all'}, num_sampled {args.num_sampled}"
     )
     results = {}
-    for head in heads_available(args.heads):
+    for head in args.heads:
         torch.manual_seed(args.seed)
         model = lm.RNNLanguageModel(
             len(vocab),
@@ -203,7 +195,7 @@ def speed(args, device):
         data = lm.batchify(ids, args.batch_size).to(device)
         x0, y0 = next(lm.bptt_batches(data[:2], args.bptt))
         rates = {}
-        for head in heads_available(args.heads):
+        for head in args.heads:
             torch.manual_seed(args.seed)
             model = lm.RNNLanguageModel(
                 v,

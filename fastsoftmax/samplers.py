@@ -6,7 +6,7 @@ TensorFlow's candidate samplers (tf.random.*_candidate_sampler).
 """
 
 import math
-from typing import NamedTuple, Optional, Sequence, Union
+from typing import NamedTuple, Optional, Union
 
 import torch
 from torch import Tensor

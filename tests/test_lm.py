@@ -20,23 +20,9 @@ from fastsoftmax import lm as cli
 from fastsoftmax.models import RNNLanguageModel, lm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SAMPLED_HEADS = {"sampled": "SampledSoftmaxLoss", "nce": "NCELoss", "neg": "NegativeSamplingLoss"}
 
 
-def needs_head(head):
-    """Heads backed by the sampled losses of issue 3 run once those modules exist."""
-    if head == "full":
-        return head
-    return pytest.param(
-        head,
-        marks=pytest.mark.skipif(
-            not hasattr(fastsoftmax, SAMPLED_HEADS[head]),
-            reason=f"fastsoftmax.{SAMPLED_HEADS[head]} not in this build yet",
-        ),
-    )
-
-
-ALL_HEADS = [needs_head(h) for h in ("full", "sampled", "nce", "neg")]
+ALL_HEADS = ["full", "sampled", "nce", "neg"]
 
 
 def write_corpus(folder, n_train=300, n_eval=40, vocab=24, seed=0, names=None):
@@ -430,7 +416,7 @@ def test_sampled_head_wiring(monkeypatch, corpus_dir, tmp_path):
 # ---------------------------------------------------------------------------------------
 # Data parallel
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("head", [needs_head("full"), needs_head("sampled")])
+@pytest.mark.parametrize("head", ["full", "sampled"])
 def test_ddp_two_processes_match_single_process_step(corpus_dir, tmp_path, head):
     """One SGD step (lr 1, no clipping) on a global batch of 4 streams: 2 gloo processes with
     2 streams each must move every parameter exactly as one process with all 4 does."""
@@ -513,7 +499,7 @@ def test_ddp_two_processes_match_single_process_step(corpus_dir, tmp_path, head)
         assert abs(a["history"][0]["train_loss"] - half_loss) > 1e-5  # all four streams differ
 
 
-@pytest.mark.parametrize("head", [needs_head("full"), needs_head("sampled")])
+@pytest.mark.parametrize("head", ["full", "sampled"])
 def test_sparse_gradients_train_like_dense(corpus_dir, head):
     """sparse=True changes how gradients are stored, not what SGD (with clipping) does."""
     corpus = lm.Corpus(corpus_dir)

@@ -7,15 +7,10 @@ import random
 import pytest
 import torch
 
-import fastsoftmax
 from fastsoftmax import seq2seq as cli
 from fastsoftmax.models import Seq2Seq
 from fastsoftmax.models.seq2seq import EOS, PAD, Batch, Vocab, corpus_bleu, parse_pairs, tokenize
 
-HAS_SAMPLED = hasattr(fastsoftmax, "SampledSoftmaxLoss")
-needs_sampled = pytest.mark.skipif(
-    not HAS_SAMPLED, reason="fastsoftmax.SampledSoftmaxLoss is not in this build yet"
-)
 
 TASKS = {
     "copy": lambda s: s,
@@ -210,14 +205,6 @@ def test_beam_search_length_normalisation_picks_by_mean_log_prob():
 
 
 # -- sampled head ----------------------------------------------------------------------------
-def test_sampled_head_missing_gives_clear_error():
-    if HAS_SAMPLED:
-        pytest.skip("SampledSoftmaxLoss is present")
-    with pytest.raises(RuntimeError, match="SampledSoftmaxLoss"):
-        Seq2Seq(11, 13, output="sampled", num_sampled=4)
-
-
-@needs_sampled
 def test_sampled_and_full_agree_in_eval_mode():
     torch.manual_seed(0)
     counts = torch.arange(1, 51, dtype=torch.float64)
@@ -255,7 +242,6 @@ def test_sampled_and_full_agree_in_eval_mode():
     assert sampled.head.loss_fn.weight.grad is not None
 
 
-@needs_sampled
 def test_sampled_checkpoint_round_trip(tmp_path):
     data = tiny_data("copy", n=200)
     ck = tmp_path / "s.pt"

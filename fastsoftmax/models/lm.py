@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..nn import NCELoss, NegativeSamplingLoss, SampledSoftmaxLoss
 from ..samplers import LogUniformSampler, Sampler, UnigramSampler
 
 EOS = "<eos>"
@@ -227,17 +228,7 @@ def make_sampler(kind: str, counts: Tensor, power: float = 0.75) -> Sampler:
     raise ValueError(f"sampler must be 'unigram' or 'log_uniform', got {kind!r}")
 
 
-def _loss_modules():
-    """The sampled-loss modules of fastsoftmax (issue 3); imported late so the full-softmax
-    model works in trees where they are not available yet."""
-    import fastsoftmax
-
-    names = {"sampled": "SampledSoftmaxLoss", "nce": "NCELoss", "neg": "NegativeSamplingLoss"}
-    return {k: getattr(fastsoftmax, n, None) for k, n in names.items()}
-
-
-def output_available(output: str) -> bool:
-    return output == "full" or _loss_modules().get(output) is not None
+_SAMPLED_HEADS = {"sampled": SampledSoftmaxLoss, "nce": NCELoss, "neg": NegativeSamplingLoss}
 
 
 class OutputHead(nn.Module):
@@ -274,7 +265,7 @@ class OutputHead(nn.Module):
             )
             self.bias = nn.Parameter(torch.zeros(num_classes))
             return
-        cls = _loss_modules()[output]
+        cls = _SAMPLED_HEADS[output]
         if cls is None:
             raise RuntimeError(
                 f"output {output!r} needs fastsoftmax's sampled losses, which this build lacks"

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from ..nn import SampledSoftmaxLoss
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
@@ -249,19 +250,12 @@ class SampledHead(nn.Module):
         self, in_features: int, num_classes: int, num_sampled: int, counts: Tensor | None = None
     ):
         super().__init__()
-        import fastsoftmax
-
-        if not hasattr(fastsoftmax, "SampledSoftmaxLoss"):
-            raise RuntimeError(
-                "output='sampled' needs fastsoftmax.SampledSoftmaxLoss, which this build of "
-                "fastsoftmax does not have; use output='full'"
-            )
         if num_sampled >= num_classes:
             raise ValueError(
                 f"num_sampled ({num_sampled}) must be smaller than the target vocabulary "
                 f"({num_classes}); use output='full' for a vocabulary this small"
             )
-        self.loss_fn = fastsoftmax.SampledSoftmaxLoss(
+        self.loss_fn = SampledSoftmaxLoss(
             in_features, num_classes, num_sampled, counts=counts, ignore_index=PAD
         )
 
@@ -286,7 +280,7 @@ class Seq2Seq(nn.Module):
         outputs are put back in source order, so attention maps align with the source text.
     peeky: the encoder summary (top-layer final state) is concatenated to every decoder input
         and to the output features.
-    output: 'full' or 'sampled' (needs fastsoftmax.SampledSoftmaxLoss); 'sampled' changes the
+    output: 'full' or 'sampled' (fastsoftmax.SampledSoftmaxLoss); 'sampled' changes the
         training loss only: eval-mode loss and decoding use the exact softmax.
     counts: target-token frequencies [V] for the sampled head's unigram sampler.
     """
