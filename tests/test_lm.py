@@ -385,7 +385,7 @@ class _RecordingLoss(nn.Module):
 
 
 def test_sampled_head_wiring(monkeypatch, corpus_dir, tmp_path):
-    monkeypatch.setattr(fastsoftmax, "NegativeSamplingLoss", _RecordingLoss, raising=False)
+    monkeypatch.setitem(lm._SAMPLED_HEADS, "neg", _RecordingLoss)
     vocab = lm.Corpus(corpus_dir).vocab
     m = small_model(vocab, output="neg", tie_weights=True, num_sampled=5, power=0.5)
     loss_mod = m.head.loss
