@@ -1,5 +1,6 @@
 // word2vec pieces shared by the CPU and CUDA training kernels: the per-token random choices,
-// the learning-rate schedule and the logistic function, plus the host-side argument checks.
+// the learning-rate schedule and the logistic function (host/device), plus the host-side
+// argument checks (ATen; both device files include ATen anyway).
 //
 // Randomness is a pure function of (seed, counter), never of thread scheduling:
 //   token t (its global position in the stream of in-vocabulary tokens fed to training, over
@@ -54,7 +55,6 @@ FS_HOST_DEVICE float neg_log_sigmoid(float f) {
 }  // namespace w2v
 }  // namespace fastsoftmax
 
-#if !defined(__CUDA_ARCH__)
 #include <ATen/ATen.h>
 
 namespace fastsoftmax {
@@ -125,4 +125,3 @@ inline void check_train_args(const at::Tensor& syn0, const at::Tensor& syn1neg,
 
 }  // namespace w2v
 }  // namespace fastsoftmax
-#endif

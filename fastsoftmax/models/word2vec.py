@@ -690,7 +690,7 @@ class Word2Vec:
                     epoch_examples += stats[1]
                     self.running_training_loss += stats[0]
                     if self.progress is not None:
-                        done = epoch * words_per_epoch + (before[-1] - epoch * words_per_epoch) + raw
+                        done = before[0] + raw  # raw words trained once this batch is done
                         self.progress({
                             "epoch": epoch, "epochs": epochs, "words_done": done,
                             "words_total": total, "raw_words": raw_total,
