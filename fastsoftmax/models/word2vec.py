@@ -3,7 +3,9 @@
 The training hot loop is the native op ``fastsoftmax::word2vec_train`` (csrc/cpu/word2vec.cpp,
 csrc/cuda/word2vec.cu): Hogwild SGD over a batch of sentences, multi-threaded on CPU and one
 warp per sentence on CUDA. Python only scans the vocabulary, maps words to ids and feeds
-batches; a reader thread does that while the native op (which releases the GIL) trains.
+batches; a reader thread does that while the native op (which releases the GIL) trains. A
+corpus given as a list or tuple is encoded once (int32 ids) and the ids reused by later
+epochs; any other iterable, and corpus_file, is streamed and re-encoded every epoch.
 
 Semantics, as word2vec.c and gensim 4:
   * vocabulary: words with count >= min_count, sorted by decreasing count (ties: the word
@@ -48,6 +50,7 @@ import queue
 import threading
 import time
 from collections import defaultdict
+from itertools import chain, repeat
 from typing import Callable, Iterable, List, Optional, Sequence
 
 import numpy as np
@@ -604,35 +607,69 @@ class Word2Vec:
         return self._syn1neg.cpu().numpy()
 
     # -- training -------------------------------------------------------------------------
-    def _batches(self, corpus, epoch_words_before: int, out: queue.Queue, stop: threading.Event):
-        """Reader thread: maps words to ids and cuts the stream into batches of about
-        10,000 raw words per worker. Each batch: (tokens, sentence_ends, words_before,
-        raw words, first token counter)."""
+    def _encode(self, pieces: list, raw: int):
+        """A batch of sentences (word lists) as (tokens int32 [N] of in-vocabulary ids,
+        sentence_ends int64 [S], words_before int64 [S] relative to the batch start, raw)."""
         get = self.wv.key_to_index.get
+        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        flat = list(chain.from_iterable(pieces))
+        ids = np.fromiter(map(get, flat, repeat(-1)), dtype=np.int64, count=len(flat))
+        known = ids >= 0
+        in_vocab_before = np.concatenate(([0], np.cumsum(known)))
+        raw_ends = np.cumsum(lengths)
+        return (ids[known].astype(np.int32), in_vocab_before[raw_ends],
+                raw_ends - lengths, raw)
+
+    def _batches(self, corpus, out: queue.Queue, stop: threading.Event):
+        """Reader thread: cuts the corpus into batches of about 10,000 raw words per worker
+        and encodes them (see _encode); puts None at the end, or the exception raised."""
         limit = MAX_SENTENCE_WORDS * max(1, self.workers)
-        ids: list = []
-        ends: list = []
-        before: list = []
+        pieces: list = []
         raw = 0
-        done = epoch_words_before
         try:
             for sentence in corpus:
                 if stop.is_set():
                     return
                 for piece in _pieces(sentence):
-                    before.append(done + raw)
+                    pieces.append(piece)
                     raw += len(piece)
-                    ids.extend(i for i in map(get, piece) if i is not None)
-                    ends.append(len(ids))
                     if raw >= limit:
-                        out.put((ids, ends, before, raw))
-                        done += raw
-                        ids, ends, before, raw = [], [], [], 0
-            if ends:
-                out.put((ids, ends, before, raw))
+                        out.put(self._encode(pieces, raw))
+                        pieces, raw = [], 0
+            if pieces:
+                out.put(self._encode(pieces, raw))
             out.put(None)
         except BaseException as e:  # surfaced in the training thread
             out.put(e)
+
+    def _epoch_batches(self, corpus, cache: Optional[list]):
+        """Encoded batches of one pass. An in-memory corpus (list or tuple) is encoded once
+        and the int32 ids reused by later epochs; any other iterable is re-read and encoded
+        by a reader thread while the native op (which releases the GIL) trains."""
+        if cache:
+            yield from cache
+            return
+        q: queue.Queue = queue.Queue(maxsize=4)
+        stop = threading.Event()
+        reader = threading.Thread(target=self._batches, args=(corpus, q, stop), daemon=True)
+        reader.start()
+        try:
+            while True:
+                item = q.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                if cache is not None:
+                    cache.append(item)
+                yield item
+        finally:
+            stop.set()
+            while reader.is_alive():
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    reader.join(0.01)
 
     def train(self, corpus_iterable=None, corpus_file=None, total_examples=None,
               total_words=None, epochs=None, start_alpha=None, end_alpha=None,
@@ -652,6 +689,7 @@ class Word2Vec:
         callbacks = self.callbacks + tuple(callbacks)
         self.running_training_loss = 0.0
         trained = raw_total = 0
+        cache = [] if isinstance(corpus, (list, tuple)) else None
         seed = self.seed & ((1 << 63) - 1)
         start = time.perf_counter()
         for cb in callbacks:
@@ -659,52 +697,33 @@ class Word2Vec:
         for epoch in range(epochs):
             for cb in callbacks:
                 getattr(cb, "on_epoch_begin", lambda m: None)(self)
-            q: queue.Queue = queue.Queue(maxsize=4)
-            stop = threading.Event()
-            reader = threading.Thread(
-                target=self._batches, args=(corpus, epoch * words_per_epoch, q, stop), daemon=True
-            )
-            reader.start()
             epoch_loss = epoch_examples = 0.0
-            try:
-                while True:
-                    item = q.get()
-                    if item is None:
-                        break
-                    if isinstance(item, BaseException):
-                        raise item
-                    ids, ends, before, raw = item
-                    tokens = torch.tensor(ids, dtype=torch.int32)
-                    stats = ops.word2vec_train(
-                        self._syn0, self._syn1neg, tokens.to(self.device),
-                        torch.tensor(ends, dtype=torch.int64).to(self.device),
-                        torch.tensor(before, dtype=torch.int64).to(self.device),
-                        self._keep, self._ns_prob, self._ns_alias, seed, self._tokens_trained,
-                        bool(self.sg), bool(self.cbow_mean), self.window, self.negative,
-                        self.shrink_windows, alpha, min_alpha, total, self.workers,
-                    ).tolist()
-                    self._tokens_trained += len(ids)
-                    raw_total += raw
-                    trained += int(stats[2])
-                    epoch_loss += stats[0]
-                    epoch_examples += stats[1]
-                    self.running_training_loss += stats[0]
-                    if self.progress is not None:
-                        done = before[0] + raw  # raw words trained once this batch is done
-                        self.progress({
-                            "epoch": epoch, "epochs": epochs, "words_done": done,
-                            "words_total": total, "raw_words": raw_total,
-                            "seconds": time.perf_counter() - start,
-                            "lr": ops_learning_rate(alpha, min_alpha, done, total),
-                            "loss": epoch_loss / max(epoch_examples, 1.0),
-                        })
-            finally:
-                stop.set()
-                while reader.is_alive():
-                    try:
-                        q.get_nowait()
-                    except queue.Empty:
-                        reader.join(0.01)
+            epoch_start = epoch * words_per_epoch
+            for tokens, ends, before, raw in self._epoch_batches(corpus, cache):
+                before = before + epoch_start
+                stats = ops.word2vec_train(
+                    self._syn0, self._syn1neg, torch.from_numpy(tokens).to(self.device),
+                    torch.from_numpy(ends).to(self.device),
+                    torch.from_numpy(before).to(self.device), self._keep, self._ns_prob,
+                    self._ns_alias, seed, self._tokens_trained, bool(self.sg),
+                    bool(self.cbow_mean), self.window, self.negative, self.shrink_windows,
+                    alpha, min_alpha, total, self.workers,
+                ).tolist()
+                self._tokens_trained += len(tokens)
+                raw_total += raw
+                trained += int(stats[2])
+                epoch_loss += stats[0]
+                epoch_examples += stats[1]
+                self.running_training_loss += stats[0]
+                if self.progress is not None and len(before):
+                    done = int(before[0]) + raw  # raw words trained once this batch is done
+                    self.progress({
+                        "epoch": epoch, "epochs": epochs, "words_done": done,
+                        "words_total": total, "raw_words": raw_total,
+                        "seconds": time.perf_counter() - start,
+                        "lr": ops_learning_rate(alpha, min_alpha, done, total),
+                        "loss": epoch_loss / max(epoch_examples, 1.0),
+                    })
             self._sync_vectors()
             for cb in callbacks:
                 getattr(cb, "on_epoch_end", lambda m: None)(self)
