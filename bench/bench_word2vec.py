@@ -108,14 +108,14 @@ def main():
         sentences = load(CORPORA[corpus])
         for model in args.models.split(","):
             sg = 1 if model == "sg" else 0
-            runs = [("fastsoftmax", lambda: run_ours(sentences, sg, args.threads, args.device,
-                                                     args.seed))]
-            if have_gensim:
-                runs.append((f"gensim-{gensim_version}",
-                             lambda: run_gensim(sentences, sg, args.threads, args.seed)))
-            for impl, fn in runs:
+            impls = ["fastsoftmax"] + ([f"gensim-{gensim_version}"] if have_gensim else [])
+            for impl in impls:
                 load_before = os.getloadavg()[0]
-                kv, raw, seconds = fn()
+                if impl == "fastsoftmax":
+                    kv, raw, seconds = run_ours(sentences, sg, args.threads, args.device,
+                                                args.seed)
+                else:
+                    kv, raw, seconds = run_gensim(sentences, sg, args.threads, args.seed)
                 assert np.isfinite(kv.vectors).all(), f"{impl} produced non-finite vectors"
                 pearson, spearman, oov = kv.evaluate_word_pairs(WS353)
                 wps = raw * PARAMS["epochs"] / seconds

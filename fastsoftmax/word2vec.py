@@ -35,9 +35,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="discard words rarer than this (5)")
     p.add_argument("-alpha", type=float, default=None,
                    help="starting learning rate (0.025 skip-gram, 0.05 CBOW)")
-    p.add_argument("-cbow", type=int, default=1, choices=(0, 1), help="1 CBOW (default), 0 skip-gram")
+    p.add_argument("-cbow", type=int, default=1, choices=(0, 1),
+                   help="1 CBOW (default), 0 skip-gram")
     p.add_argument("-binary", type=int, default=0, choices=(0, 1), help="1: binary output")
-    p.add_argument("-save-vocab", dest="save_vocab", metavar="FILE", help="write 'word count' lines")
+    p.add_argument("-save-vocab", dest="save_vocab", metavar="FILE",
+                   help="write the vocabulary as 'word count' lines")
     p.add_argument("-seed", type=int, default=1, help="random seed (1)")
     p.add_argument("-device", default="cpu", help="cpu or cuda (cpu)")
     p.add_argument("-eval-pairs", dest="eval_pairs", metavar="FILE",

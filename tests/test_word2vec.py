@@ -55,12 +55,21 @@ def test_op_matches_reference(device, sg, cbow_mean, shrink):
     syn1 = (rng.random((V, D), dtype=np.float32) - 0.5) * 0.5
     keep = rng.uniform(0.3, 1.0, V).astype(np.float32)
     prob, alias = _table(counts)
-    tokens, ends = _batch(sentences)
     a0, a1 = torch.tensor(syn0, device=device), torch.tensor(syn1, device=device)
-    stats = ops.word2vec_train(
-        a0, a1, tokens.to(device), ends.to(device), torch.tensor(before).to(device),
-        torch.tensor(keep, device=device), prob.to(device), alias.to(device), 11, 1000, sg,
-        cbow_mean, W, K, shrink, 0.2, 0.01, 60.0, 1).cpu()
+    # One worker on CPU trains the batch in order. CUDA runs the sentences of a batch at once
+    # (Hogwild), so there each sentence is its own batch to keep the order of the reference.
+    if device.type == "cpu":
+        batches = [(sentences, before, 1000)]
+    else:
+        firsts = 1000 + np.concatenate(([0], np.cumsum([len(s) for s in sentences])[:-1]))
+        batches = [([s], [b], int(f)) for s, b, f in zip(sentences, before, firsts)]
+    stats = torch.zeros(3, dtype=torch.float64)
+    for batch, batch_before, first in batches:
+        tokens, ends = _batch(batch)
+        stats += ops.word2vec_train(
+            a0, a1, tokens.to(device), ends.to(device), torch.tensor(batch_before).to(device),
+            torch.tensor(keep, device=device), prob.to(device), alias.to(device), 11, first,
+            sg, cbow_mean, W, K, shrink, 0.2, 0.01, 60.0, 1).cpu()
     r0, r1, loss, examples, kept = R.w2v_train_reference(
         syn0, syn1, sentences, before, keep, prob.numpy(), alias.numpy(), seed=11,
         first_token=1000, sg=sg, cbow_mean=cbow_mean, window=W, negative=K, shrink=shrink,
@@ -68,8 +77,9 @@ def test_op_matches_reference(device, sg, cbow_mean, shrink):
     assert examples > 0 and kept < sum(len(s) for s in sentences)  # the case is not trivial
     assert stats[1].item() == examples and stats[2].item() == kept
     assert stats[0].item() == pytest.approx(loss, rel=1e-5)
-    np.testing.assert_allclose(a0.cpu().numpy(), r0, atol=2e-6)
-    np.testing.assert_allclose(a1.cpu().numpy(), r1, atol=2e-6)
+    atol = 2e-6 if device.type == "cpu" else 2e-5  # CUDA: warp-order sums, exact expf
+    np.testing.assert_allclose(a0.cpu().numpy(), r0, atol=atol)
+    np.testing.assert_allclose(a1.cpu().numpy(), r1, atol=atol)
     assert not np.allclose(r0, syn0) and not np.allclose(r1, syn1)
 
 
@@ -80,20 +90,22 @@ def _run(seed, workers, sg=1, V=50, D=16):
     prob, alias = _table(rng.integers(1, 100, V))
     a0 = torch.tensor(rng.random((V, D), dtype=np.float32) - 0.5)
     a1 = torch.zeros(V, D)
-    ops.word2vec_train(a0, a1, tokens, ends, torch.zeros(len(sentences), dtype=torch.int64),
-                       torch.full((V,), 0.9), prob, alias, seed, 0, sg, True, 4, 3, True, 0.05,
-                       0.001, 1e4, workers)
-    return a0, a1
+    stats = ops.word2vec_train(a0, a1, tokens, ends, torch.zeros(len(sentences), dtype=torch.int64),
+                               torch.full((V,), 0.9), prob, alias, seed, 0, sg, True, 4, 3, True,
+                               0.05, 0.001, 1e4, workers)
+    return a0, a1, stats
 
 
 def test_op_reproducible_for_a_seed():
     a, b = _run(3, 1), _run(3, 1)
-    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) and torch.equal(a[2], b[2])
     c = _run(4, 1)
     assert not torch.equal(a[0], c[0])
-    # Several workers (Hogwild) train the same pairs: close to, not necessarily equal to, one.
+    # Several workers (Hogwild) interleave the updates differently, but the random choices
+    # are functions of token positions, not threads: the same tokens survive subsampling and
+    # the same predictions are made.
     d = _run(3, 2)
-    assert torch.isfinite(d[0]).all() and (d[0] - a[0]).abs().max() < 0.05
+    assert torch.isfinite(d[0]).all() and torch.equal(d[2][1:], a[2][1:])
 
 
 def test_op_rejects_bad_input():

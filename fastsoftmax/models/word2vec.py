@@ -51,7 +51,7 @@ import threading
 import time
 from collections import defaultdict
 from itertools import chain, repeat
-from typing import Callable, Iterable, List, Optional, Sequence
+from typing import Callable, List, Optional
 
 import numpy as np
 import torch
@@ -303,9 +303,16 @@ class KeyedVectors:
                 query = u[ib] - u[ia] + u[ic]
                 dists = u @ (query / max(np.linalg.norm(query), 1e-30))
                 dists[[ia, ib, ic]] = -np.inf
-                best = int(np.argmax(dists))
-                guess = self.index_to_key[best]
-                guess = guess.upper() if case_insensitive else guess
+                # The best word that is not a question word; with case_insensitive a
+                # different spelling of a question word does not count either (gensim).
+                guess = None
+                k = min(64, len(dists))
+                top = np.argpartition(-dists, k - 1)[:k]
+                for best in top[np.argsort(-dists[top], kind="stable")].tolist():
+                    guess = self.index_to_key[best]
+                    guess = guess.upper() if case_insensitive else guess
+                    if guess not in (a, b, c):
+                        break
                 (section["correct"] if guess == expected else section["incorrect"]).append(
                     (a, b, c, expected)
                 )
@@ -375,7 +382,9 @@ class KeyedVectors:
                     try:
                         keys.append(data[pos:space].decode(encoding))
                     except UnicodeDecodeError as e:
-                        raise ValueError(f"{path}: entry {i + 1} of {V}: word is not {encoding}: {e}") from None
+                        raise ValueError(
+                            f"{path}: entry {i + 1} of {V}: word is not {encoding}: {e}"
+                        ) from None
                     kv.vectors[i] = np.frombuffer(data, dtype="<f4", count=D, offset=space + 1)
                     pos = space + 1 + width
                 if data[pos:].strip():
