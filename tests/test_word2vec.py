@@ -193,9 +193,18 @@ def test_learning_rate_schedule():
     sentences = [[f"w{i}" for i in rng.integers(0, 30, 50)] for _ in range(200)]
     m = Word2Vec(vector_size=8, min_count=1, alpha=0.05, min_alpha=0.001, workers=1)
     m.build_vocab(sentences)
-    seen = []
+    seen, events = [], []
+
+    class Callback:
+        def on_epoch_begin(self, model):
+            events.append("begin")
+
+        def on_epoch_end(self, model):
+            events.append("end")
+
     m.progress = lambda s: seen.append((s["words_done"], s["words_total"], s["lr"]))
-    m.train(sentences, epochs=3)
+    m.train(sentences, epochs=3, callbacks=[Callback()])
+    assert events == ["begin", "end"] * 3
     total = 3 * 200 * 50
     assert seen[-1][0] == total and seen[0][1] == total
     for done, _, lr in seen:
@@ -259,6 +268,10 @@ def test_vocabulary_order_counts_and_pruning():
     m.build_vocab(sentences)
     # ties in count: the word seen later comes first (gensim's order)
     assert m.wv.index_to_key == ["a", "b", "e", "d", "c"]
+    # sentences longer than 10,000 words are cut into pieces of 10,000
+    m = Word2Vec(vector_size=4, min_count=1)
+    m.build_vocab([["x"] * 25000, ["y"]])
+    assert m.corpus_count == 4 and m.corpus_total_words == 25001
     m = Word2Vec(vector_size=4, min_count=1, max_vocab_size=2)
     # gensim's pruning: when the dictionary passes 2 words, drop counts < 1, then < 2, ...
     # after ["c"]: 3 words, nothing below 1; after the third sentence: drop b, c (count 1).

@@ -630,9 +630,14 @@ class Word2Vec:
                 raw_ends - lengths, raw)
 
     def _batches(self, corpus, out: queue.Queue, stop: threading.Event):
-        """Reader thread: cuts the corpus into batches of about 10,000 raw words per worker
-        and encodes them (see _encode); puts None at the end, or the exception raised."""
-        limit = MAX_SENTENCE_WORDS * max(1, self.workers)
+        """Reader thread: cuts the corpus into batches and encodes them (see _encode); puts
+        None at the end, or the exception raised."""
+        # CPU: about 10,000 words per thread, as gensim's jobs. CUDA: a warp per sentence, so
+        # a batch needs tens of thousands of sentences to fill the GPU.
+        if self.device.type == "cpu":
+            limit = MAX_SENTENCE_WORDS * max(1, self.workers)
+        else:
+            limit = 1 << 21
         pieces: list = []
         raw = 0
         try:
