@@ -173,7 +173,7 @@ __attribute__((always_inline)) inline void train_sentences_body(const TrainArgs&
   std::vector<int32_t> sen;      // kept token ids of the sentence
   std::vector<uint64_t> gid;     // their global token counters
   std::vector<int> win;          // their effective half-windows
-  std::vector<int32_t> negs(static_cast<size_t>(2 * W) * K);
+  std::vector<int32_t> negs_a(static_cast<size_t>(2 * W) * K), negs_b(negs_a.size());
   std::vector<float> work(D), neu1(D);
   for (int64_t s = s_begin; s < s_end; ++s) {
     const int64_t begin = s == 0 ? 0 : a.sentence_ends[s - 1], end = a.sentence_ends[s];
@@ -195,16 +195,35 @@ __attribute__((always_inline)) inline void train_sentences_body(const TrainArgs&
     }
     const int L = static_cast<int>(sen.size());
     st.kept += L;
-    for (int i = 0; i < L; ++i) {
-      const int lo = std::max(0, i - win[i]), hi = std::min(L, i + win[i] + 1);
-      const int contexts = hi - lo - 1;
-      if (contexts <= 0) continue;
+    // Negatives are drawn one center ahead and the rows of that center's first prediction
+    // prefetched, so that their cache misses overlap the current center's arithmetic.
+    auto span = [&](int i, int& lo, int& hi) {
+      lo = std::max(0, i - win[i]);
+      hi = std::min(L, i + win[i] + 1);
+      return hi - lo - 1;
+    };
+    auto draw_ahead = [&](int i, int32_t* buf) {
+      int lo, hi;
+      const int contexts = span(i, lo, hi);
+      if (contexts <= 0) return;
       if (a.sg) {
+        draw_negatives(a, gid[i] * static_cast<uint64_t>(2 * W) * K, contexts * K, buf);
+        prefetch_row(a.syn0 + static_cast<int64_t>(sen[lo == i ? lo + 1 : lo]) * D, D);
+      } else {
+        draw_negatives(a, gid[i] * static_cast<uint64_t>(K), K, buf);
+      }
+      prefetch_row(a.syn1 + static_cast<int64_t>(sen[i]) * D, D);
+      for (int k = 0; k < K; ++k) prefetch_row(a.syn1 + static_cast<int64_t>(buf[k]) * D, D);
+    };
+    int32_t* negs = negs_a.data();
+    int32_t* negs_next = negs_b.data();
+    if (L > 0) draw_ahead(0, negs);
+    for (int i = 0; i < L; ++i) {
+      if (i + 1 < L) draw_ahead(i + 1, negs_next);
+      int lo, hi;
+      const int contexts = span(i, lo, hi);
+      if (contexts > 0 && a.sg) {
         // Each context word's input vector predicts the center word (word2vec.c's order).
-        draw_negatives(a, gid[i] * static_cast<uint64_t>(2 * W) * K, contexts * K, negs.data());
-        const float* center_row = a.syn1 + static_cast<int64_t>(sen[i]) * D;
-        prefetch_row(center_row, D);
-        for (int k = 0; k < K; ++k) prefetch_row(a.syn1 + static_cast<int64_t>(negs[k]) * D, D);
         int c = 0;
         for (int j = lo; j < hi; ++j) {
           if (j == i) continue;
@@ -217,12 +236,12 @@ __attribute__((always_inline)) inline void train_sentences_body(const TrainArgs&
           }
           float* in = a.syn0 + static_cast<int64_t>(sen[j]) * D;
           std::fill(work.begin(), work.end(), 0.0f);
-          predict(a, in, sen[i], negs.data() + c * K, alpha, work.data(), st);
+          predict(a, in, sen[i], negs + c * K, alpha, work.data(), st);
           axpy(1.0f, work.data(), in, D);
           ++c;
           ++st.examples;
         }
-      } else {
+      } else if (contexts > 0) {
         // h = sum (or mean) of the context input vectors predicts the center word; every
         // context vector receives the same input gradient (divided by the count for the sum,
         // as gensim does; for the mean the 1/count is folded into h only, as word2vec.c).
@@ -232,17 +251,15 @@ __attribute__((always_inline)) inline void train_sentences_body(const TrainArgs&
         const float inv = 1.0f / static_cast<float>(contexts);
         if (a.cbow_mean)
           for (int64_t d = 0; d < D; ++d) neu1[d] *= inv;
-        draw_negatives(a, gid[i] * static_cast<uint64_t>(K), K, negs.data());
-        prefetch_row(a.syn1 + static_cast<int64_t>(sen[i]) * D, D);
-        for (int k = 0; k < K; ++k) prefetch_row(a.syn1 + static_cast<int64_t>(negs[k]) * D, D);
         std::fill(work.begin(), work.end(), 0.0f);
-        predict(a, neu1.data(), sen[i], negs.data(), alpha, work.data(), st);
+        predict(a, neu1.data(), sen[i], negs, alpha, work.data(), st);
         if (!a.cbow_mean)
           for (int64_t d = 0; d < D; ++d) work[d] *= inv;
         for (int j = lo; j < hi; ++j)
           if (j != i) axpy(1.0f, work.data(), a.syn0 + static_cast<int64_t>(sen[j]) * D, D);
         ++st.examples;
       }
+      std::swap(negs, negs_next);
     }
   }
 }
