@@ -189,8 +189,10 @@ def test_window_statistics(shrink):
 
 
 def test_learning_rate_schedule():
+    # 30,000 words an epoch: three batches of 10,000 (one worker), so the schedule must
+    # carry on across batches within an epoch, not only across epochs.
     rng = np.random.default_rng(1)
-    sentences = [[f"w{i}" for i in rng.integers(0, 30, 50)] for _ in range(200)]
+    sentences = [[f"w{i}" for i in rng.integers(0, 30, 50)] for _ in range(600)]
     m = Word2Vec(vector_size=8, min_count=1, alpha=0.05, min_alpha=0.001, workers=1)
     m.build_vocab(sentences)
     seen, events = [], []
@@ -205,11 +207,16 @@ def test_learning_rate_schedule():
     m.progress = lambda s: seen.append((s["words_done"], s["words_total"], s["lr"]))
     m.train(sentences, epochs=3, callbacks=[Callback()])
     assert events == ["begin", "end"] * 3
-    total = 3 * 200 * 50
-    assert seen[-1][0] == total and seen[0][1] == total
+    total = 3 * 600 * 50
+    assert [d for d, _, _ in seen] == [10000 * k for k in range(1, 10)]
+    assert seen[0][1] == total
     for done, _, lr in seen:
         assert lr == pytest.approx(0.05 - (0.05 - 0.001) * done / total)
     assert seen[-1][2] == pytest.approx(0.001)
+    # The native op receives, per sentence, the raw words trained before it.
+    batches = list(m._epoch_batches(sentences, None))
+    befores = np.concatenate([b[2] for b in batches])
+    np.testing.assert_array_equal(befores, np.arange(600) * 50)
     assert ops_learning_rate(0.05, 0.001, 2 * total, total) == 0.001  # clamped
 
 

@@ -616,9 +616,10 @@ class Word2Vec:
         return self._syn1neg.cpu().numpy()
 
     # -- training -------------------------------------------------------------------------
-    def _encode(self, pieces: list, raw: int):
+    def _encode(self, pieces: list, raw: int, offset: int):
         """A batch of sentences (word lists) as (tokens int32 [N] of in-vocabulary ids,
-        sentence_ends int64 [S], words_before int64 [S] relative to the batch start, raw)."""
+        sentence_ends int64 [S], words_before int64 [S] = raw words of the epoch before each
+        sentence, raw words of the batch); `offset` is the raw words of the epoch before it."""
         get = self.wv.key_to_index.get
         lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
         flat = list(chain.from_iterable(pieces))
@@ -627,7 +628,7 @@ class Word2Vec:
         in_vocab_before = np.concatenate(([0], np.cumsum(known)))
         raw_ends = np.cumsum(lengths)
         return (ids[known].astype(np.int32), in_vocab_before[raw_ends],
-                raw_ends - lengths, raw)
+                offset + raw_ends - lengths, raw)
 
     def _batches(self, corpus, out: queue.Queue, stop: threading.Event):
         """Reader thread: cuts the corpus into batches and encodes them (see _encode); puts
@@ -639,7 +640,7 @@ class Word2Vec:
         else:
             limit = 1 << 21
         pieces: list = []
-        raw = 0
+        raw = offset = 0
         try:
             for sentence in corpus:
                 if stop.is_set():
@@ -648,10 +649,11 @@ class Word2Vec:
                     pieces.append(piece)
                     raw += len(piece)
                     if raw >= limit:
-                        out.put(self._encode(pieces, raw))
+                        out.put(self._encode(pieces, raw, offset))
+                        offset += raw
                         pieces, raw = [], 0
             if pieces:
-                out.put(self._encode(pieces, raw))
+                out.put(self._encode(pieces, raw, offset))
             out.put(None)
         except BaseException as e:  # surfaced in the training thread
             out.put(e)
