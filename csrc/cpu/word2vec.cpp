@@ -9,6 +9,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -309,19 +310,27 @@ at::Tensor word2vec_train_cpu(at::Tensor& syn0, at::Tensor& syn1neg, const at::T
                     static_cast<float>(alpha),
                     static_cast<float>(min_alpha),
                     total_words};
-  // Split the sentences into num_workers runs of about equal token counts.
+  // Cut the batch into runs of whole sentences of about kChunkTokens tokens (more runs than
+  // workers), which the workers take in order from a shared counter: a worker that the OS
+  // descheduled (the machine may be shared) delays only its current run, not a fixed half
+  // of the batch. With one worker the runs are trained in batch order.
+  constexpr int64_t kChunkTokens = 2048;
   const int64_t S = sentence_ends.numel(), N = tokens.numel();
-  const int64_t parts = std::max<int64_t>(1, std::min(num_workers, S));
-  std::vector<int64_t> cut(parts + 1, S);
+  const int64_t workers = std::max<int64_t>(1, std::min(num_workers, S));
+  const int64_t runs = std::max<int64_t>(1, std::min(S, (N + kChunkTokens - 1) / kChunkTokens));
+  std::vector<int64_t> cut(runs + 1, S);
   cut[0] = 0;
-  for (int64_t p = 1; p < parts; ++p) {
-    const int64_t target = N * p / parts;
-    cut[p] = std::lower_bound(a.sentence_ends, a.sentence_ends + S, target) - a.sentence_ends;
-    cut[p] = std::max(cut[p], cut[p - 1]);
+  for (int64_t r = 1; r < runs; ++r) {
+    const int64_t target = N * r / runs;
+    cut[r] = std::lower_bound(a.sentence_ends, a.sentence_ends + S, target) - a.sentence_ends;
+    cut[r] = std::max(cut[r], cut[r - 1]);
   }
-  std::vector<Stats> stats(parts);
-  at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) train_sentences(a, cut[p], cut[p + 1], stats[p]);
+  std::vector<Stats> stats(workers);
+  std::atomic<int64_t> next{0};
+  at::parallel_for(0, workers, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t w = begin; w < end; ++w)
+      for (int64_t r = next++; r < runs; r = next++)
+        train_sentences(a, cut[r], cut[r + 1], stats[w]);
   });
   at::Tensor out = at::zeros({3}, tokens.options().dtype(at::kDouble));
   double* o = out.data_ptr<double>();
