@@ -1,7 +1,7 @@
 // CPU word2vec training: skip-gram and CBOW with negative sampling, Hogwild SGD over a batch
-// of sentences, as word2vec.c and gensim's inner loop do. Threads take contiguous runs of
-// sentences and update the shared tables without locks; with one worker the result is a
-// pure function of the inputs and the seed.
+// of sentences, as word2vec.c and gensim's inner loop do. Threads take runs of whole
+// sentences from a shared counter and update the shared tables without locks; with one
+// worker the result is a pure function of the inputs and the seed.
 //
 // Shapes: V vocabulary, D vector size, N tokens in the batch, S sentences, W window,
 // K negatives. syn0 [V, D] input vectors, syn1neg [V, D] output vectors.
