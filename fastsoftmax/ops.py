@@ -225,3 +225,32 @@ torch.library.register_autograd(
 for _op in ("negative_sampling_forward", "sampled_logits_forward"):
     for _device in ("cpu", "cuda"):
         torch.library.register_autocast(f"fastsoftmax::{_op}", _device, torch.float32)
+
+
+# ---------------------------------------------------------------------------------------
+# word2vec (issue 4)
+# ---------------------------------------------------------------------------------------
+
+
+def word2vec_train(
+    syn0: Tensor, syn1neg: Tensor, tokens: Tensor, sentence_ends: Tensor, words_before: Tensor,
+    keep_prob: Tensor, ns_prob: Tensor, ns_alias: Tensor, seed: int, first_token: int,
+    sg: bool, cbow_mean: bool, window: int, negative: int, shrink_windows: bool, alpha: float,
+    min_alpha: float, total_words: float, num_workers: int,
+) -> Tensor:
+    """One Hogwild SGD pass of word2vec over a batch of sentences, updating syn0 and syn1neg
+    in place; returns float64 [3] = (summed loss, positive predictions, tokens kept).
+    See csrc/ops.cpp for the arguments."""
+    return torch.ops.fastsoftmax.word2vec_train.default(
+        syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob, ns_alias,
+        int(seed), int(first_token), bool(sg), bool(cbow_mean), int(window), int(negative),
+        bool(shrink_windows), float(alpha), float(min_alpha), float(total_words),
+        int(num_workers),
+    )
+
+
+@torch.library.register_fake("fastsoftmax::word2vec_train")
+def _word2vec_train_fake(syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob,
+                         ns_prob, ns_alias, seed, first_token, sg, cbow_mean, window, negative,
+                         shrink_windows, alpha, min_alpha, total_words, num_workers):
+    return syn0.new_empty(3, dtype=torch.float64)

@@ -177,3 +177,104 @@ def reduce_reference(loss, target, reduction, ignore_index=-100):
     if reduction == "sum":
         return loss.sum()
     return loss.sum() / (target[:, 0] != ignore_index).sum()
+
+
+# ---------------------------------------------------------------------------------------
+# word2vec
+# ---------------------------------------------------------------------------------------
+# A plain, one-prediction-at-a-time definition of fastsoftmax::word2vec_train with one
+# worker: the same Philox counters (csrc/common/word2vec.h), the same order of updates, in
+# float64. Slow; for corpora of a few hundred tokens.
+
+W2V_STREAM_TOKEN, W2V_STREAM_NEGATIVE = 2, 3
+
+
+def _philox_words(stream: int, seed: int, index: int):
+    w = philox4x32_10(np.array([index & 0xFFFFFFFF], dtype=np.uint64),
+                      np.array([index >> 32], dtype=np.uint64), stream, seed)
+    return [int(x[0]) for x in w]
+
+
+def w2v_token_draws(seed: int, t: int, window: int, shrink: bool):
+    """(subsampling coin in [0, 1), effective half-window in 1..window) of global token t."""
+    w0, w1, w2, w3 = _philox_words(W2V_STREAM_TOKEN, seed, t)
+    coin = ((w0 << 21) | (w1 >> 11)) * (1.0 / 9007199254740992.0)
+    reduce = (((w2 << 32) | w3) * window) >> 64
+    return coin, (window - reduce) if shrink else window
+
+
+def w2v_negatives(seed: int, first: int, count: int, prob, alias) -> np.ndarray:
+    return draw_reference(0, seed, W2V_STREAM_NEGATIVE, first, count, len(prob), prob, alias)
+
+
+def w2v_learning_rate(alpha, min_alpha, words_before, total_words):
+    progress = words_before / total_words if total_words > 0 else 0.0
+    return max(min_alpha, alpha - (alpha - min_alpha) * progress)
+
+
+def _sigmoid(f):
+    return 1.0 / (1.0 + math.exp(-f))
+
+
+def w2v_train_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob, alias, *,
+                        seed, first_token, sg, cbow_mean, window, negative, shrink, alpha,
+                        min_alpha, total_words):
+    """Returns (syn0, syn1neg, loss, examples, kept) after training `sentences` (lists of ids)
+    in order. syn0/syn1neg: float64 numpy [V, D] (copied)."""
+    syn0, syn1 = syn0.astype(np.float64).copy(), syn1neg.astype(np.float64).copy()
+    loss, examples, kept_total = 0.0, 0, 0
+    t = first_token
+    for sentence, before in zip(sentences, words_before):
+        lr = w2v_learning_rate(alpha, min_alpha, before, total_words)
+        kept, ids, wins = [], [], []
+        for w in sentence:
+            coin, b = w2v_token_draws(seed, t, window, shrink)
+            if coin < float(keep_prob[w]):
+                kept.append(w)
+                ids.append(t)
+                wins.append(b)
+            t += 1
+        kept_total += len(kept)
+        for i, center in enumerate(kept):
+            ctx = [j for j in range(max(0, i - wins[i]), min(len(kept), i + wins[i] + 1))
+                   if j != i]
+            if not ctx:
+                continue
+            if sg:
+                negs = w2v_negatives(seed, ids[i] * 2 * window * negative, len(ctx) * negative,
+                                     prob, alias)
+                for c, j in enumerate(ctx):
+                    h = syn0[kept[j]]
+                    grad_h = np.zeros_like(h)
+                    targets = [(center, 1.0)] + [(int(n), 0.0)
+                                                 for n in negs[c * negative:(c + 1) * negative]]
+                    for target, label in targets:
+                        if label == 0.0 and target == center:
+                            continue
+                        f = float(h @ syn1[target])
+                        g = (label - _sigmoid(f)) * lr
+                        loss += -math.log(_sigmoid(f if label else -f))
+                        grad_h += g * syn1[target]
+                        syn1[target] += g * h
+                    syn0[kept[j]] += grad_h
+                    examples += 1
+            else:
+                h = sum(syn0[kept[j]] for j in ctx)
+                if cbow_mean:
+                    h = h / len(ctx)
+                negs = w2v_negatives(seed, ids[i] * negative, negative, prob, alias)
+                grad_h = np.zeros_like(h)
+                for target, label in [(center, 1.0)] + [(int(n), 0.0) for n in negs]:
+                    if label == 0.0 and target == center:
+                        continue
+                    f = float(h @ syn1[target])
+                    g = (label - _sigmoid(f)) * lr
+                    loss += -math.log(_sigmoid(f if label else -f))
+                    grad_h += g * syn1[target]
+                    syn1[target] += g * h
+                if not cbow_mean:
+                    grad_h /= len(ctx)
+                for j in ctx:
+                    syn0[kept[j]] += grad_h
+                examples += 1
+    return syn0, syn1, loss, examples, kept_total

@@ -59,7 +59,14 @@ FS_HOST_DEVICE Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint
 }
 
 // Streams keep different uses of one seed apart.
-enum Stream : uint32_t { kStreamSample = 0, kStreamUnique = 1 };
+enum Stream : uint32_t {
+  kStreamSample = 0,
+  kStreamUnique = 1,
+  // word2vec: one draw per corpus token (subsampling coin + window shrink), and the
+  // negatives of each prediction (see csrc/common/word2vec.h for the counter layout).
+  kStreamW2vToken = 2,
+  kStreamW2vNegative = 3,
+};
 
 // Unique sampling gives up after this many draws (the distribution then has fewer than
 // num_sampled classes of non-negligible probability): the CPU raises, CUDA reports

@@ -2,5 +2,6 @@
 
 from .lm import RNNLanguageModel
 from .seq2seq import Seq2Seq
+from .word2vec import KeyedVectors, Word2Vec
 
-__all__ = ["RNNLanguageModel", "Seq2Seq"]
+__all__ = ["KeyedVectors", "RNNLanguageModel", "Seq2Seq", "Word2Vec"]

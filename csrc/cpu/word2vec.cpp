@@ -1,0 +1,349 @@
+// CPU word2vec training: skip-gram and CBOW with negative sampling, Hogwild SGD over a batch
+// of sentences, as word2vec.c and gensim's inner loop do. Threads take runs of whole
+// sentences from a shared counter and update the shared tables without locks; with one
+// worker the result is a pure function of the inputs and the seed.
+//
+// Shapes: V vocabulary, D vector size, N tokens in the batch, S sentences, W window,
+// K negatives. syn0 [V, D] input vectors, syn1neg [V, D] output vectors.
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <vector>
+
+#include "../common/philox.h"
+#include "../common/word2vec.h"
+
+namespace fastsoftmax {
+namespace {
+
+struct TrainArgs {
+  float* syn0;
+  float* syn1;
+  const int32_t* tokens;
+  const int64_t* sentence_ends;
+  const int64_t* words_before;
+  const float* keep_prob;
+  const float* ns_prob;
+  const int32_t* ns_alias;
+  int64_t V, D;
+  uint64_t seed, first_token;
+  int window, negative;
+  bool sg, cbow_mean, shrink;
+  float alpha, min_alpha;
+  double total_words;
+};
+
+struct Stats {
+  double loss = 0;         // sum of -log sigma over every positive and negative prediction
+  int64_t examples = 0;    // positive predictions made (pairs for skip-gram, centers for CBOW)
+  int64_t kept = 0;        // tokens surviving subsampling
+};
+
+// Logistic and softplus by linear interpolation in tables on [-16, 16] (4096 steps): the
+// interpolation error is below 1e-6, i.e. the exact functions to float32 working precision,
+// at the cost of two loads instead of expf/log1pf (which dominated the loop otherwise).
+// Outside the range sigma is 0 or 1 to within 1.2e-7 and softplus(f) = max(f, 0).
+constexpr int kTableSteps = 4096;
+constexpr float kTableMax = 16.0f;
+constexpr float kTableScale = kTableSteps / (2 * kTableMax);
+
+struct LogisticTables {
+  float sigmoid[kTableSteps + 2];
+  float softplus[kTableSteps + 2];  // softplus(x) = log(1 + e^x) = -log sigma(-x)
+  LogisticTables() {
+    for (int i = 0; i <= kTableSteps + 1; ++i) {
+      const double x = -kTableMax + i / static_cast<double>(kTableScale);
+      sigmoid[i] = static_cast<float>(1.0 / (1.0 + std::exp(-x)));
+      softplus[i] = static_cast<float>(x > 0 ? x + std::log1p(std::exp(-x))
+                                             : std::log1p(std::exp(x)));
+    }
+  }
+};
+const LogisticTables kTables;
+
+inline float interpolate(const float* table, float x) {
+  const float pos = (x + kTableMax) * kTableScale;
+  const int i = static_cast<int>(pos);
+  const float frac = pos - static_cast<float>(i);
+  return table[i] + frac * (table[i + 1] - table[i]);
+}
+
+inline float fast_sigmoid(float f) {
+  if (f <= -kTableMax) return 0.0f;
+  if (f >= kTableMax) return 1.0f;
+  return interpolate(kTables.sigmoid, f);
+}
+
+// -log sigma(f) = softplus(-f).
+inline float fast_neg_log_sigmoid(float f) {
+  if (f >= kTableMax) return 0.0f;
+  if (f <= -kTableMax) return -f;
+  return interpolate(kTables.softplus, -f);
+}
+
+// Eight-float vectors (one AVX register; two SSE registers in the baseline build) with
+// unaligned loads. dot keeps four independent partial sums so that consecutive FMAs do not
+// wait on each other's latency; rows are D = 100 floats in the usual setting.
+typedef float v8f __attribute__((vector_size(32), aligned(4)));
+
+inline float dot(const float* __restrict a, const float* __restrict b, int64_t D) {
+  v8f s0 = {}, s1 = {}, s2 = {}, s3 = {};
+  int64_t d = 0;
+  for (; d + 32 <= D; d += 32) {
+    s0 += *reinterpret_cast<const v8f*>(a + d) * *reinterpret_cast<const v8f*>(b + d);
+    s1 += *reinterpret_cast<const v8f*>(a + d + 8) * *reinterpret_cast<const v8f*>(b + d + 8);
+    s2 += *reinterpret_cast<const v8f*>(a + d + 16) * *reinterpret_cast<const v8f*>(b + d + 16);
+    s3 += *reinterpret_cast<const v8f*>(a + d + 24) * *reinterpret_cast<const v8f*>(b + d + 24);
+  }
+  for (; d + 8 <= D; d += 8)
+    s0 += *reinterpret_cast<const v8f*>(a + d) * *reinterpret_cast<const v8f*>(b + d);
+  const v8f s = (s0 + s1) + (s2 + s3);
+  float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+  for (; d < D; ++d) r += a[d] * b[d];
+  return r;
+}
+
+inline void axpy(float g, const float* __restrict x, float* __restrict y, int64_t D) {
+  int64_t d = 0;
+  for (; d + 8 <= D; d += 8)
+    *reinterpret_cast<v8f*>(y + d) += g * *reinterpret_cast<const v8f*>(x + d);
+  for (; d < D; ++d) y[d] += g * x[d];
+}
+
+// Asks for a row's cache lines ahead of use: the rows of a prediction are random, so their
+// loads are cache misses that otherwise stall the dot product.
+inline void prefetch_row(const float* row, int64_t D) {
+  for (int64_t d = 0; d < D; d += 16) __builtin_prefetch(row + d, 1);
+}
+
+// Negatives counter..counter+count-1 of the negative stream, drawn from the alias table.
+// The Philox rounds of a block run in lockstep so that the compiler vectorises them.
+constexpr int kBlock = 64;
+inline void draw_negatives(const TrainArgs& a, uint64_t counter, int count, int32_t* out) {
+  uint32_t w[4][kBlock];
+  for (int base = 0; base < count; base += kBlock) {
+    const int n = std::min(kBlock, count - base);
+    for (int j = 0; j < n; ++j) {
+      const Philox4 r = philox_at(a.seed, kStreamW2vNegative, counter + base + j);
+      w[0][j] = r.x[0];
+      w[1][j] = r.x[1];
+      w[2][j] = r.x[2];
+      w[3][j] = r.x[3];
+    }
+    for (int j = 0; j < n; ++j) {
+      const int64_t bucket = uniform_index(w[0][j], w[1][j], a.V);
+      const double coin = uniform_double(w[2][j], w[3][j]);
+      out[base + j] = coin < static_cast<double>(a.ns_prob[bucket])
+                          ? static_cast<int32_t>(bucket)
+                          : a.ns_alias[bucket];
+    }
+  }
+}
+
+// One prediction: input vector `in` should score `target` high and each negative low.
+// work accumulates the gradient for the input side: sum_t g_t * syn1[t] with
+// g_t = alpha * (label_t - sigma(in . syn1[t])) (the ascent direction of log sigma).
+// A negative equal to the target is skipped, as in word2vec.c and gensim.
+inline void predict(const TrainArgs& a, const float* in, int32_t target, const int32_t* negs,
+                    float alpha, float* work, Stats& st) {
+  const int64_t D = a.D;
+  for (int k = 0; k <= a.negative; ++k) {
+    const int32_t t = k == 0 ? target : negs[k - 1];
+    if (k > 0 && t == target) continue;
+    const float label = k == 0 ? 1.0f : 0.0f;
+    float* out = a.syn1 + static_cast<int64_t>(t) * D;
+    const float f = dot(in, out, D);
+    const float g = (label - fast_sigmoid(f)) * alpha;
+    st.loss += fast_neg_log_sigmoid(k == 0 ? f : -f);
+    axpy(g, out, work, D);
+    axpy(g, in, out, D);
+  }
+}
+
+// Trains sentences [s_begin, s_end). Inlined into an AVX2+FMA and a baseline entry point,
+// chosen at run time from the CPU's features (target_clones("arch=haswell") would test for
+// that CPU model, not its features, and fall back to baseline on every AMD CPU).
+__attribute__((always_inline)) inline void train_sentences_body(const TrainArgs& a,
+                                                                int64_t s_begin, int64_t s_end,
+                                                                Stats& st) {
+  const int64_t D = a.D;
+  const int W = a.window, K = a.negative;
+  std::vector<int32_t> sen;      // kept token ids of the sentence
+  std::vector<uint64_t> gid;     // their global token counters
+  std::vector<int> win;          // their effective half-windows
+  std::vector<int32_t> negs_a(static_cast<size_t>(2 * W) * K), negs_b(negs_a.size());
+  std::vector<float> work(D), neu1(D);
+  for (int64_t s = s_begin; s < s_end; ++s) {
+    const int64_t begin = s == 0 ? 0 : a.sentence_ends[s - 1], end = a.sentence_ends[s];
+    const float alpha =
+        w2v::learning_rate(a.alpha, a.min_alpha, static_cast<double>(a.words_before[s]),
+                           a.total_words);
+    // Subsample first, then window over the survivors (word2vec.c and gensim both do).
+    sen.clear();
+    gid.clear();
+    win.clear();
+    for (int64_t i = begin; i < end; ++i) {
+      const uint64_t t = a.first_token + static_cast<uint64_t>(i);
+      const Philox4 r = philox_at(a.seed, kStreamW2vToken, t);
+      const int32_t w = a.tokens[i];
+      if (!w2v::keep_token(r, a.keep_prob[w])) continue;
+      sen.push_back(w);
+      gid.push_back(t);
+      win.push_back(w2v::effective_window(r, W, a.shrink));
+    }
+    const int L = static_cast<int>(sen.size());
+    st.kept += L;
+    // Negatives are drawn one center ahead and the rows of that center's first prediction
+    // prefetched, so that their cache misses overlap the current center's arithmetic.
+    auto span = [&](int i, int& lo, int& hi) {
+      lo = std::max(0, i - win[i]);
+      hi = std::min(L, i + win[i] + 1);
+      return hi - lo - 1;
+    };
+    auto draw_ahead = [&](int i, int32_t* buf) {
+      int lo, hi;
+      const int contexts = span(i, lo, hi);
+      if (contexts <= 0) return;
+      if (a.sg) {
+        draw_negatives(a, gid[i] * static_cast<uint64_t>(2 * W) * K, contexts * K, buf);
+        prefetch_row(a.syn0 + static_cast<int64_t>(sen[lo == i ? lo + 1 : lo]) * D, D);
+      } else {
+        draw_negatives(a, gid[i] * static_cast<uint64_t>(K), K, buf);
+      }
+      prefetch_row(a.syn1 + static_cast<int64_t>(sen[i]) * D, D);
+      for (int k = 0; k < K; ++k) prefetch_row(a.syn1 + static_cast<int64_t>(buf[k]) * D, D);
+    };
+    int32_t* negs = negs_a.data();
+    int32_t* negs_next = negs_b.data();
+    if (L > 0) draw_ahead(0, negs);
+    for (int i = 0; i < L; ++i) {
+      if (i + 1 < L) draw_ahead(i + 1, negs_next);
+      int lo, hi;
+      const int contexts = span(i, lo, hi);
+      if (contexts > 0 && a.sg) {
+        // Each context word's input vector predicts the center word (word2vec.c's order).
+        int c = 0;
+        for (int j = lo; j < hi; ++j) {
+          if (j == i) continue;
+          // Prefetch the rows of the next prediction (its input and its negatives).
+          if (c + 1 < contexts) {
+            const int jn = (j + 1 == i) ? j + 2 : j + 1;
+            prefetch_row(a.syn0 + static_cast<int64_t>(sen[jn]) * D, D);
+            for (int k = 0; k < K; ++k)
+              prefetch_row(a.syn1 + static_cast<int64_t>(negs[(c + 1) * K + k]) * D, D);
+          }
+          float* in = a.syn0 + static_cast<int64_t>(sen[j]) * D;
+          std::fill(work.begin(), work.end(), 0.0f);
+          predict(a, in, sen[i], negs + c * K, alpha, work.data(), st);
+          axpy(1.0f, work.data(), in, D);
+          ++c;
+          ++st.examples;
+        }
+      } else if (contexts > 0) {
+        // h = sum (or mean) of the context input vectors predicts the center word; every
+        // context vector receives the same input gradient (divided by the count for the sum,
+        // as gensim does; for the mean the 1/count is folded into h only, as word2vec.c).
+        std::fill(neu1.begin(), neu1.end(), 0.0f);
+        for (int j = lo; j < hi; ++j)
+          if (j != i) axpy(1.0f, a.syn0 + static_cast<int64_t>(sen[j]) * D, neu1.data(), D);
+        const float inv = 1.0f / static_cast<float>(contexts);
+        if (a.cbow_mean)
+          for (int64_t d = 0; d < D; ++d) neu1[d] *= inv;
+        std::fill(work.begin(), work.end(), 0.0f);
+        predict(a, neu1.data(), sen[i], negs, alpha, work.data(), st);
+        if (!a.cbow_mean)
+          for (int64_t d = 0; d < D; ++d) work[d] *= inv;
+        for (int j = lo; j < hi; ++j)
+          if (j != i) axpy(1.0f, work.data(), a.syn0 + static_cast<int64_t>(sen[j]) * D, D);
+        ++st.examples;
+      }
+      std::swap(negs, negs_next);
+    }
+  }
+}
+
+__attribute__((target("avx2,fma"))) void train_sentences_avx2(const TrainArgs& a, int64_t b,
+                                                              int64_t e, Stats& st) {
+  train_sentences_body(a, b, e, st);
+}
+
+void train_sentences_baseline(const TrainArgs& a, int64_t b, int64_t e, Stats& st) {
+  train_sentences_body(a, b, e, st);
+}
+
+void train_sentences(const TrainArgs& a, int64_t b, int64_t e, Stats& st) {
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx2) train_sentences_avx2(a, b, e, st);
+  else train_sentences_baseline(a, b, e, st);
+}
+
+at::Tensor word2vec_train_cpu(at::Tensor& syn0, at::Tensor& syn1neg, const at::Tensor& tokens,
+                              const at::Tensor& sentence_ends, const at::Tensor& words_before,
+                              const at::Tensor& keep_prob, const at::Tensor& ns_prob,
+                              const at::Tensor& ns_alias, int64_t seed, int64_t first_token,
+                              bool sg, bool cbow_mean, int64_t window, int64_t negative,
+                              bool shrink_windows, double alpha, double min_alpha,
+                              double total_words, int64_t num_workers) {
+  w2v::check_train_args(syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob,
+                        ns_alias, window, negative, total_words, num_workers);
+  TORCH_CHECK_VALUE(first_token >= 0, "word2vec_train: first_token must be >= 0");
+  const TrainArgs a{syn0.data_ptr<float>(),
+                    syn1neg.data_ptr<float>(),
+                    tokens.data_ptr<int32_t>(),
+                    sentence_ends.data_ptr<int64_t>(),
+                    words_before.data_ptr<int64_t>(),
+                    keep_prob.data_ptr<float>(),
+                    ns_prob.data_ptr<float>(),
+                    ns_alias.data_ptr<int32_t>(),
+                    syn0.size(0),
+                    syn0.size(1),
+                    static_cast<uint64_t>(seed),
+                    static_cast<uint64_t>(first_token),
+                    static_cast<int>(window),
+                    static_cast<int>(negative),
+                    sg,
+                    cbow_mean,
+                    shrink_windows,
+                    static_cast<float>(alpha),
+                    static_cast<float>(min_alpha),
+                    total_words};
+  // Cut the batch into runs of whole sentences of about kChunkTokens tokens (more runs than
+  // workers), which the workers take in order from a shared counter: a worker that the OS
+  // descheduled (the machine may be shared) delays only its current run, not a fixed half
+  // of the batch. With one worker the runs are trained in batch order.
+  constexpr int64_t kChunkTokens = 2048;
+  const int64_t S = sentence_ends.numel(), N = tokens.numel();
+  const int64_t workers = std::max<int64_t>(1, std::min(num_workers, S));
+  const int64_t runs = std::max<int64_t>(1, std::min(S, (N + kChunkTokens - 1) / kChunkTokens));
+  std::vector<int64_t> cut(runs + 1, S);
+  cut[0] = 0;
+  for (int64_t r = 1; r < runs; ++r) {
+    const int64_t target = N * r / runs;
+    cut[r] = std::lower_bound(a.sentence_ends, a.sentence_ends + S, target) - a.sentence_ends;
+    cut[r] = std::max(cut[r], cut[r - 1]);
+  }
+  std::vector<Stats> stats(workers);
+  std::atomic<int64_t> next{0};
+  at::parallel_for(0, workers, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t w = begin; w < end; ++w)
+      for (int64_t r = next++; r < runs; r = next++)
+        train_sentences(a, cut[r], cut[r + 1], stats[w]);
+  });
+  at::Tensor out = at::zeros({3}, tokens.options().dtype(at::kDouble));
+  double* o = out.data_ptr<double>();
+  for (const Stats& s : stats) {
+    o[0] += s.loss;
+    o[1] += static_cast<double>(s.examples);
+    o[2] += static_cast<double>(s.kept);
+  }
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(fastsoftmax, CPU, m) { m.impl("word2vec_train", &word2vec_train_cpu); }
+
+}  // namespace fastsoftmax

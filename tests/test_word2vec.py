@@ -1,0 +1,528 @@
+"""word2vec: native op against the plain reference, statistics against their formulas,
+planted-structure corpora, persistence, evaluation, command line and bad input."""
+
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from fastsoftmax import UnigramSampler, ops
+from fastsoftmax.models import KeyedVectors, Word2Vec
+from fastsoftmax.models.word2vec import ops_learning_rate
+
+import reference as R
+
+try:
+    import gensim  # noqa: F401
+
+    HAVE_GENSIM = True
+except ImportError:
+    HAVE_GENSIM = False
+requires_gensim = pytest.mark.skipif(not HAVE_GENSIM, reason="gensim not installed")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _batch(sentences):
+    tokens = torch.tensor(np.concatenate(sentences) if sentences else [], dtype=torch.int32)
+    ends = torch.tensor(np.cumsum([len(s) for s in sentences]), dtype=torch.int64)
+    return tokens, ends
+
+
+def _table(counts, device="cpu"):
+    return UnigramSampler(torch.tensor(counts, dtype=torch.float64), 0.75, device=device)._table
+
+
+# ---------------------------------------------------------------------------------------
+# the native op
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sg,cbow_mean,shrink", [(1, 1, True), (1, 1, False), (0, 1, True),
+                                                 (0, 0, True), (0, 1, False)])
+def test_op_matches_reference(device, sg, cbow_mean, shrink):
+    rng = np.random.default_rng(5)
+    V, D, W, K = 13, 10, 3, 4
+    counts = rng.integers(1, 60, V)
+    sentences = [rng.integers(0, V, n) for n in (9, 1, 17, 0, 12, 6)]
+    # words_before spans the schedule, the last one past the end (clamped to min_alpha).
+    before = [0, 9, 10, 27, 27, 80]
+    syn0 = rng.random((V, D), dtype=np.float32) - 0.5
+    syn1 = (rng.random((V, D), dtype=np.float32) - 0.5) * 0.5
+    keep = rng.uniform(0.3, 1.0, V).astype(np.float32)
+    prob, alias = _table(counts)
+    a0, a1 = torch.tensor(syn0, device=device), torch.tensor(syn1, device=device)
+    # One worker on CPU trains the batch in order. CUDA runs the sentences of a batch at once
+    # (Hogwild), so there each sentence is its own batch to keep the order of the reference.
+    if device.type == "cpu":
+        batches = [(sentences, before, 1000)]
+    else:
+        firsts = 1000 + np.concatenate(([0], np.cumsum([len(s) for s in sentences])[:-1]))
+        batches = [([s], [b], int(f)) for s, b, f in zip(sentences, before, firsts)]
+    stats = torch.zeros(3, dtype=torch.float64)
+    for batch, batch_before, first in batches:
+        tokens, ends = _batch(batch)
+        stats += ops.word2vec_train(
+            a0, a1, tokens.to(device), ends.to(device), torch.tensor(batch_before).to(device),
+            torch.tensor(keep, device=device), prob.to(device), alias.to(device), 11, first,
+            sg, cbow_mean, W, K, shrink, 0.2, 0.01, 60.0, 1).cpu()
+    r0, r1, loss, examples, kept = R.w2v_train_reference(
+        syn0, syn1, sentences, before, keep, prob.numpy(), alias.numpy(), seed=11,
+        first_token=1000, sg=sg, cbow_mean=cbow_mean, window=W, negative=K, shrink=shrink,
+        alpha=0.2, min_alpha=0.01, total_words=60.0)
+    assert examples > 0 and kept < sum(len(s) for s in sentences)  # the case is not trivial
+    assert stats[1].item() == examples and stats[2].item() == kept
+    assert stats[0].item() == pytest.approx(loss, rel=1e-5)
+    atol = 2e-6 if device.type == "cpu" else 2e-5  # CUDA: warp-order sums, exact expf
+    np.testing.assert_allclose(a0.cpu().numpy(), r0, atol=atol)
+    np.testing.assert_allclose(a1.cpu().numpy(), r1, atol=atol)
+    assert not np.allclose(r0, syn0) and not np.allclose(r1, syn1)
+
+
+def _run(seed, workers, sg=1, V=50, D=16):
+    rng = np.random.default_rng(0)
+    sentences = [rng.integers(0, V, 30) for _ in range(40)]
+    tokens, ends = _batch(sentences)
+    prob, alias = _table(rng.integers(1, 100, V))
+    a0 = torch.tensor(rng.random((V, D), dtype=np.float32) - 0.5)
+    a1 = torch.zeros(V, D)
+    stats = ops.word2vec_train(a0, a1, tokens, ends, torch.zeros(len(sentences), dtype=torch.int64),
+                               torch.full((V,), 0.9), prob, alias, seed, 0, sg, True, 4, 3, True,
+                               0.05, 0.001, 1e4, workers)
+    return a0, a1, stats
+
+
+def test_op_reproducible_for_a_seed():
+    a, b = _run(3, 1), _run(3, 1)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) and torch.equal(a[2], b[2])
+    c = _run(4, 1)
+    assert not torch.equal(a[0], c[0])
+    # Several workers (Hogwild) interleave the updates differently, but the random choices
+    # are functions of token positions, not threads: the same tokens survive subsampling and
+    # the same predictions are made.
+    d = _run(3, 2)
+    assert torch.isfinite(d[0]).all() and torch.equal(d[2][1:], a[2][1:])
+
+
+def test_op_rejects_bad_input():
+    V, D = 5, 4
+    prob, alias = _table([1] * V)
+    args = lambda toks, ends: (torch.zeros(V, D), torch.zeros(V, D), toks, ends,  # noqa: E731
+                               torch.zeros(len(ends), dtype=torch.int64), torch.ones(V), prob,
+                               alias, 0, 0, True, True, 2, 2, True, 0.1, 0.0, 10.0, 1)
+    good = torch.tensor([0, 1, 2], dtype=torch.int32), torch.tensor([3])
+    ops.word2vec_train(*args(*good))
+    with pytest.raises(ValueError, match="token ids must lie in"):
+        ops.word2vec_train(*args(torch.tensor([0, 5, 1], dtype=torch.int32), torch.tensor([3])))
+    with pytest.raises(ValueError, match="last sentence end"):
+        ops.word2vec_train(*args(good[0], torch.tensor([2])))
+    with pytest.raises(TypeError, match="int32"):
+        ops.word2vec_train(*args(good[0].long(), good[1]))
+
+
+def test_op_opcheck():
+    V, D = 6, 4
+    prob, alias = _table([3, 2, 2, 1, 1, 1])
+    tokens, ends = _batch([np.array([0, 1, 2, 3]), np.array([4, 5, 0])])
+    torch.library.opcheck(
+        torch.ops.fastsoftmax.word2vec_train.default,
+        (torch.rand(V, D), torch.zeros(V, D), tokens, ends, torch.zeros(2, dtype=torch.int64),
+         torch.ones(V), prob, alias, 1, 0, True, True, 2, 2, True, 0.1, 0.0, 10.0, 1),
+        test_utils=("test_schema", "test_faketensor"),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# statistics against their formulas
+# ---------------------------------------------------------------------------------------
+
+
+def test_subsampling_keeps_words_at_the_formula_rate():
+    # Keep probability (sqrt(c/(sT)) + 1) (sT)/c, as the model computes it ...
+    counts = {"a": 5000, "b": 500, "c": 50, "d": 5}
+    sentences = [[w] * c for w, c in counts.items()]
+    m = Word2Vec(vector_size=4, min_count=1, sample=1e-2)
+    m.build_vocab(sentences)
+    T = sum(counts.values())
+    for w, c in counts.items():
+        expected = min(1.0, (math.sqrt(c / (1e-2 * T)) + 1) * (1e-2 * T) / c)
+        assert m.keep_probabilities()[m.wv.key_to_index[w]] == pytest.approx(expected, rel=1e-6)
+    # ... and the kernel keeps each word at that rate (binomial, 5 sigma).
+    n = 20000
+    for w in ("a", "b"):
+        i = m.wv.key_to_index[w]
+        p = float(m.keep_probabilities()[i])
+        tokens, ends = _batch([np.full(n, i)])
+        stats = ops.word2vec_train(m._syn0.clone(), m._syn1neg.clone(), tokens, ends,
+                                   torch.zeros(1, dtype=torch.int64), m._keep, m._ns_prob,
+                                   m._ns_alias, 9, 0, True, True, 2, 1, True, 0.0, 0.0, 1.0, 1)
+        assert 0.05 < p < 0.95
+        assert abs(stats[2].item() - n * p) < 5 * math.sqrt(n * p * (1 - p))
+
+
+@pytest.mark.parametrize("shrink", [False, True])
+def test_window_statistics(shrink):
+    # One sentence of L distinct-enough tokens, no subsampling. Skip-gram makes one prediction
+    # per (center, context) pair: without shrinking exactly sum_i (min(i, W) + min(L-1-i, W));
+    # with shrinking the half-window b is uniform on 1..W, so the count's mean is
+    # sum_i E[min(i, b) + min(L-1-i, b)].
+    L, W, V = 4000, 5, 7
+    tokens, ends = _batch([np.arange(L) % V])
+    prob, alias = _table([1] * V)
+    stats = ops.word2vec_train(torch.rand(V, 4), torch.zeros(V, 4), tokens, ends,
+                               torch.zeros(1, dtype=torch.int64), torch.ones(V), prob, alias,
+                               2, 0, True, True, W, 1, shrink, 0.0, 0.0, 1.0, 1)
+    pairs = stats[1].item()
+    if not shrink:
+        assert pairs == sum(min(i, W) + min(L - 1 - i, W) for i in range(L))
+    else:
+        mean = sum(sum(min(i, b) + min(L - 1 - i, b) for b in range(1, W + 1)) / W
+                   for i in range(L))
+        # per-center count has variance Var(2b) = 4 (W^2 - 1) / 12
+        sd = math.sqrt(L * 4 * (W * W - 1) / 12)
+        assert abs(pairs - mean) < 5 * sd
+        assert abs(pairs - L * (W + 1)) < 0.02 * L * (W + 1)  # 2 E[b] = W + 1 per center
+
+
+def test_learning_rate_schedule():
+    # 30,000 words an epoch: three batches of 10,000 (one worker), so the schedule must
+    # carry on across batches within an epoch, not only across epochs.
+    rng = np.random.default_rng(1)
+    sentences = [[f"w{i}" for i in rng.integers(0, 30, 50)] for _ in range(600)]
+    m = Word2Vec(vector_size=8, min_count=1, alpha=0.05, min_alpha=0.001, workers=1)
+    m.build_vocab(sentences)
+    seen, events = [], []
+
+    class Callback:
+        def on_epoch_begin(self, model):
+            events.append("begin")
+
+        def on_epoch_end(self, model):
+            events.append("end")
+
+    m.progress = lambda s: seen.append((s["words_done"], s["words_total"], s["lr"]))
+    m.train(sentences, epochs=3, callbacks=[Callback()])
+    assert events == ["begin", "end"] * 3
+    total = 3 * 600 * 50
+    assert [d for d, _, _ in seen] == [10000 * k for k in range(1, 10)]
+    assert seen[0][1] == total
+    for done, _, lr in seen:
+        assert lr == pytest.approx(0.05 - (0.05 - 0.001) * done / total)
+    assert seen[-1][2] == pytest.approx(0.001)
+    # The native op receives, per sentence, the raw words trained before it.
+    batches = list(m._epoch_batches(sentences, None))
+    befores = np.concatenate([b[2] for b in batches])
+    np.testing.assert_array_equal(befores, np.arange(600) * 50)
+    assert ops_learning_rate(0.05, 0.001, 2 * total, total) == 0.001  # clamped
+
+
+# ---------------------------------------------------------------------------------------
+# planted structure
+# ---------------------------------------------------------------------------------------
+
+
+def _planted_corpus(seed=0, groups=6, per_group=4, sentences=1500):
+    """Each group has 'member' words that only ever occur among that group's 'context' words.
+    Members of one group share contexts, so they must end up nearest neighbours."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(sentences):
+        g = rng.integers(groups)
+        words = []
+        for _ in range(8):
+            if rng.random() < 0.35:
+                words.append(f"m{g}_{rng.integers(per_group)}")
+            else:
+                words.append(f"c{g}_{rng.integers(6)}")
+        out.append(words)
+    return out
+
+
+@pytest.mark.parametrize("sg", [1, 0])
+def test_planted_structure_neighbours(sg):
+    corpus = _planted_corpus()
+    m = Word2Vec(corpus, vector_size=24, window=3, min_count=1, sg=sg, negative=5, epochs=5,
+                 sample=0, workers=2, seed=2, alpha=0.025 if sg else 0.05)
+    hits = 0
+    for g in range(6):
+        for k in range(4):
+            best = [w for w, _ in m.wv.most_similar(f"m{g}_{k}", topn=20) if w.startswith("m")]
+            hits += best[0].startswith(f"m{g}_")
+    assert hits >= 22  # of 24
+    assert m.get_latest_training_loss() > 0
+
+
+def test_reproducible_training_one_worker():
+    corpus = _planted_corpus(sentences=300)
+    a = Word2Vec(corpus, vector_size=8, min_count=1, workers=1, seed=7, epochs=2)
+    b = Word2Vec(corpus, vector_size=8, min_count=1, workers=1, seed=7, epochs=2)
+    c = Word2Vec(corpus, vector_size=8, min_count=1, workers=1, seed=8, epochs=2)
+    assert np.array_equal(a.wv.vectors, b.wv.vectors)
+    assert not np.array_equal(a.wv.vectors, c.wv.vectors)
+
+
+def test_vocabulary_order_counts_and_pruning():
+    sentences = [["b", "a", "c", "a", "b", "d", "a"], ["e"]]
+    m = Word2Vec(vector_size=4, min_count=2)
+    m.build_vocab(sentences)
+    assert m.wv.index_to_key == ["a", "b"] and m.wv.counts.tolist() == [3, 2]
+    assert m.corpus_total_words == 8 and m.corpus_count == 2
+    m = Word2Vec(vector_size=4, min_count=1)
+    m.build_vocab(sentences)
+    # ties in count: the word seen later comes first (gensim's order)
+    assert m.wv.index_to_key == ["a", "b", "e", "d", "c"]
+    # sentences longer than 10,000 words are cut into pieces of 10,000
+    m = Word2Vec(vector_size=4, min_count=1)
+    m.build_vocab([["x"] * 25000, ["y"]])
+    assert m.corpus_count == 4 and m.corpus_total_words == 25001
+    m = Word2Vec(vector_size=4, min_count=1, max_vocab_size=2)
+    # gensim's pruning: when the dictionary passes 2 words, drop counts < 1, then < 2, ...
+    # after ["c"]: 3 words, nothing below 1; after the third sentence: drop b, c (count 1).
+    m.build_vocab([["a", "a", "b"], ["c"], ["a", "d", "d"]])
+    assert m.wv.index_to_key == ["a", "d"] and m.wv.counts.tolist() == [3, 2]
+
+
+@requires_gensim
+def test_vocabulary_and_keep_probabilities_match_gensim():
+    from gensim.models import Word2Vec as GWord2Vec
+
+    corpus = _planted_corpus(sentences=400) + [["rare"], ["m0_0", "x", "x"]]
+    ours = Word2Vec(vector_size=8, min_count=2, sample=1e-2)
+    ours.build_vocab(corpus)
+    theirs = GWord2Vec(vector_size=8, min_count=2, sample=1e-2)
+    theirs.build_vocab(corpus)
+    assert ours.wv.index_to_key == theirs.wv.index_to_key
+    sample_int = theirs.wv.expandos["sample_int"].astype(np.float64) / (2**32 - 1)
+    np.testing.assert_allclose(ours.keep_probabilities(), sample_int, rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------
+# persistence
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_model():
+    return Word2Vec(_planted_corpus(sentences=300), vector_size=12, min_count=1, workers=1,
+                    epochs=2, seed=3)
+
+
+def test_model_save_load_round_trip(small_model, tmp_path):
+    path = tmp_path / "model.w2v"
+    small_model.save(str(path))
+    loaded = Word2Vec.load(str(path))
+    assert loaded.wv.index_to_key == small_model.wv.index_to_key
+    assert np.array_equal(loaded.wv.vectors, small_model.wv.vectors)
+    assert np.array_equal(loaded.syn1neg, small_model.syn1neg)
+    assert np.array_equal(loaded.wv.counts, small_model.wv.counts)
+    assert loaded.window == small_model.window and loaded.sg == small_model.sg
+    loaded.train(_planted_corpus(sentences=50), epochs=1)  # training continues
+    assert not np.array_equal(loaded.wv.vectors, small_model.wv.vectors)
+    kv_path = tmp_path / "kv.npz"
+    small_model.wv.save(str(kv_path))
+    assert np.array_equal(KeyedVectors.load(str(kv_path)).vectors, small_model.wv.vectors)
+    # np.load with allow_pickle=False: an object array cannot sneak in.
+    np.savez(str(tmp_path / "evil.npz"), meta=np.array([object()], dtype=object))
+    with pytest.raises(ValueError):
+        Word2Vec.load(str(tmp_path / "evil.npz"))
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_word2vec_format_round_trip(small_model, tmp_path, binary):
+    path, again = tmp_path / "v", tmp_path / "v2"
+    small_model.wv.save_word2vec_format(str(path), binary=binary)
+    kv = KeyedVectors.load_word2vec_format(str(path), binary=binary)
+    assert kv.index_to_key == small_model.wv.index_to_key
+    assert np.array_equal(kv.vectors, small_model.wv.vectors)  # %.9g round-trips float32 too
+    kv.save_word2vec_format(str(again), binary=binary)
+    assert path.read_bytes() == again.read_bytes()
+
+
+@requires_gensim
+@pytest.mark.parametrize("binary", [False, True])
+def test_word2vec_format_against_gensim(small_model, tmp_path, binary):
+    from gensim.models import KeyedVectors as GKeyedVectors
+
+    ours_path, theirs_path = tmp_path / "ours", tmp_path / "theirs"
+    small_model.wv.save_word2vec_format(str(ours_path), binary=binary)
+    g = GKeyedVectors.load_word2vec_format(str(ours_path), binary=binary)
+    assert list(g.index_to_key) == small_model.wv.index_to_key
+    np.testing.assert_array_equal(g.vectors, small_model.wv.vectors)
+    g.save_word2vec_format(str(theirs_path), binary=binary)
+    kv = KeyedVectors.load_word2vec_format(str(theirs_path), binary=binary)
+    assert kv.index_to_key == small_model.wv.index_to_key
+    np.testing.assert_allclose(kv.vectors, small_model.wv.vectors, rtol=1e-6)
+
+
+def test_malformed_word2vec_files(tmp_path):
+    p = tmp_path / "bad.txt"
+    p.write_text("2 3\nhello 1 2 3\nworld 1 2\n")
+    with pytest.raises(ValueError, match="line 3"):
+        KeyedVectors.load_word2vec_format(str(p))
+    p.write_text("2 3\nhello 1 2 3\n")
+    with pytest.raises(ValueError, match="line 3.*1 of the 2"):
+        KeyedVectors.load_word2vec_format(str(p))
+    p.write_text("two 3\n")
+    with pytest.raises(ValueError, match="line 1"):
+        KeyedVectors.load_word2vec_format(str(p))
+    p.write_text("1 2\nhello 1 x\n")
+    with pytest.raises(ValueError, match="line 2.*not a number"):
+        KeyedVectors.load_word2vec_format(str(p))
+    b = tmp_path / "bad.bin"
+    b.write_bytes(b"2 2\nab " + np.ones(2, "<f4").tobytes() + b"\ncd " + b"\x00\x00")
+    with pytest.raises(ValueError, match="entry 2 of 2.*truncated"):
+        KeyedVectors.load_word2vec_format(str(b), binary=True)
+
+
+# ---------------------------------------------------------------------------------------
+# evaluation against hand-computed answers
+# ---------------------------------------------------------------------------------------
+
+
+def _toy_vectors():
+    kv = KeyedVectors(2, 5)
+    kv.index_to_key = ["king", "queen", "man", "woman", "Apple"]
+    kv.key_to_index = {k: i for i, k in enumerate(kv.index_to_key)}
+    # angles 10, 80, 0, 90 and 45 degrees on the unit circle (lengths vary: cosine ignores)
+    ang = np.radians([10, 80, 0, 90, 45])
+    kv.vectors = (np.stack([np.cos(ang), np.sin(ang)], 1) * [[1], [2], [3], [1], [5]]).astype(
+        np.float32)
+    return kv
+
+
+def test_similarity_and_most_similar():
+    kv = _toy_vectors()
+    assert kv.similarity("king", "man") == pytest.approx(math.cos(math.radians(10)), abs=1e-6)
+    best = kv.most_similar("king", topn=2)
+    assert [w for w, _ in best] == ["man", "Apple"]
+    # queen - woman + man: unit vectors at 80 - 90 + 0 degrees -> points near 'king' (10)
+    assert kv.most_similar(positive=["queen", "man"], negative=["woman"], topn=1)[0][0] == "king"
+    with pytest.raises(KeyError, match="banana"):
+        kv.most_similar("banana")
+    with pytest.raises(KeyError):
+        kv["banana"]
+    with pytest.raises(KeyError):
+        kv.similarity("king", "banana")
+
+
+def test_evaluate_word_pairs_by_hand(tmp_path):
+    kv = _toy_vectors()
+    f = tmp_path / "pairs.tsv"
+    f.write_text("# comment\nking\tman\t9\nKING\tqueen\t3\nman\twoman\t1\nman\tbanana\t5\n"
+                 "apple\tking\t6\n")
+    pearson, spearman, oov = kv.evaluate_word_pairs(str(f))
+    # model cosines: cos10, cos70, cos90 = 0, cos35 ; gold 9, 3, 1, 6; 1 OOV of 5
+    model = np.cos(np.radians([10, 70, 90, 35]))
+    gold = np.array([9, 3, 1, 6.0])
+    assert oov == pytest.approx(20.0)
+    assert spearman == pytest.approx(1.0)  # same order: 9 > 6 > 3 > 1 and cos10 > cos35 > ...
+    r = np.corrcoef(gold, model)[0, 1]
+    assert pearson == pytest.approx(r, abs=1e-6)
+    # case-sensitive: 'KING' and 'apple' are now unknown
+    assert kv.evaluate_word_pairs(str(f), case_insensitive=False)[2] == pytest.approx(60.0)
+    # restrict_vocab=2 leaves king and queen only
+    assert kv.evaluate_word_pairs(str(f), restrict_vocab=2)[2] == pytest.approx(80.0)
+
+
+def test_evaluate_word_analogies_by_hand(tmp_path):
+    kv = _toy_vectors()
+    f = tmp_path / "q.txt"
+    # 1: man:king = woman:? -> woman(90)+king(10)-man(0) = 100 deg -> queen (80) : correct
+    # 2: king:man = queen:? -> 0 + 80 - 10 = 70 -> queen excluded; nearest left: woman (90)
+    #    vs Apple (45): 70-45 = 25 < 20? no: |70-90| = 20 < 25 -> woman : correct
+    # 3: man:woman = king:apple -> 90 + 10 - 0 = 100 -> queen : incorrect
+    # 4: has an unknown word: skipped
+    f.write_text(": family\nman king woman queen\nking man queen woman\n"
+                 ": other\nman woman king apple\nman banana king queen\n")
+    acc, sections = kv.evaluate_word_analogies(str(f))
+    assert [s["section"] for s in sections] == ["family", "other", "Total accuracy"]
+    assert len(sections[0]["correct"]) == 2 and len(sections[1]["incorrect"]) == 1
+    assert acc == pytest.approx(2 / 3)
+    f.write_text("man king woman queen\n")
+    with pytest.raises(ValueError, match="line 1"):
+        kv.evaluate_word_analogies(str(f))
+
+
+@requires_gensim
+def test_evaluations_match_gensim(tmp_path):
+    from gensim.models import KeyedVectors as GKeyedVectors
+
+    kv = _toy_vectors()
+    g = GKeyedVectors(2)
+    g.add_vectors(kv.index_to_key, kv.vectors)
+    f = tmp_path / "q.txt"
+    f.write_text(": family\nman king woman queen\nking man queen woman\n"
+                 ": other\nman woman king apple\nman banana king queen\n")
+    assert kv.evaluate_word_analogies(str(f))[0] == pytest.approx(
+        g.evaluate_word_analogies(str(f))[0])
+    p = tmp_path / "pairs.tsv"
+    p.write_text("king\tman\t9\nKING\tqueen\t3\nman\twoman\t1\nman\tbanana\t5\napple\tking\t6\n")
+    ours, theirs = kv.evaluate_word_pairs(str(p)), g.evaluate_word_pairs(str(p))
+    assert ours[0] == pytest.approx(theirs[0][0], abs=1e-6)
+    assert ours[1] == pytest.approx(theirs[1][0], abs=1e-6)
+    assert ours[2] == pytest.approx(theirs[2])
+
+
+# ---------------------------------------------------------------------------------------
+# command line and bad input
+# ---------------------------------------------------------------------------------------
+
+
+def test_cli_smoke(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(" ".join(s) for s in _planted_corpus(sentences=300)) + "\n")
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("m0_0\tm0_1\t9\nm0_0\tm1_1\t1\nm2_0\tm2_3\t8\nm3_1\tc4_2\t2\n")
+    out = tmp_path / "vec.bin"
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    res = subprocess.run(
+        [sys.executable, "-m", "fastsoftmax.word2vec", "-train", str(corpus), "-output",
+         str(out), "-size", "16", "-window", "3", "-cbow", "0", "-iter", "2", "-min-count",
+         "1", "-threads", "2", "-binary", "1", "-eval-pairs", str(pairs)],
+        capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "words/s" in res.stderr and "lr " in res.stderr and "loss " in res.stderr
+    assert "vocabulary" in res.stdout and "spearman" in res.stdout
+    kv = KeyedVectors.load_word2vec_format(str(out), binary=True)
+    assert kv.vectors.shape == (len(kv), 16) and "m0_0" in kv
+    bad = subprocess.run([sys.executable, "-m", "fastsoftmax.word2vec", "-train",
+                          str(tmp_path / "missing.txt"), "-output", str(out)],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode != 0 and "missing.txt" in bad.stderr
+
+
+def test_bad_input(tmp_path):
+    with pytest.raises(ValueError, match="empty"):
+        Word2Vec([[], []], vector_size=4)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    with pytest.raises(ValueError, match="empty"):
+        Word2Vec(corpus_file=str(empty), vector_size=4)
+    with pytest.raises(ValueError, match="min_count=5"):
+        Word2Vec([["a", "b", "a"]], vector_size=4, min_count=5)
+    with pytest.raises(TypeError, match="re-iterable"):
+        Word2Vec((s for s in [["a", "b"]]), vector_size=4, min_count=1)
+    with pytest.raises(TypeError, match="str"):
+        Word2Vec(["a b c"], vector_size=4, min_count=1)
+    m = Word2Vec([["a", "b", "a", "c"]] * 5, vector_size=4, min_count=1, epochs=1)
+    with pytest.raises(KeyError, match="zebra"):
+        m.wv["zebra"]
+    with pytest.raises(KeyError):
+        m.wv.most_similar(positive=["a"], negative=["zebra"])
+    assert "zebra" not in m.wv and "a" in m.wv
+    with pytest.raises(RuntimeError, match="build_vocab"):
+        Word2Vec(vector_size=4).train([["a"]])
+
+
+def test_corpus_file_matches_sentences(tmp_path):
+    corpus = _planted_corpus(sentences=100)
+    path = tmp_path / "c.txt"
+    path.write_text("\n".join(" ".join(s) for s in corpus) + "\n")
+    a = Word2Vec(corpus, vector_size=8, min_count=1, workers=1, epochs=1)
+    b = Word2Vec(corpus_file=str(path), vector_size=8, min_count=1, workers=1, epochs=1)
+    assert a.wv.index_to_key == b.wv.index_to_key
+    assert np.array_equal(a.wv.vectors, b.wv.vectors)
