@@ -78,9 +78,66 @@ def demo_samplers():
     print("expected count of the targets:", [round(x, 4) for x in out.true_expected_count.flatten().tolist()])
 
 
+def demo_losses():
+    section("Sampled softmax vs full softmax: V = 100,000, N = 2048 rows, D = 256")
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    v, n, d = 100_000, 2048, 256
+    counts = (1e7 / torch.arange(1, v + 1, dtype=torch.float64) ** 1.07).round() + 1
+    layer = fs.SampledSoftmaxLoss(d, v, num_sampled=1024, counts=counts)
+    h = torch.randn(n, d, requires_grad=True)
+    target = fs.UnigramSampler(counts, power=1.0).sample(n)
+
+    def step(fn):
+        t0 = time.perf_counter()
+        fn().backward()
+        return time.perf_counter() - t0
+
+    layer.train()
+    step(lambda: layer(h, target))  # warm-up
+    sampled_s = min(step(lambda: layer(h, target)) for _ in range(3))
+    full_s = min(step(lambda: F.cross_entropy(F.linear(h, layer.weight, layer.bias), target))
+                 for _ in range(2))
+    print(f"forward+backward: sampled softmax (1024 samples) {1e3 * sampled_s:.0f} ms, "
+          f"full softmax {1e3 * full_s:.0f} ms: {full_s / sampled_s:.1f}x faster")
+    layer.eval()
+    with torch.no_grad():
+        exact = F.cross_entropy(F.linear(h, layer.weight, layer.bias), target)
+        print(f"eval mode returns the exact cross entropy: {float(layer(h, target)):.6f} "
+              f"(F.cross_entropy: {float(exact):.6f})")
+
+
+def demo_word2vec():
+    train = os.path.join(data_dir(), "wikitext-2", "wiki.train.tokens")
+    pairs = os.path.join(data_dir(), "word-similarity", "wordsim353.tsv")
+    if not os.path.exists(train):
+        print("\n(word2vec section skipped: WikiText-2 not found)")
+        return
+    from fastsoftmax.models import Word2Vec
+
+    section("word2vec skip-gram on WikiText-2 train (5 epochs, 100 dims, 5 negatives)")
+    t0 = time.perf_counter()
+    model = Word2Vec(corpus_file=train, sg=1, vector_size=100, window=5, negative=5,
+                     min_count=5, epochs=5, seed=1)
+    seconds = time.perf_counter() - t0
+    words = sum(1 for line in open(train, encoding="utf8") for _ in line.split())
+    print(f"{len(model.wv.index_to_key):,} words in the vocabulary; {5 * words / seconds:,.0f} "
+          f"corpus words/s including vocabulary building")
+    for word in ("king", "river", "music"):
+        if word in model.wv:
+            near = ", ".join(w for w, _ in model.wv.most_similar(word, topn=6))
+            print(f"nearest to {word!r}: {near}")
+    if os.path.exists(pairs):
+        pearson, spearman, oov = model.wv.evaluate_word_pairs(pairs)
+        print(f"WordSim-353: Spearman {spearman:.3f}, Pearson {pearson:.3f}, {oov:.1f}% pairs OOV")
+
+
 def main():
     print(f"fastsoftmax {fs.__version__}; build: {fs.build_info()}")
     demo_samplers()
+    demo_losses()
+    demo_word2vec()
 
 
 if __name__ == "__main__":
