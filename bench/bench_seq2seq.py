@@ -21,7 +21,6 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import fastsoftmax
 from fastsoftmax import seq2seq as s2s
 
 DATA = os.environ.get("FASTSOFTMAX_DATA", "/work/shared/data")
@@ -185,20 +184,6 @@ def bench_tatoeba(args, out):
     }
     for output in ("full", "sampled"):
         config = f"{output} V={len(data['tgt_vocab'])}"
-        if output == "sampled" and not hasattr(fastsoftmax, "SampledSoftmaxLoss"):
-            print(f"[tatoeba] {config}: skipped, fastsoftmax.SampledSoftmaxLoss not in this build")
-            write_row(
-                out,
-                {
-                    "bench": "tatoeba",
-                    "config": config,
-                    "device": device_name(args.device),
-                    "threads": args.threads,
-                    "note": "skipped: SampledSoftmaxLoss missing",
-                    "command": " ".join(shlex.quote(a) for a in sys.argv),
-                },
-            )
-            continue
         if output == "sampled":
             config += f" K={args.num_sampled}"
         run("tatoeba", config, dict(base, output=output), data, args, out)
