@@ -34,7 +34,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from fastsoftmax.models import lm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.environ.get("FASTSOFTMAX_DATA", "/work/shared/data")
+DATA = os.environ.get(
+    "FASTSOFTMAX_DATA",
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"),
+)
 FIELDS = [
     "time",
     "bench",

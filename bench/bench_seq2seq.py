@@ -23,7 +23,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from fastsoftmax import seq2seq as s2s
 
-DATA = os.environ.get("FASTSOFTMAX_DATA", "/work/shared/data")
+DATA = os.environ.get(
+    "FASTSOFTMAX_DATA",
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"),
+)
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 FIELDS = [
     "bench",

@@ -28,7 +28,10 @@ sys.path.insert(0, ROOT)
 
 from fastsoftmax.models import KeyedVectors, Word2Vec  # noqa: E402
 
-DATA = os.environ.get("FASTSOFTMAX_DATA", "/work/shared/data")
+DATA = os.environ.get(
+    "FASTSOFTMAX_DATA",
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"),
+)
 CORPORA = {
     "wikitext2": os.path.join(DATA, "wikitext-2", "wiki.train.tokens"),
     "ptb": os.path.join(DATA, "ptb", "ptb.train.txt"),
