@@ -182,5 +182,18 @@ inline std::tuple<at::Tensor, at::Tensor> logit_offsets(
   return {col.contiguous(), row.contiguous()};
 }
 
+// dL/db[c] of sampled softmax / NCE: the summed gradients of every logit of class c, from
+// the sampled logits G [N, S] and the true logits grad_true [N, T]. index_put_ with
+// accumulate adds in a fixed order on the CPU and sorts on CUDA: deterministic on both.
+inline at::Tensor sampled_bias_grad(const at::Tensor& G, const at::Tensor& grad_true,
+                                    const at::Tensor& grad_loss, const at::Tensor& sampled,
+                                    const at::Tensor& target, int64_t V, const at::Tensor& input) {
+  const auto acc_type = at::toOpMathType(input.scalar_type());
+  at::Tensor gb = at::zeros({V}, input.options().dtype(acc_type));
+  gb.index_put_({sampled}, at::mv(G.t(), grad_loss.to(G.scalar_type())).to(acc_type), true);
+  gb.index_put_({target.reshape(-1)}, (grad_true * grad_loss.unsqueeze(1)).reshape(-1), true);
+  return gb.to(input.scalar_type());
+}
+
 }  // namespace loss
 }  // namespace fastsoftmax

@@ -43,7 +43,9 @@ FS_HOST_DEVICE Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint
                                      uint32_t k0, uint32_t k1) {
   constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
   constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+#if defined(__CUDACC__)
 #pragma unroll
+#endif
   for (int round = 0; round < 10; ++round) {
     const uint32_t hi0 = mulhi32(kMul0, c0), lo0 = kMul0 * c0;
     const uint32_t hi1 = mulhi32(kMul1, c2), lo1 = kMul1 * c2;

@@ -169,15 +169,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sampled_logits_backwa
         pairs.g[1] = {N, T, tg, T, gt, T, g, h, D};
         std::tie(grad_weight, ids) = scatter_pairs_cpu<scalar_t>(pairs, V, D, sparse, weight.options());
       });
-  if (has_bias) {
-    // dL/db[c] = sum over the logits of class c of their gradient (serial index_put: fixed order).
-    at::Tensor gb = at::zeros({V}, input.options().dtype(acc_type));
-    gb.index_put_({sampled}, at::mv(G.t(), grad_loss.to(G.scalar_type())).to(acc_type), true);
-    gb.index_put_({target.reshape(-1)}, (grad_true * grad_loss.unsqueeze(1)).reshape(-1), true);
-    grad_bias = gb.to(input.scalar_type());
-  } else {
-    grad_bias = at::empty({0}, input.options());
-  }
+  grad_bias = has_bias ? sampled_bias_grad(G, grad_true, grad_loss, sampled, target, V, input)
+                      : at::empty({0}, input.options());
   return {grad_input, grad_weight, grad_bias, ids};
 }
 
