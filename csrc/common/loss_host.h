@@ -182,6 +182,45 @@ inline std::tuple<at::Tensor, at::Tensor> logit_offsets(
   return {col.contiguous(), row.contiguous()};
 }
 
+// The device-independent part of sampled_logits_backward: checks, contiguous operands and
+// the two gradient matmuls, grad_input = G Ws [N, D] (the true-class terms are added by the
+// device kernel) and grad_Ws = G^T (g * H) [S, D] (scattered into grad_W by the device).
+struct SampledBackward {
+  at::Tensor input, weight, target, sampled, G, grad_true, grad_loss, grad_input, grad_Ws;
+  int64_t N, D, V, T, S;
+};
+
+inline SampledBackward sampled_backward_prologue(
+    const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
+    const at::Tensor& target_, const at::Tensor& sampled_, const at::Tensor& grad_logits_,
+    const at::Tensor& grad_true_, int64_t ignore_index) {
+  check_dense(input_, weight_);
+  check_target(target_, input_);
+  SampledBackward b;
+  b.input = input_.contiguous();
+  b.weight = weight_.contiguous();
+  b.target = safe_target(target_, ignore_index);
+  b.sampled = sampled_.contiguous();
+  b.N = b.input.size(0), b.D = b.input.size(1), b.V = b.weight.size(0), b.T = b.target.size(1);
+  b.S = b.sampled.size(0);
+  const auto acc_type = at::toOpMathType(b.input.scalar_type());
+  TORCH_CHECK_VALUE(grad_logits_.sizes() == at::IntArrayRef({b.N, b.S}) &&
+                        grad_logits_.scalar_type() == b.input.scalar_type(),
+                    "grad_logits must be the forward's [N, S] logit gradient");
+  TORCH_CHECK_VALUE(grad_true_.sizes() == at::IntArrayRef({b.N, b.T}) &&
+                        grad_true_.scalar_type() == acc_type,
+                    "grad_true must be the forward's [N, T] true-logit gradient");
+  TORCH_CHECK_VALUE(grad_loss_.numel() == b.N, "grad_loss must have one entry per row");
+  b.G = grad_logits_.contiguous();
+  b.grad_true = grad_true_.contiguous();
+  b.grad_loss = grad_loss_.to(acc_type).contiguous();
+  const at::Tensor Ws = b.weight.index_select(0, b.sampled);                            // [S, D]
+  b.grad_input = at::mm(b.G, Ws).contiguous();                                          // [N, D]
+  const at::Tensor Hs = b.input * b.grad_loss.unsqueeze(1).to(b.input.scalar_type());  // g * H
+  b.grad_Ws = at::mm(b.G.t(), Hs).contiguous();                                         // [S, D]
+  return b;
+}
+
 // dL/db[c] of sampled softmax / NCE: the summed gradients of every logit of class c, from
 // the sampled logits G [N, S] and the true logits grad_true [N, T]. index_put_ with
 // accumulate adds in a fixed order on the CPU and sorts on CUDA: deterministic on both.

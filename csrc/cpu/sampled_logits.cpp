@@ -121,27 +121,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sampled_logits_backwa
     const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
     const at::Tensor& target_, const at::Tensor& sampled_, const at::Tensor& grad_logits_,
     const at::Tensor& grad_true_, bool has_bias, int64_t ignore_index, bool sparse) {
-  check_dense(input_, weight_);
-  check_target(target_, input_);
-  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
-  const at::Tensor target = safe_target(target_, ignore_index);
-  const at::Tensor sampled = sampled_.contiguous();
-  const int64_t N = input.size(0), D = input.size(1), V = weight.size(0), T = target.size(1);
-  const int64_t S = sampled.size(0);
-  const auto acc_type = at::toOpMathType(input.scalar_type());
-  TORCH_CHECK_VALUE(grad_logits_.sizes() == at::IntArrayRef({N, S}) &&
-                        grad_logits_.scalar_type() == input.scalar_type(),
-                    "grad_logits must be the forward's [N, S] logit gradient");
-  TORCH_CHECK_VALUE(grad_true_.sizes() == at::IntArrayRef({N, T}) &&
-                        grad_true_.scalar_type() == acc_type,
-                    "grad_true must be the forward's [N, T] true-logit gradient");
-  TORCH_CHECK_VALUE(grad_loss_.numel() == N, "grad_loss must have one entry per row");
-  const at::Tensor G = grad_logits_.contiguous(), grad_true = grad_true_.contiguous();
-  const at::Tensor grad_loss = grad_loss_.to(acc_type).contiguous();
-  const at::Tensor Ws = weight.index_select(0, sampled);                       // [S, D]
-  at::Tensor grad_input = at::mm(G, Ws).contiguous();                           // [N, D]
-  const at::Tensor Hs = input * grad_loss.unsqueeze(1).to(input.scalar_type());  // g * H
-  const at::Tensor grad_Ws = at::mm(G.t(), Hs).contiguous();                    // [S, D]
+  SampledBackward b = sampled_backward_prologue(grad_loss_, input_, weight_, target_, sampled_,
+                                                grad_logits_, grad_true_, ignore_index);
+  const at::Tensor &input = b.input, &weight = b.weight, &target = b.target, &sampled = b.sampled;
+  const at::Tensor &G = b.G, &grad_true = b.grad_true, &grad_loss = b.grad_loss;
+  const at::Tensor& grad_Ws = b.grad_Ws;
+  at::Tensor& grad_input = b.grad_input;
+  const int64_t N = b.N, D = b.D, V = b.V, T = b.T, S = b.S;
   at::Tensor grad_weight, ids, grad_bias;
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, input.scalar_type(), "sampled_logits_backward_cpu", [&] {
