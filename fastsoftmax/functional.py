@@ -102,16 +102,7 @@ def draw_candidates(
     """`sampler.candidates(true_classes, num_sampled, unique=True)` without its host-side id
     check, so that it traces under torch.compile; the loss ops check every id natively.
     `true_classes` must hold valid ids (ignored rows replaced by any valid id)."""
-    seed = ops.draw_seed(generator, sampler.device)
-    prob, alias = sampler._table
-    sampled, tries = ops.sample_unique(
-        prob, alias, seed, sampler.num_classes, sampler._kind, num_sampled
-    )
-    tries = tries.double()
-    # Expected count of a class of probability p in a unique set drawn in `tries` draws.
-    true_count = -torch.expm1(tries * torch.log1p(-sampler._prob_of(true_classes)))
-    sampled_count = -torch.expm1(tries * torch.log1p(-sampler._prob_of(sampled)))
-    return SampledValues(sampled, true_count.float(), sampled_count.float())
+    return sampler._draw_candidates(true_classes, num_sampled, True, generator)
 
 
 def _sampled_loss(mode, input, weight, target, bias, num_sampled, sampler, sampled, num_true,

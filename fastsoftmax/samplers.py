@@ -116,6 +116,12 @@ class Sampler:
         (like TensorFlow, `num_sampled * p` also when no draw was rejected).
         """
         true_classes = self._check_ids(true_classes, "true_classes")
+        return self._draw_candidates(true_classes, num_sampled, unique, generator)
+
+    def _draw_candidates(self, true_classes: Tensor, num_sampled: int, unique: bool,
+                         generator: Optional[torch.Generator]) -> SampledValues:
+        """`candidates` without the id check (a host sync), for callers whose ids are checked
+        elsewhere (the loss ops) and for tracing under torch.compile."""
         if isinstance(num_sampled, bool) or not isinstance(num_sampled, int):
             raise TypeError(f"num_sampled must be an int, got {type(num_sampled).__name__}")
         if num_sampled <= 0:

@@ -243,3 +243,20 @@ def test_opcheck_sparse_backward(device):
     untouched = torch.ones(V, dtype=torch.bool, device=device)
     untouched[ids] = False
     assert bool((dense[untouched] == 0).all())
+
+
+def test_loss_candidates_are_the_samplers_candidates():
+    """The losses draw through the sampler's own candidate code: same ids, same expected
+    counts (TF's shortcut included), same refusal of impossible unique draws."""
+    import fastsoftmax.functional as FF
+
+    sampler = fs.UnigramSampler(torch.tensor([5.0, 0.0, 3.0, 1.0, 0.0, 2.0] * 50))
+    true = torch.tensor([[0], [2], [5]])
+    for seed in range(5):  # small sets, so some need no rejection (tries == num_sampled)
+        a = FF.draw_candidates(sampler, true, 3, torch.Generator().manual_seed(seed))
+        b = sampler.candidates(true, 3, generator=torch.Generator().manual_seed(seed))
+        for x, y in zip(a, b):
+            assert torch.equal(x, y)
+    with pytest.raises(ValueError, match="distinct"):
+        FF.sampled_softmax_loss(torch.randn(3, 4), torch.randn(300, 4), true.squeeze(1),
+                                num_sampled=201, sampler=sampler)
