@@ -4,6 +4,7 @@
 # bench/results/ and, when $OUT is set, are copied there too.
 #   bash bench/gpu_run.sh            # build + tests + benchmarks
 #   SKIP_BENCH=1 bash bench/gpu_run.sh
+#   LM_MEDIUM=1 bash bench/gpu_run.sh  # adds the PTB medium-config quality run
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 FORCE_CUDA=1 MAX_JOBS=${MAX_JOBS:-16}
@@ -23,10 +24,13 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   run python bench/bench_word2vec.py --device cuda --no-gensim
   run python bench/bench_lm.py speed --device cuda
   run python bench/bench_seq2seq.py --device cuda --bench date tatoeba
+  # PTB medium (2x650, 39 epochs, tied), full and sampled side by side: long, so opt-in.
+  [ "${LM_MEDIUM:-0}" = 1 ] && run python bench/bench_lm.py quality --config medium \
+    --heads full sampled --jobs 2 --device cuda
 fi
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT/results"
-  cp bench/results/*cuda* "$OUT/results/" 2>/dev/null || true
+  cp bench/results/*cuda* bench/results/*H100* bench/results/*H200* "$OUT/results/" 2>/dev/null || true
   cp /tmp/gpu-tests.log "$OUT/" 2>/dev/null || true
 fi
 exit $status

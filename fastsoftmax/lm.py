@@ -68,6 +68,24 @@ def plot_runs(runs, path: str, title: str = "validation perplexity") -> None:
     plt.close(fig)
 
 
+def _map_hidden(hidden, fn):
+    if hidden is None:
+        return None
+    return tuple(fn(h) for h in hidden) if isinstance(hidden, (tuple, list)) else fn(hidden)
+
+
+def _gather_streams(h, world: int):
+    """[layers, B/world, H] on each rank → [layers, B, H], the ranks' streams in order (a
+    collective: every rank must call it)."""
+    if world == 1:
+        return h
+    import torch.distributed as dist
+
+    parts = [torch.empty_like(h) for _ in range(world)]
+    dist.all_gather(parts, h.contiguous())
+    return torch.cat(parts, dim=1)
+
+
 def train(args) -> dict:
     """Train (or resume) as the `train` subcommand does; returns a summary dict."""
     world, rank, local_rank = _dist_env()
@@ -86,14 +104,14 @@ def train(args) -> dict:
         corpus = lm.Corpus(args.data, vocab=vocab)
         config = resume["train_config"]
         # What may change on resume: how far to go, where to write, how to show it.
-        for key in ("epochs", "checkpoint", "plot", "progress", "max_steps"):
+        for key in ("epochs", "checkpoint", "plot", "progress", "max_steps", "save_every"):
             config[key] = getattr(args, key)
     else:
         corpus = lm.Corpus(args.data)
         vocab = corpus.vocab
         config = {k: v for k, v in vars(args).items() if k not in ("func", "resume", "command")}
         if config["lr"] is None:
-            config["lr"] = 1.0 if config["optimizer"] == "sgd" else 1e-3
+            config["lr"] = 20.0 if config["optimizer"] == "sgd" else 1e-3
         torch.manual_seed(config["seed"])
         model = lm.RNNLanguageModel(
             len(vocab),
@@ -119,11 +137,13 @@ def train(args) -> dict:
     schedule = lm.LRSchedule(config["lr"], config["lr_decay"], config["decay_after"])
     history: List[dict] = []
     start_epoch = 0
+    position = None
     if resume is not None:
         optimizer.load_state_dict(resume["optimizer"])
         schedule.load_state_dict(resume["schedule"])
         history = resume["history"]
         start_epoch = resume["epoch"]
+        position = resume.get("position")
         lm.set_rng_state(resume["rng"])
     schedule.apply(optimizer)
 
@@ -153,8 +173,44 @@ def train(args) -> dict:
         steps_per_epoch = min(steps_per_epoch, config["max_steps"])
     # The bar redraws one line with carriage returns: only worth it on a terminal.
     show_bar = config["progress"] if config["progress"] is not None else sys.stderr.isatty()
+    save_every = config.get("save_every") or 0
     for epoch in range(start_epoch + 1, config["epochs"] + 1):
         progress = lm.Progress(steps_per_epoch, f"epoch {epoch}", enabled=rank == 0 and show_bar)
+        resumed = {}
+        if position is not None:
+            # The global batch's hidden state, saved by rank 0: take this rank's streams.
+            resumed = dict(
+                start_step=position["step"],
+                hidden=_map_hidden(
+                    position["hidden"],
+                    lambda h: (
+                        lm.shard_rows(h.transpose(0, 1), rank, world)
+                        .transpose(0, 1)
+                        .contiguous()
+                        .to(device)
+                    ),
+                ),
+                totals=position["totals"],
+            )
+            position = None
+
+        def save_mid_epoch(step, hidden, totals, epoch=epoch):
+            if not save_every or step % save_every or step >= steps_per_epoch:
+                return
+            hidden = _map_hidden(hidden, lambda h: _gather_streams(h.detach(), world).cpu())
+            if rank == 0 and config.get("checkpoint"):
+                lm.save_checkpoint(
+                    config["checkpoint"],
+                    model=model,
+                    vocab=vocab,
+                    optimizer=optimizer,
+                    schedule=schedule,
+                    epoch=epoch - 1,
+                    history=history,
+                    train_config=config,
+                    position=dict(epoch=epoch, step=step, hidden=hidden, totals=dict(totals)),
+                )
+
         stats = lm.train_epoch(
             runner,
             train_data,
@@ -164,6 +220,8 @@ def train(args) -> dict:
             max_steps=config.get("max_steps"),
             world_size=world,
             progress=progress,
+            on_step=save_mid_epoch,
+            **resumed,
         )
         # Every rank evaluates the whole validation set on its identical replica: the same
         # number everywhere drives the same learning-rate decision without a collective.
@@ -289,7 +347,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--sparse", action="store_true", help="sparse embedding/output gradients (SGD only)"
     )
     t.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
-    t.add_argument("--lr", type=float, default=None, help="default 1 (sgd) or 1e-3 (adam)")
+    t.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help="default 20 (sgd) or 1e-3 (adam). The loss is the per-token mean, so lr 20 and "
+        "clip 0.25 are Zaremba et al.'s lr 1 and clip 5 on the loss summed over 20 BPTT steps",
+    )
     t.add_argument(
         "--lr-decay", type=float, default=2.0, help="divisor applied when valid ppl stalls"
     )
@@ -299,8 +363,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="also divide after every epoch from this one on (Zaremba small: 4)",
     )
-    t.add_argument("--clip", type=float, default=5.0, help="max gradient norm (0: off)")
+    t.add_argument("--clip", type=float, default=0.25, help="max gradient norm (0: off)")
     t.add_argument("--epochs", type=int, default=13)
+    t.add_argument(
+        "--save-every",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="also checkpoint every STEPS steps within an epoch (--resume continues from there)",
+    )
     t.add_argument("--batch-size", type=int, default=20, help="global batch (streams)")
     t.add_argument("--eval-batch-size", type=int, default=10)
     t.add_argument("--bptt", type=int, default=20)

@@ -312,6 +312,61 @@ def test_checkpoint_resume_is_exact(corpus_dir, tmp_path, capsys):
     )
 
 
+class _Interrupted(Exception):
+    pass
+
+
+def test_mid_epoch_checkpoint_resumes_exactly(corpus_dir, tmp_path, monkeypatch):
+    """A run killed in the middle of epoch 2 and resumed from its last --save-every
+    checkpoint ends bit-identical to one that was never interrupted."""
+    straight, split = str(tmp_path / "straight.pt"), str(tmp_path / "split.pt")
+    extra = ("--save-every", "10", "--output", "sampled", "--num-sampled", "8")
+    cli.main(_train_args(corpus_dir, straight, 3, extra))
+
+    save = lm.save_checkpoint
+    saved = []
+
+    def save_then_die(path, **kw):
+        save(path, **kw)
+        saved.append(kw.get("position"))
+        if kw.get("position") and kw["position"]["epoch"] == 2 and kw["position"]["step"] == 20:
+            raise _Interrupted
+
+    monkeypatch.setattr(lm, "save_checkpoint", save_then_die)
+    with pytest.raises(_Interrupted):
+        cli.main(_train_args(corpus_dir, split, 3, extra))
+    monkeypatch.setattr(lm, "save_checkpoint", save)
+    state = lm.load_checkpoint(split)
+    assert state["epoch"] == 1 and state["position"]["step"] == 20
+    assert saved[0] == dict(saved[0], epoch=1, step=10)  # mid-epoch saves from epoch 1 on
+
+    torch.manual_seed(999)  # whatever happens in between must not matter
+    cli.main(
+        [
+            "train",
+            "--data",
+            corpus_dir,
+            "--resume",
+            split,
+            "--checkpoint",
+            split,
+            "--no-progress",
+            "--epochs",
+            "3",
+            "--save-every",
+            "10",
+        ]
+    )
+    a, b = lm.load_checkpoint(straight), lm.load_checkpoint(split)
+    assert a["epoch"] == b["epoch"] == 3 and b["position"] is None
+    for k in a["model"]:
+        assert torch.equal(a["model"][k], b["model"][k]), k
+    # The interrupted epoch's mean training loss is over all its steps, not just the resumed.
+    for ha, hb in zip(a["history"], b["history"]):
+        assert ha["train_loss"] == pytest.approx(hb["train_loss"], rel=1e-12)
+        assert ha["val_ppl"] == hb["val_ppl"]
+
+
 def test_generation_is_reproducible_with_a_seed(corpus_dir):
     corpus = lm.Corpus(corpus_dir)
     torch.manual_seed(3)

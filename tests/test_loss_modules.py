@@ -288,3 +288,11 @@ def test_sampled_gradient_approaches_full_gradient():
         errors.append(float((acc - full).norm() / full.norm()))
     assert errors[0] > errors[1] > errors[2] > errors[3]
     assert errors[-1] < 0.05
+
+
+def test_nce_bias_starts_self_normalised():
+    """NCE's scores start normalised: exp(logits) of a fresh layer sums to about 1 per row."""
+    m = fs.NCELoss(16, 5000, 8, sampler="uniform")
+    x = torch.randn(32, 16) * 0.1
+    log_z = torch.logsumexp(F.linear(x, m.weight, m.bias), dim=-1)
+    assert log_z.abs().max() < 0.5
