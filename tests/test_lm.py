@@ -554,6 +554,50 @@ def test_ddp_two_processes_match_single_process_step(corpus_dir, tmp_path, head)
         assert abs(a["history"][0]["train_loss"] - half_loss) > 1e-5  # all four streams differ
 
 
+def test_ddp_resumes_a_mid_epoch_checkpoint(corpus_dir, tmp_path, monkeypatch):
+    """A mid-epoch checkpoint holds the whole batch's hidden state: 2 gloo processes resuming
+    it (each taking its streams, and gathering them again at the next --save-every) end where
+    one process resuming it does."""
+    args = [
+        "train", "--data", corpus_dir, "--emb-size", "12", "--hidden-size", "12",
+        "--batch-size", "4", "--bptt", "6", "--epochs", "1", "--lr", "1", "--clip", "0",
+        "--save-every", "7", "--no-progress", "--device", "cpu",
+    ]  # fmt: skip
+    save = lm.save_checkpoint
+
+    def save_then_die(path, **kw):
+        save(path, **kw)
+        if kw.get("position") and kw["position"]["step"] == 14:
+            raise _Interrupted
+
+    mid = str(tmp_path / "mid.pt")
+    monkeypatch.setattr(lm, "save_checkpoint", save_then_die)
+    with pytest.raises(_Interrupted):
+        cli.main([*args, "--checkpoint", mid])
+    monkeypatch.setattr(lm, "save_checkpoint", save)
+    assert lm.load_checkpoint(mid)["position"]["hidden"][0].shape == (2, 4, 12)
+    single, multi = str(tmp_path / "single.pt"), str(tmp_path / "multi.pt")
+    resume = ["train", "--data", corpus_dir, "--resume", mid, "--epochs", "1", "--no-progress",
+              "--save-every", "7"]  # fmt: skip
+    cli.main([*resume, "--checkpoint", single])
+    env = dict(
+        os.environ,
+        PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        OMP_NUM_THREADS="1",
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         "-m", "fastsoftmax.lm", *resume, "--checkpoint", multi],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    a, b = lm.load_checkpoint(single), lm.load_checkpoint(multi)
+    assert a["epoch"] == b["epoch"] == 1
+    for k in a["model"]:
+        torch.testing.assert_close(b["model"][k], a["model"][k], rtol=1e-5, atol=1e-6, msg=k)
+    assert a["history"][0]["val_ppl"] == pytest.approx(b["history"][0]["val_ppl"], rel=1e-5)
+
+
 @pytest.mark.parametrize("head", ["full", "sampled"])
 def test_sparse_gradients_train_like_dense(corpus_dir, head):
     """sparse=True changes how gradients are stored, not what SGD (with clipping) does."""
