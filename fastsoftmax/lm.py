@@ -173,22 +173,33 @@ def train(args) -> dict:
         steps_per_epoch = min(steps_per_epoch, config["max_steps"])
     # The bar redraws one line with carriage returns: only worth it on a terminal.
     show_bar = config["progress"] if config["progress"] is not None else sys.stderr.isatty()
-    save_every = config.get("save_every") or 0
+    # Mid-epoch checkpoints only when there is somewhere to write them (gathering the hidden
+    # state is a collective and a device-to-host copy).
+    save_every = (config.get("save_every") or 0) if config.get("checkpoint") else 0
+
+    def checkpoint(finished_epochs: int, position: Optional[dict] = None) -> None:
+        if rank == 0 and config.get("checkpoint"):
+            lm.save_checkpoint(
+                config["checkpoint"],
+                model=model,
+                vocab=vocab,
+                optimizer=optimizer,
+                schedule=schedule,
+                epoch=finished_epochs,
+                history=history,
+                train_config=config,
+                position=position,
+            )
+
     for epoch in range(start_epoch + 1, config["epochs"] + 1):
         progress = lm.Progress(steps_per_epoch, f"epoch {epoch}", enabled=rank == 0 and show_bar)
         resumed = {}
         if position is not None:
             # The global batch's hidden state, saved by rank 0: take this rank's streams.
             resumed = dict(
-                start_step=position["step"],
                 hidden=_map_hidden(
                     position["hidden"],
-                    lambda h: (
-                        lm.shard_rows(h.transpose(0, 1), rank, world)
-                        .transpose(0, 1)
-                        .contiguous()
-                        .to(device)
-                    ),
+                    lambda h: lm.shard_rows(h, rank, world, dim=1).contiguous().to(device),
                 ),
                 totals=position["totals"],
             )
@@ -198,18 +209,7 @@ def train(args) -> dict:
             if not save_every or step % save_every or step >= steps_per_epoch:
                 return
             hidden = _map_hidden(hidden, lambda h: _gather_streams(h.detach(), world).cpu())
-            if rank == 0 and config.get("checkpoint"):
-                lm.save_checkpoint(
-                    config["checkpoint"],
-                    model=model,
-                    vocab=vocab,
-                    optimizer=optimizer,
-                    schedule=schedule,
-                    epoch=epoch - 1,
-                    history=history,
-                    train_config=config,
-                    position=dict(epoch=epoch, step=step, hidden=hidden, totals=dict(totals)),
-                )
+            checkpoint(epoch - 1, dict(epoch=epoch, step=step, hidden=hidden, totals=dict(totals)))
 
         stats = lm.train_epoch(
             runner,
@@ -243,17 +243,7 @@ def train(args) -> dict:
         )
         schedule.step(epoch, val_ppl)
         schedule.apply(optimizer)
-        if rank == 0 and config.get("checkpoint"):
-            lm.save_checkpoint(
-                config["checkpoint"],
-                model=model,
-                vocab=vocab,
-                optimizer=optimizer,
-                schedule=schedule,
-                epoch=epoch,
-                history=history,
-                train_config=config,
-            )
+        checkpoint(epoch)
     test_ppl = lm.evaluate(model, test_data, config["bptt"])
     _log(rank, f"test ppl {test_ppl:.2f}")
     if rank == 0 and config.get("plot") and history:

@@ -7,6 +7,7 @@ so a few hundred tokens are enough for the loss to fall.
 import math
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -316,6 +317,29 @@ class _Interrupted(Exception):
     pass
 
 
+def _train_killed_after_save(monkeypatch, argv, epoch, step):
+    """Run `cli.main(argv)` as if killed right after the mid-epoch checkpoint at (epoch,
+    step); returns the positions of every checkpoint written until then."""
+    save, saved = lm.save_checkpoint, []
+
+    def save_then_die(path, **kw):
+        save(path, **kw)
+        saved.append(kw.get("position"))
+        if saved[-1] and (saved[-1]["epoch"], saved[-1]["step"]) == (epoch, step):
+            raise _Interrupted
+
+    with monkeypatch.context() as m:
+        m.setattr(lm, "save_checkpoint", save_then_die)
+        with pytest.raises(_Interrupted):
+            cli.main(argv)
+    return saved
+
+
+def _resume_args(data, checkpoint, epochs, save_every):
+    return ["train", "--data", data, "--resume", checkpoint, "--checkpoint", checkpoint,
+            "--no-progress", "--epochs", str(epochs), "--save-every", str(save_every)]  # fmt: skip
+
+
 def test_mid_epoch_checkpoint_resumes_exactly(corpus_dir, tmp_path, monkeypatch):
     """A run killed in the middle of epoch 2 and resumed from its last --save-every
     checkpoint ends bit-identical to one that was never interrupted."""
@@ -323,40 +347,15 @@ def test_mid_epoch_checkpoint_resumes_exactly(corpus_dir, tmp_path, monkeypatch)
     extra = ("--save-every", "10", "--output", "sampled", "--num-sampled", "8")
     cli.main(_train_args(corpus_dir, straight, 3, extra))
 
-    save = lm.save_checkpoint
-    saved = []
-
-    def save_then_die(path, **kw):
-        save(path, **kw)
-        saved.append(kw.get("position"))
-        if kw.get("position") and kw["position"]["epoch"] == 2 and kw["position"]["step"] == 20:
-            raise _Interrupted
-
-    monkeypatch.setattr(lm, "save_checkpoint", save_then_die)
-    with pytest.raises(_Interrupted):
-        cli.main(_train_args(corpus_dir, split, 3, extra))
-    monkeypatch.setattr(lm, "save_checkpoint", save)
+    saved = _train_killed_after_save(
+        monkeypatch, _train_args(corpus_dir, split, 3, extra), epoch=2, step=20
+    )
     state = lm.load_checkpoint(split)
     assert state["epoch"] == 1 and state["position"]["step"] == 20
     assert saved[0] == dict(saved[0], epoch=1, step=10)  # mid-epoch saves from epoch 1 on
 
     torch.manual_seed(999)  # whatever happens in between must not matter
-    cli.main(
-        [
-            "train",
-            "--data",
-            corpus_dir,
-            "--resume",
-            split,
-            "--checkpoint",
-            split,
-            "--no-progress",
-            "--epochs",
-            "3",
-            "--save-every",
-            "10",
-        ]
-    )
+    cli.main(_resume_args(corpus_dir, split, 3, 10))
     a, b = lm.load_checkpoint(straight), lm.load_checkpoint(split)
     assert a["epoch"] == b["epoch"] == 3 and b["position"] is None
     for k in a["model"]:
@@ -471,6 +470,20 @@ def test_sampled_head_wiring(monkeypatch, corpus_dir, tmp_path):
 # ---------------------------------------------------------------------------------------
 # Data parallel
 # ---------------------------------------------------------------------------------------
+def _torchrun_train(argv):
+    """`python -m fastsoftmax.lm argv` in 2 gloo processes under torchrun."""
+    env = dict(
+        os.environ,
+        PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        OMP_NUM_THREADS="1",
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         "-m", "fastsoftmax.lm", *argv],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("head", ["full", "sampled"])
 def test_ddp_two_processes_match_single_process_step(corpus_dir, tmp_path, head):
     """One SGD step (lr 1, no clipping) on a global batch of 4 streams: 2 gloo processes with
@@ -502,35 +515,9 @@ def test_ddp_two_processes_match_single_process_step(corpus_dir, tmp_path, head)
         "--device",
         "cpu",
     ]
-    env = dict(
-        os.environ,
-        PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        OMP_NUM_THREADS="1",
-    )
     single, multi = str(tmp_path / "single.pt"), str(tmp_path / "ddp.pt")
     cli.main(["train", *common, "--checkpoint", single])
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            "-m",
-            "fastsoftmax.lm",
-            "train",
-            *common,
-            "--checkpoint",
-            multi,
-        ],
-        check=False,
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    run = _torchrun_train(["train", *common, "--checkpoint", multi])
     assert run.returncode == 0, run.stderr[-3000:]
     assert "processes 2" in run.stdout
     a, b = lm.load_checkpoint(single), lm.load_checkpoint(multi)
@@ -563,33 +550,14 @@ def test_ddp_resumes_a_mid_epoch_checkpoint(corpus_dir, tmp_path, monkeypatch):
         "--batch-size", "4", "--bptt", "6", "--epochs", "1", "--lr", "1", "--clip", "0",
         "--save-every", "7", "--no-progress", "--device", "cpu",
     ]  # fmt: skip
-    save = lm.save_checkpoint
-
-    def save_then_die(path, **kw):
-        save(path, **kw)
-        if kw.get("position") and kw["position"]["step"] == 14:
-            raise _Interrupted
-
     mid = str(tmp_path / "mid.pt")
-    monkeypatch.setattr(lm, "save_checkpoint", save_then_die)
-    with pytest.raises(_Interrupted):
-        cli.main([*args, "--checkpoint", mid])
-    monkeypatch.setattr(lm, "save_checkpoint", save)
+    _train_killed_after_save(monkeypatch, [*args, "--checkpoint", mid], epoch=1, step=14)
     assert lm.load_checkpoint(mid)["position"]["hidden"][0].shape == (2, 4, 12)
     single, multi = str(tmp_path / "single.pt"), str(tmp_path / "multi.pt")
-    resume = ["train", "--data", corpus_dir, "--resume", mid, "--epochs", "1", "--no-progress",
-              "--save-every", "7"]  # fmt: skip
-    cli.main([*resume, "--checkpoint", single])
-    env = dict(
-        os.environ,
-        PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        OMP_NUM_THREADS="1",
-    )
-    run = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         "-m", "fastsoftmax.lm", *resume, "--checkpoint", multi],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
+    shutil.copy(mid, single)
+    shutil.copy(mid, multi)
+    cli.main(_resume_args(corpus_dir, single, 1, 7))
+    run = _torchrun_train(_resume_args(corpus_dir, multi, 1, 7))
     assert run.returncode == 0, run.stderr[-3000:]
     a, b = lm.load_checkpoint(single), lm.load_checkpoint(multi)
     assert a["epoch"] == b["epoch"] == 1

@@ -144,15 +144,16 @@ def batchify(ids: Tensor, batch_size: int) -> Tensor:
     return ids[: length * batch_size].view(batch_size, length)
 
 
-def shard_rows(data: Tensor, rank: int, world_size: int) -> Tensor:
-    """The rank's share of the streams of a [B, L] batch: each rank takes B / world_size
-    consecutive rows, so the per-rank mean losses average to the global-batch mean."""
-    if data.size(0) % world_size:
+def shard_rows(data: Tensor, rank: int, world_size: int, dim: int = 0) -> Tensor:
+    """The rank's share of the streams of a [B, L] batch (or of a hidden state, streams on
+    `dim` 1): each rank takes B / world_size consecutive streams, so the per-rank mean losses
+    average to the global-batch mean."""
+    if data.size(dim) % world_size:
         raise ValueError(
-            f"batch size {data.size(0)} is not divisible by the {world_size} processes"
+            f"batch size {data.size(dim)} is not divisible by the {world_size} processes"
         )
-    per = data.size(0) // world_size
-    return data[rank * per : (rank + 1) * per]
+    per = data.size(dim) // world_size
+    return data.narrow(dim, rank * per, per)
 
 
 def bptt_batches(data: Tensor, bptt: int) -> Iterator[Tuple[Tensor, Tensor]]:
@@ -546,7 +547,6 @@ def train_epoch(
     max_steps: Optional[int] = None,
     world_size: int = 1,
     progress: Optional[Progress] = None,
-    start_step: int = 0,
     hidden: Optional[Hidden] = None,
     totals: Optional[Dict[str, float]] = None,
     on_step=None,
@@ -555,17 +555,15 @@ def train_epoch(
     to batch (detached) and starts at zero each epoch. `model` may be DDP-wrapped; `clip` > 0
     clips the global gradient norm. Returns mean training loss, tokens, seconds and steps.
 
-    An epoch interrupted by a mid-epoch checkpoint continues with `start_step` (steps already
-    taken), the `hidden` state and the running `totals` (loss_sum, steps, tokens, seconds)
-    saved with it. `on_step(step, hidden, totals)` runs after every step (checkpointing)."""
+    An epoch interrupted by a mid-epoch checkpoint continues from the `hidden` state and the
+    running `totals` (loss_sum, steps, tokens, seconds) saved with it, after the
+    totals["steps"] steps already taken. `on_step(step, hidden, totals)` runs after every step
+    (checkpointing)."""
     core = model.module if hasattr(model, "module") else model
     core.train()
     totals = dict(totals or dict(loss_sum=0.0, steps=0, tokens=0, seconds=0.0))
-    if totals["steps"] != start_step:
-        raise ValueError(f"totals cover {totals['steps']} steps, start_step is {start_step}")
     start = time.perf_counter() - totals["seconds"]
-    batches = bptt_batches(data[:, start_step * bptt :], bptt)
-    for x, y in batches:
+    for x, y in bptt_batches(data[:, totals["steps"] * bptt :], bptt):
         if max_steps is not None and totals["steps"] >= max_steps:
             break
         hidden = detach_hidden(hidden)
