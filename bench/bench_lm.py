@@ -21,13 +21,11 @@ bench/results/lm-<device>.csv with the device and the command line.
 
 import argparse
 import concurrent.futures
-import csv
 import datetime
 import math
 import multiprocessing
 import os
 import platform
-import shlex
 import statistics
 import sys
 import time
@@ -36,9 +34,12 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from fastsoftmax.models import lm
+from common import append_rows, command_line  # noqa: E402
+
+from fastsoftmax.models import lm  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.environ.get(
@@ -68,21 +69,13 @@ def device_name(device: torch.device) -> str:
 
 
 def write_rows(rows, device: torch.device) -> str:
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     name = device_name(device)
     path = os.path.join(
         HERE, "results", f"lm-{name.split('-')[0] if device.type == 'cpu' else name}.csv"
     )
-    new = not os.path.exists(path)
-    command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, FIELDS)
-        if new:
-            w.writeheader()
-        for row in rows:
-            w.writerow(dict(row, time=stamp, device=name, command=command))
-    return path
+    extra = dict(time=stamp, device=name, command=command_line())
+    return append_rows(path, [dict(row, **extra) for row in rows], FIELDS)
 
 
 # ---------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ Rows are appended to bench/results/losses-<device>.csv with the device name and 
 """
 
 import argparse
-import csv
 import gc
 import math
 import os
@@ -26,8 +25,10 @@ import time
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import fastsoftmax as fs  # noqa: E402
+from common import append_rows, command_line  # noqa: E402
 from fastsoftmax import functional as FF  # noqa: E402
 
 # (rows, D, V, K) for word2vec and (N, D, V, S) for the LM case. CPU shapes are scaled
@@ -274,23 +275,17 @@ def main():
         if "lm" in args.cases:
             for shape in shapes["lm"]:
                 bench_lm(device, dtype, shape, args, rows)
-    command = "python " + " ".join(sys.argv)
+    command = command_line()
     fields = ["device", "command", "case", "provider", "dtype", "shape", "median_ms", "min_ms",
               "max_ms", "peak_extra_mb", "speedup_vs_plain", "speedup_vs_full", "bound_ms",
               "copy_bandwidth_gbs"]
     here = os.path.dirname(os.path.abspath(__file__))
     out = os.devnull if args.smoke else args.out or os.path.join(here, "results",
                                    f"losses-{device.type}.csv")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    new = args.smoke or not os.path.exists(out)
-    with open(out, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        if new:
-            writer.writeheader()
-        for r in rows:
-            r.update(device=name, command=command, copy_bandwidth_gbs=args.bandwidth or "")
-            writer.writerow({k: (f"{v:.3f}" if isinstance(v, float) and math.isfinite(v) else v)
-                             for k, v in r.items()})
+    for r in rows:
+        r.update(device=name, command=command, copy_bandwidth_gbs=args.bandwidth or "")
+    append_rows(out, [{k: (f"{v:.3f}" if isinstance(v, float) and math.isfinite(v) else v)
+                       for k, v in r.items()} for r in rows], fields)
     for r in rows:
         extra = " ".join(f"{k}={r[k]:.2f}" for k in ("speedup_vs_plain", "speedup_vs_full")
                          if k in r)

@@ -10,18 +10,19 @@ held-out split is a seeded 10% of the file. Outputs are decoded greedily.
 """
 
 import argparse
-import csv
 import os
-import shlex
 import statistics
 import sys
 import time
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from fastsoftmax import seq2seq as s2s
+from common import append_rows, command_line  # noqa: E402
+
+from fastsoftmax import seq2seq as s2s  # noqa: E402
 
 DATA = os.environ.get(
     "FASTSOFTMAX_DATA",
@@ -53,13 +54,7 @@ def device_name(device: str) -> str:
 
 
 def write_row(path: str, row: dict) -> None:
-    new = not os.path.exists(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        if new:
-            w.writeheader()
-        w.writerow({k: row.get(k, "") for k in FIELDS})
+    append_rows(path, [{k: row.get(k, "") for k in FIELDS}], FIELDS)
     print(
         "  " + ", ".join(f"{k}={row[k]}" for k in FIELDS if k in row and k != "command"), flush=True
     )
@@ -91,7 +86,7 @@ def run(name, config, settings, data, args, out, note="", **kw):
         "exact_match": round(last.get("exact", float("nan")), 3),
         "bleu": round(last["bleu"], 2) if "bleu" in last else "",
         "note": (note + f"; total {time.perf_counter() - t0:.0f} s").lstrip("; "),
-        "command": " ".join(shlex.quote(a) for a in sys.argv),
+        "command": command_line(),
     }
     write_row(out, row)
     return res

@@ -14,7 +14,6 @@ Rows go to bench/results/word2vec-<device>.csv with the command line and the loa
 """
 
 import argparse
-import csv
 import datetime
 import os
 import platform
@@ -25,6 +24,9 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+from common import append_rows  # noqa: E402
 
 from fastsoftmax.models import KeyedVectors, Word2Vec  # noqa: E402
 
@@ -135,12 +137,7 @@ def main():
                 print(f"{corpus:10s} {model:4s} {impl:14s} {wps:11,.0f} words/s  "
                       f"{seconds:7.1f} s  WS-353 spearman {spearman:.4f}  "
                       f"(load {row['load_avg_1min']})", flush=True)
-    new = not os.path.exists(out)
-    with open(out, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        if new:
-            w.writeheader()
-        w.writerows(rows)
+    append_rows(out, rows)
     print(f"wrote {len(rows)} rows to {os.path.relpath(out, ROOT)}")
 
 

@@ -3,6 +3,7 @@
 import csv
 import os
 import platform
+import shlex
 import statistics
 import sys
 import time
@@ -50,7 +51,21 @@ def time_it(fn, device: torch.device, repeats: int = 5, warmup: int = 1, budget_
 
 
 def command_line() -> str:
-    return " ".join(["python"] + sys.argv)
+    """The command that ran this benchmark, as a shell would take it back."""
+    return " ".join(["python"] + [shlex.quote(a) for a in sys.argv])
+
+
+def append_rows(path: str, rows: list, fields=None) -> str:
+    """Append `rows` (dicts) to the CSV at `path`, writing the header when the file is new.
+    Columns are `fields` (default: the first row's keys); a missing value is left blank."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(fields or rows[0]), restval="")
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+    return path
 
 
 def write_rows(name: str, rows: list):
