@@ -216,6 +216,21 @@ def _sigmoid(f):
     return 1.0 / (1.0 + math.exp(-f))
 
 
+def _w2v_step(h, center, negatives, syn1, lr):
+    """One negative-sampling SGD step at hidden vector h: updates syn1 in place, returns the
+    update for h and the loss. A negative equal to the center word is skipped."""
+    grad_h, loss = np.zeros_like(h), 0.0
+    for target, label in [(center, 1.0)] + [(int(n), 0.0) for n in negatives]:
+        if label == 0.0 and target == center:
+            continue
+        f = float(h @ syn1[target])
+        g = (label - _sigmoid(f)) * lr
+        loss += -math.log(_sigmoid(f if label else -f))
+        grad_h += g * syn1[target]
+        syn1[target] += g * h
+    return grad_h, loss
+
+
 def w2v_train_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob, alias, *,
                         seed, first_token, sg, cbow_mean, window, negative, shrink, alpha,
                         min_alpha, total_words):
@@ -245,17 +260,9 @@ def w2v_train_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob,
                                      prob, alias)
                 for c, j in enumerate(ctx):
                     h = syn0[kept[j]]
-                    grad_h = np.zeros_like(h)
-                    targets = [(center, 1.0)] + [(int(n), 0.0)
-                                                 for n in negs[c * negative:(c + 1) * negative]]
-                    for target, label in targets:
-                        if label == 0.0 and target == center:
-                            continue
-                        f = float(h @ syn1[target])
-                        g = (label - _sigmoid(f)) * lr
-                        loss += -math.log(_sigmoid(f if label else -f))
-                        grad_h += g * syn1[target]
-                        syn1[target] += g * h
+                    grad_h, step_loss = _w2v_step(h, center, negs[c * negative:(c + 1) * negative],
+                                                  syn1, lr)
+                    loss += step_loss
                     syn0[kept[j]] += grad_h
                     examples += 1
             else:
@@ -263,15 +270,8 @@ def w2v_train_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob,
                 if cbow_mean:
                     h = h / len(ctx)
                 negs = w2v_negatives(seed, ids[i] * negative, negative, prob, alias)
-                grad_h = np.zeros_like(h)
-                for target, label in [(center, 1.0)] + [(int(n), 0.0) for n in negs]:
-                    if label == 0.0 and target == center:
-                        continue
-                    f = float(h @ syn1[target])
-                    g = (label - _sigmoid(f)) * lr
-                    loss += -math.log(_sigmoid(f if label else -f))
-                    grad_h += g * syn1[target]
-                    syn1[target] += g * h
+                grad_h, step_loss = _w2v_step(h, center, negs, syn1, lr)
+                loss += step_loss
                 if not cbow_mean:
                     grad_h /= len(ctx)
                 for j in ctx:
