@@ -5,8 +5,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 DEPS := numpy scipy pytest pytest-benchmark ninja setuptools wheel matplotlib
+# Builds run the venv's ninja: a system ninja of another version would find the other's build
+# log "too old" and recompile everything (make demo followed by make test did).
+WITH_VENV := PATH="$(CURDIR)/$(BIN):$$PATH"
 
-.PHONY: setup build test demo bench lint cuda-check wheel-check clean
+.PHONY: setup build cuda-emu test cuda-emu-test demo bench lint cuda-check wheel-check clean
 
 $(VENV)/.deps: Makefile
 	test -x $(BIN)/python || $(PY) -m venv --system-site-packages $(VENV)
@@ -16,10 +19,20 @@ $(VENV)/.deps: Makefile
 setup: $(VENV)/.deps
 
 build: setup
-	MAX_JOBS=2 $(BIN)/python setup.py -q build_ext --inplace
+	$(WITH_VENV) MAX_JOBS=2 $(BIN)/python setup.py -q build_ext --inplace
 
-test: build
+# The CUDA sources built by the host compiler against the execution emulator (tests only;
+# see tests/cuda_emulator.py): build/cuda_emu/fastsoftmax_emu.so.
+cuda-emu: setup
+	$(WITH_VENV) MAX_JOBS=2 $(BIN)/python tools/build_cuda_emu.py
+
+# Every test, on the CPU and on the emulated CUDA kernels (the "cuda_emu" device).
+test: build cuda-emu
 	$(BIN)/python -m pytest -q tests
+
+# Only the tests that run the CUDA code path through the emulator.
+cuda-emu-test: build cuda-emu
+	$(BIN)/python -m pytest -q tests -k "cuda_emu or emulator"
 
 demo: build
 	$(BIN)/python -m fastsoftmax.demo
@@ -39,7 +52,7 @@ cuda-check: setup
 # it from outside the source tree.
 wheel-check: build
 	rm -rf dist .wheel-venv
-	MAX_JOBS=2 $(BIN)/python -m pip wheel -q --no-build-isolation --no-deps -w dist .
+	$(WITH_VENV) MAX_JOBS=2 $(BIN)/python -m pip wheel -q --no-build-isolation --no-deps -w dist .
 	$(PY) -m venv --system-site-packages .wheel-venv
 	.wheel-venv/bin/python -m pip install -q "torch==$$($(BIN)/python -c 'import torch; print(torch.__version__.split("+")[0])')" numpy
 	.wheel-venv/bin/python -m pip install -q --no-deps dist/fastsoftmax-*.whl

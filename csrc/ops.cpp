@@ -3,7 +3,9 @@
 // autograd in fastsoftmax/ops.py.
 #include <torch/library.h>
 
-TORCH_LIBRARY(fastsoftmax, m) {
+namespace {
+
+void define_ops(torch::Library& m) {
   // Samplers. `seed` is an int64 tensor of one element on the sampler's device; `kind` is
   // 0 alias table, 1 uniform, 2 log-uniform (prob and alias are ignored unless 0).
   m.def("alias_build(Tensor weights) -> (Tensor prob, Tensor alias)");
@@ -44,15 +46,17 @@ TORCH_LIBRARY(fastsoftmax, m) {
       " Tensor sampled, Tensor grad_logits, Tensor grad_true, bool has_bias, int ignore_index,"
       " bool sparse) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias,"
       " Tensor grad_weight_ids)");
-  // word2vec (issue 4): one Hogwild SGD pass of skip-gram (sg) or CBOW with negative
+  // word2vec: one Hogwild SGD pass of skip-gram (sg) or CBOW with negative
   // sampling over a batch of sentences, updating syn0 and syn1neg [V, D] in place.
   // tokens: int32 in-vocabulary ids of the batch, concatenated; sentence_ends: int64 [S]
   // exclusive end of each sentence in tokens; words_before: int64 [S] raw corpus words
   // trained before each sentence (all epochs), which sets its learning rate on the linear
   // schedule alpha -> min_alpha over total_words; keep_prob: float32 [V] subsampling keep
   // probabilities; (ns_prob, ns_alias): the alias table of the negative distribution;
-  // first_token: global counter of tokens[0] (see csrc/common/word2vec.h). Returns float64
-  // [3] = (summed loss, positive predictions, tokens kept after subsampling).
+  // first_token: global counter of tokens[0] (see csrc/common/word2vec.h); num_workers:
+  // concurrent sentence walkers (CPU threads, CUDA warps); one worker walks the sentences in
+  // order on either device (deterministic), more alert under torch's deterministic mode.
+  // Returns float64 [3] = (summed loss, positive predictions, tokens kept after subsampling).
   m.def(
       "word2vec_train(Tensor(a!) syn0, Tensor(b!) syn1neg, Tensor tokens, Tensor sentence_ends,"
       " Tensor words_before, Tensor keep_prob, Tensor ns_prob, Tensor ns_alias, int seed,"
@@ -60,3 +64,13 @@ TORCH_LIBRARY(fastsoftmax, m) {
       " bool shrink_windows, float alpha, float min_alpha, float total_words,"
       " int num_workers) -> Tensor");
 }
+
+}  // namespace
+
+// The emulated CUDA build (tests only; see csrc/cuda/runtime.cuh) declares the same schemas
+// in a namespace of its own, whose CPU kernels are the CUDA sources run by the emulator.
+#ifdef FASTSOFTMAX_EMULATE_CUDA
+TORCH_LIBRARY(fastsoftmax_emu, m) { define_ops(m); }
+#else
+TORCH_LIBRARY(fastsoftmax, m) { define_ops(m); }
+#endif

@@ -21,6 +21,10 @@ from .samplers import LogUniformSampler, Sampler, UniformSampler, UnigramSampler
 _SAMPLERS = ("unigram", "log_uniform", "uniform")
 
 
+def _acc_dtype(x: Tensor) -> torch.dtype:
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
 def _make_sampler(sampler, counts, power: float, num_classes: int, default: str) -> Sampler:
     if isinstance(sampler, Sampler):
         if sampler.num_classes != num_classes:
@@ -88,8 +92,9 @@ class _OutputLayer(nn.Module):
         return max(1, min(self.num_classes, self.chunk_bytes // (4 * max(rows, 1))))
 
     def _logits(self, h: Tensor, start: int, stop: int) -> Tensor:
+        # In float32, or float64 for float64 input (the accumulation dtype of the ops).
         b = None if self.bias is None else self.bias[start:stop]
-        return torch.nn.functional.linear(h, self.weight[start:stop], b).float()
+        return torch.nn.functional.linear(h, self.weight[start:stop], b).to(_acc_dtype(h))
 
     def _logsumexp(self, h: Tensor) -> Tensor:
         lse = None
@@ -100,10 +105,11 @@ class _OutputLayer(nn.Module):
         return lse
 
     def log_prob(self, input: Tensor) -> Tensor:
-        """Full log-probabilities [*, V] (float32), computed in chunks of classes."""
+        """Full log-probabilities [*, V] (float32; float64 for float64 input), computed in
+        chunks of classes."""
         h = input.reshape(-1, self.in_features)
         lse = self._logsumexp(h)
-        out = torch.empty(h.shape[0], self.num_classes, device=h.device, dtype=torch.float32)
+        out = torch.empty(h.shape[0], self.num_classes, device=h.device, dtype=_acc_dtype(h))
         step = self._chunk(h.shape[0])
         for start in range(0, self.num_classes, step):
             out[:, start:start + step] = self._logits(h, start, start + step) - lse[:, None]
@@ -112,7 +118,7 @@ class _OutputLayer(nn.Module):
     def predict(self, input: Tensor) -> Tensor:
         """argmax class ids [*] of the full softmax, computed in chunks of classes."""
         h = input.reshape(-1, self.in_features)
-        best = torch.full((h.shape[0],), -math.inf, device=h.device)
+        best = torch.full((h.shape[0],), -math.inf, device=h.device, dtype=_acc_dtype(h))
         arg = torch.zeros(h.shape[0], dtype=torch.int64, device=h.device)
         step = self._chunk(h.shape[0])
         for start in range(0, self.num_classes, step):
@@ -137,9 +143,9 @@ class _OutputLayer(nn.Module):
             torch._assert_async(in_range, message)
         elif not bool(in_range):
             raise ValueError(message)
-        true = (h.unsqueeze(1) * self.weight[safe]).float().sum(-1)
+        true = (h.unsqueeze(1) * self.weight[safe]).to(_acc_dtype(h)).sum(-1)
         if self.bias is not None:
-            true = true + self.bias[safe].float()
+            true = true + self.bias[safe].to(_acc_dtype(h))
         loss = self._logsumexp(h) - true.mean(1)
         loss = torch.where(keep, loss, torch.zeros_like(loss))
         return F._reduce(loss, t2, lead, self.reduction, self.ignore_index, input.dtype)

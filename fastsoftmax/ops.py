@@ -2,8 +2,14 @@
 
 Every native op is declared once in csrc/ops.cpp; this module makes each usable under
 torch.compile (fake kernels) and is the only Python code that calls torch.ops directly.
+
+The wrappers call the ops of the namespace named by `_LIB`: "fastsoftmax", or, in the tests,
+"fastsoftmax_emu", the same schemas implemented by the CUDA sources running on the CPU
+through an emulator (tests/cuda_emulator.py). `register_python_parts` gives a namespace its
+fake kernels, autograd and autocast rules.
 """
 
+import functools
 from typing import Optional, Sequence, Tuple
 
 import torch
@@ -14,6 +20,12 @@ from . import _loader
 _C = _loader.load()
 
 KIND_ALIAS, KIND_UNIFORM, KIND_LOG_UNIFORM = 0, 1, 2
+
+_LIB = "fastsoftmax"
+
+
+def _op(name: str):
+    return getattr(getattr(torch.ops, _LIB), name).default
 
 
 def draw_seed(generator: Optional[torch.Generator], device: torch.device) -> Tensor:
@@ -34,36 +46,31 @@ def draw_seed(generator: Optional[torch.Generator], device: torch.device) -> Ten
 
 
 def alias_build(weights: Tensor) -> Tuple[Tensor, Tensor]:
-    return torch.ops.fastsoftmax.alias_build.default(weights)
+    return _op("alias_build")(weights)
 
 
 def sample(
     prob: Tensor, alias: Tensor, seed: Tensor, num_classes: int, kind: int, size: Sequence[int]
 ) -> Tensor:
-    return torch.ops.fastsoftmax.sample.default(prob, alias, seed, num_classes, kind, list(size))
+    return _op("sample")(prob, alias, seed, num_classes, kind, list(size))
 
 
 def sample_unique(
     prob: Tensor, alias: Tensor, seed: Tensor, num_classes: int, kind: int, num_sampled: int
 ) -> Tuple[Tensor, Tensor]:
-    return torch.ops.fastsoftmax.sample_unique.default(
-        prob, alias, seed, num_classes, kind, num_sampled
-    )
+    return _op("sample_unique")(prob, alias, seed, num_classes, kind, num_sampled)
 
 
-@torch.library.register_fake("fastsoftmax::alias_build")
 def _alias_build_fake(weights):
     torch._check(weights.dim() == 1, lambda: "weights must be 1-D")
     n = weights.shape[0]
     return weights.new_empty(n, dtype=torch.float32), weights.new_empty(n, dtype=torch.int32)
 
 
-@torch.library.register_fake("fastsoftmax::sample")
 def _sample_fake(prob, alias, seed, num_classes, kind, size):
     return seed.new_empty(size, dtype=torch.int64)
 
 
-@torch.library.register_fake("fastsoftmax::sample_unique")
 def _sample_unique_fake(prob, alias, seed, num_classes, kind, num_sampled):
     return seed.new_empty(num_sampled, dtype=torch.int64), seed.new_empty((), dtype=torch.int64)
 
@@ -81,7 +88,7 @@ def negative_sampling_forward(
     input: Tensor, weight: Tensor, target: Tensor, negatives: Tensor, ignore_index: int,
     sparse: bool,
 ) -> Tuple[Tensor, Tensor]:
-    return torch.ops.fastsoftmax.negative_sampling_forward.default(
+    return _op("negative_sampling_forward")(
         input, weight, target, negatives, ignore_index, sparse
     )
 
@@ -91,7 +98,7 @@ def sampled_logits_forward(
     true_expected_count: Tensor, sampled_expected_count: Tensor, log_z: Tensor, mode: int,
     remove_accidental_hits: bool, ignore_index: int, sparse: bool,
 ) -> Tuple[Tensor, Tensor, Tensor]:
-    return torch.ops.fastsoftmax.sampled_logits_forward.default(
+    return _op("sampled_logits_forward")(
         input, weight, bias, target, sampled, true_expected_count, sampled_expected_count,
         log_z, mode, remove_accidental_hits, ignore_index, sparse,
     )
@@ -111,7 +118,6 @@ def _sparse_rows_fake(weight: Tensor, sparse: bool) -> Tuple[Tensor, Tensor]:
     )
 
 
-@torch.library.register_fake("fastsoftmax::negative_sampling_forward")
 def _negative_sampling_forward_fake(input, weight, target, negatives, ignore_index, sparse):
     torch._check(input.dim() == 2 and weight.dim() == 2 and target.dim() == 2)
     n, acc = input.shape[0], _acc_dtype(input.dtype)
@@ -119,7 +125,6 @@ def _negative_sampling_forward_fake(input, weight, target, negatives, ignore_ind
     return input.new_empty(n, dtype=acc), input.new_empty(n, j, dtype=acc)
 
 
-@torch.library.register_fake("fastsoftmax::negative_sampling_backward")
 def _negative_sampling_backward_fake(
     grad_loss, input, weight, target, negatives, coef, ignore_index, sparse
 ):
@@ -127,7 +132,6 @@ def _negative_sampling_backward_fake(
     return torch.empty_like(input), grad_weight, ids
 
 
-@torch.library.register_fake("fastsoftmax::sampled_logits_forward")
 def _sampled_logits_forward_fake(
     input, weight, bias, target, sampled, true_expected_count, sampled_expected_count, log_z,
     mode, remove_accidental_hits, ignore_index, sparse,
@@ -141,7 +145,6 @@ def _sampled_logits_forward_fake(
     )
 
 
-@torch.library.register_fake("fastsoftmax::sampled_logits_backward")
 def _sampled_logits_backward_fake(
     grad_loss, input, weight, target, sampled, grad_logits, grad_true, has_bias, ignore_index,
     sparse,
@@ -167,9 +170,9 @@ def _negative_sampling_setup(ctx, inputs, output):
     ctx.save_for_backward(input, weight, target, negatives, output[1])
 
 
-def _negative_sampling_backward(ctx, grad_loss, grad_coef):
+def _negative_sampling_backward(backward_op, ctx, grad_loss, grad_coef):
     input, weight, target, negatives, coef = ctx.saved_tensors
-    grad_input, grad_weight, ids = torch.ops.fastsoftmax.negative_sampling_backward.default(
+    grad_input, grad_weight, ids = backward_op(
         grad_loss.contiguous(), input, weight, target, negatives, coef, ctx.ignore_index,
         ctx.sparse,
     )
@@ -184,14 +187,12 @@ def _sampled_logits_setup(ctx, inputs, output):
     ctx.save_for_backward(input, weight, target, sampled, output[1], output[2])
 
 
-def _sampled_logits_backward(ctx, grad_loss, grad_grad_logits, grad_grad_true):
+def _sampled_logits_backward(backward_op, ctx, grad_loss, grad_grad_logits, grad_grad_true):
     input, weight, target, sampled, grad_logits, grad_true = ctx.saved_tensors
     grad_loss = grad_loss.contiguous()
-    grad_input, grad_weight, grad_bias, ids = (
-        torch.ops.fastsoftmax.sampled_logits_backward.default(
-            grad_loss, input, weight, target, sampled, grad_logits, grad_true, ctx.has_bias,
-            ctx.ignore_index, ctx.sparse,
-        )
+    grad_input, grad_weight, grad_bias, ids = backward_op(
+        grad_loss, input, weight, target, sampled, grad_logits, grad_true, ctx.has_bias,
+        ctx.ignore_index, ctx.sparse,
     )
     grad_log_z = None
     if ctx.needs_input_grad[7]:
@@ -209,26 +210,10 @@ def _sampled_logits_backward(ctx, grad_loss, grad_grad_logits, grad_grad_true):
     )
 
 
-torch.library.register_autograd(
-    "fastsoftmax::negative_sampling_forward",
-    _negative_sampling_backward,
-    setup_context=_negative_sampling_setup,
-)
-torch.library.register_autograd(
-    "fastsoftmax::sampled_logits_forward",
-    _sampled_logits_backward,
-    setup_context=_sampled_logits_setup,
-)
-
-# Under autocast the losses run in float32, as F.cross_entropy does: low-precision
-# activations are upcast to meet the float32 weight (and the backward casts them back).
-for _op in ("negative_sampling_forward", "sampled_logits_forward"):
-    for _device in ("cpu", "cuda"):
-        torch.library.register_autocast(f"fastsoftmax::{_op}", _device, torch.float32)
 
 
 # ---------------------------------------------------------------------------------------
-# word2vec (issue 4)
+# word2vec
 # ---------------------------------------------------------------------------------------
 
 
@@ -241,7 +226,7 @@ def word2vec_train(
     """One Hogwild SGD pass of word2vec over a batch of sentences, updating syn0 and syn1neg
     in place; returns float64 [3] = (summed loss, positive predictions, tokens kept).
     See csrc/ops.cpp for the arguments."""
-    return torch.ops.fastsoftmax.word2vec_train.default(
+    return _op("word2vec_train")(
         syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob, ns_alias,
         int(seed), int(first_token), bool(sg), bool(cbow_mean), int(window), int(negative),
         bool(shrink_windows), float(alpha), float(min_alpha), float(total_words),
@@ -249,8 +234,45 @@ def word2vec_train(
     )
 
 
-@torch.library.register_fake("fastsoftmax::word2vec_train")
 def _word2vec_train_fake(syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob,
                          ns_prob, ns_alias, seed, first_token, sg, cbow_mean, window, negative,
                          shrink_windows, alpha, min_alpha, total_words, num_workers):
     return syn0.new_empty(3, dtype=torch.float64)
+
+
+_FAKES = {
+    "alias_build": _alias_build_fake,
+    "sample": _sample_fake,
+    "sample_unique": _sample_unique_fake,
+    "negative_sampling_forward": _negative_sampling_forward_fake,
+    "negative_sampling_backward": _negative_sampling_backward_fake,
+    "sampled_logits_forward": _sampled_logits_forward_fake,
+    "sampled_logits_backward": _sampled_logits_backward_fake,
+    "word2vec_train": _word2vec_train_fake,
+}
+_AUTOGRAD = {  # forward op: (backward op, backward, setup_context)
+    "negative_sampling_forward": (
+        "negative_sampling_backward", _negative_sampling_backward, _negative_sampling_setup,
+    ),
+    "sampled_logits_forward": (
+        "sampled_logits_backward", _sampled_logits_backward, _sampled_logits_setup,
+    ),
+}
+
+
+def register_python_parts(lib: str) -> None:
+    """Fake kernels, autograd and autocast rules for the ops of namespace `lib`."""
+    for name, fake in _FAKES.items():
+        torch.library.register_fake(f"{lib}::{name}", fake)
+    for name, (backward_name, backward, setup) in _AUTOGRAD.items():
+        backward_op = getattr(getattr(torch.ops, lib), backward_name).default
+        torch.library.register_autograd(
+            f"{lib}::{name}", functools.partial(backward, backward_op), setup_context=setup
+        )
+        # Under autocast the losses run in float32, as F.cross_entropy does: low-precision
+        # activations are upcast to meet the float32 weight (the backward casts them back).
+        for device in ("cpu", "cuda"):
+            torch.library.register_autocast(f"{lib}::{name}", device, torch.float32)
+
+
+register_python_parts("fastsoftmax")

@@ -1,12 +1,37 @@
+import contextlib
+
 import pytest
 import torch
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+from cuda_emulator import AVAILABLE as CUDA_EMU, emulated_cuda
+
+# "cuda_emu": CPU tensors, ops routed to the CUDA kernels run by the emulator.
+DEVICES = ["cpu"] + (["cuda_emu"] if CUDA_EMU else []) + (
+    ["cuda"] if torch.cuda.is_available() else [])
+CUDA_BACKENDS = (["cuda_emu"] if CUDA_EMU else []) + (
+    ["cuda"] if torch.cuda.is_available() else [])
+
+
+def backend_context(name):
+    """(device, a function making the context manager that enters it) of a test device."""
+    if name == "cuda_emu":
+        return torch.device("cpu"), emulated_cuda
+    return torch.device(name), contextlib.nullcontext
 
 
 @pytest.fixture(params=DEVICES)
 def device(request):
-    return torch.device(request.param)
+    dev, enter = backend_context(request.param)
+    with enter():
+        yield dev
+
+
+@pytest.fixture(params=CUDA_BACKENDS or [pytest.param("none", marks=pytest.mark.skip(
+    reason="neither a CUDA device nor the emulated CUDA build"))])
+def cuda_backend(request):
+    """A CUDA implementation to compare with the CPU: the real device or the emulator.
+    Returns (device, a function making the context manager that enters it)."""
+    return backend_context(request.param)
 
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -7,6 +7,7 @@ import torch
 
 import fastsoftmax
 from fastsoftmax import _loader
+from cuda_emulator import AVAILABLE as CUDA_EMU
 
 
 def test_build_info():
@@ -31,6 +32,21 @@ def test_missing_extension_says_how_to_build(monkeypatch):
         _loader.load()
 
 
+OPS = ("alias_build", "sample", "sample_unique", "negative_sampling_forward",
+       "negative_sampling_backward", "sampled_logits_forward", "sampled_logits_backward",
+       "word2vec_train")
+
+
 def test_ops_registered():
-    for name in ("alias_build", "sample", "sample_unique"):
+    for name in OPS:
         assert hasattr(torch.ops.fastsoftmax, name)
+        schema = getattr(torch.ops.fastsoftmax, name).default._schema
+        assert schema.name == f"fastsoftmax::{name}"
+
+
+@pytest.mark.skipif(not CUDA_EMU, reason="emulated CUDA build not built")
+def test_emulated_build_has_every_op_with_the_same_schema():
+    for name in OPS:
+        ours = str(getattr(torch.ops.fastsoftmax, name).default._schema)
+        emulated = str(getattr(torch.ops.fastsoftmax_emu, name).default._schema)
+        assert emulated == ours.replace("fastsoftmax::", "fastsoftmax_emu::")

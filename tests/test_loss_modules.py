@@ -46,6 +46,21 @@ def test_eval_is_full_softmax(device, cls, kw, reduction):
 
 
 @pytest.mark.parametrize("cls,kw", MODULES)
+def test_float64_eval_is_exact_in_float64(cls, kw):
+    torch.manual_seed(0)
+    m = cls(D, V, 8, **kw).double().eval()
+    if m.bias is not None:
+        torch.nn.init.normal_(m.bias)
+    x, t = data("cpu")
+    x = x.double() * 3
+    logits = F.linear(x, m.weight, m.bias)
+    ref = F.cross_entropy(logits.reshape(-1, V), t.reshape(-1))
+    assert m(x, t).dtype == torch.float64
+    torch.testing.assert_close(m(x, t), ref, rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(m.log_prob(x), F.log_softmax(logits, -1), rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("cls,kw", MODULES)
 def test_training_mode_draws_and_trains(device, cls, kw):
     torch.manual_seed(0)
     m = cls(D, V, 8, **kw).to(device)

@@ -194,13 +194,13 @@ def _op_samples(device, dtype):
     ns = fs.ops.negative_sampling_forward
     sl = fs.ops.sampled_logits_forward
     return c, [
-        (torch.ops.fastsoftmax.negative_sampling_forward.default,
+        (fs.ops._op("negative_sampling_forward"),
          (h, w, t, c["negatives"], -100, False)),
-        (torch.ops.fastsoftmax.negative_sampling_forward.default,
+        (fs.ops._op("negative_sampling_forward"),
          (h, w, t, c["negatives"][0], -100, True)),
-        (torch.ops.fastsoftmax.sampled_logits_forward.default,
+        (fs.ops._op("sampled_logits_forward"),
          (h, w, b, t, cand, tq.reshape(t.shape), sq, z, 0, True, -100, False)),
-        (torch.ops.fastsoftmax.sampled_logits_forward.default,
+        (fs.ops._op("sampled_logits_forward"),
          (h, w, None, t, cand, tq.reshape(t.shape), sq, z, 1, False, -100, True)),
     ], ns, sl
 
@@ -210,34 +210,34 @@ def test_opcheck(device):
     for op, args in cases:
         torch.library.opcheck(op, args)
     h, w, t = c["h"].detach(), c["w"].detach(), c["target"]
-    loss, coef = torch.ops.fastsoftmax.negative_sampling_forward(h, w, t, c["negatives"], -100,
+    loss, coef = fs.ops._op("negative_sampling_forward")(h, w, t, c["negatives"], -100,
                                                                   False)
     g = torch.rand_like(loss)
-    torch.library.opcheck(torch.ops.fastsoftmax.negative_sampling_backward.default,
+    torch.library.opcheck(fs.ops._op("negative_sampling_backward"),
                           (g, h, w, t, c["negatives"], coef, -100, False))
     cand, tq, sq = c["sampled"]
     z = torch.tensor(0.0, device=device)
-    loss, gl, gt = torch.ops.fastsoftmax.sampled_logits_forward(
+    loss, gl, gt = fs.ops._op("sampled_logits_forward")(
         h, w, c["b"].detach(), t, cand, tq.reshape(t.shape), sq, z, 0, True, -100, False)
-    torch.library.opcheck(torch.ops.fastsoftmax.sampled_logits_backward.default,
+    torch.library.opcheck(fs.ops._op("sampled_logits_backward"),
                           (g, h, w, t, cand, gl, gt, True, -100, False))
 
 
 def test_opcheck_sparse_backward(device):
     c, _, _, _ = _op_samples(device, torch.float32)
     h, w, t = c["h"].detach(), c["w"].detach(), c["target"]
-    loss, coef = torch.ops.fastsoftmax.negative_sampling_forward(h, w, t, c["negatives"], -100,
+    loss, coef = fs.ops._op("negative_sampling_forward")(h, w, t, c["negatives"], -100,
                                                                   True)
     args = (torch.rand_like(loss), h, w, t, c["negatives"], coef, -100, True)
-    torch.library.opcheck(torch.ops.fastsoftmax.negative_sampling_backward.default, args)
+    torch.library.opcheck(fs.ops._op("negative_sampling_backward"), args)
     cand, tq, sq = c["sampled"]
     z = torch.tensor(0.0, device=device)
-    _, gl, gt = torch.ops.fastsoftmax.sampled_logits_forward(
+    _, gl, gt = fs.ops._op("sampled_logits_forward")(
         h, w, c["b"].detach(), t, cand, tq.reshape(t.shape), sq, z, 0, True, -100, True)
-    torch.library.opcheck(torch.ops.fastsoftmax.sampled_logits_backward.default,
+    torch.library.opcheck(fs.ops._op("sampled_logits_backward"),
                           (args[0], h, w, t, cand, gl, gt, True, -100, True))
-    _, rows, ids = torch.ops.fastsoftmax.negative_sampling_backward(*args)
-    dense = torch.ops.fastsoftmax.negative_sampling_backward(*args[:-1], False)[1]
+    _, rows, ids = fs.ops._op("negative_sampling_backward")(*args)
+    dense = fs.ops._op("negative_sampling_backward")(*args[:-1], False)[1]
     assert bool((ids[1:] > ids[:-1]).all())
     torch.testing.assert_close(rows, dense[ids], rtol=0, atol=0)
     untouched = torch.ones(V, dtype=torch.bool, device=device)

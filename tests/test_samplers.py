@@ -388,13 +388,13 @@ def test_op_level_checks():
 
 def test_opcheck(device):
     w = zipf_counts(300).to(device)
-    torch.library.opcheck(torch.ops.fastsoftmax.alias_build.default, (w,))
+    torch.library.opcheck(fs.ops._op("alias_build"), (w,))
     prob, alias = ops.alias_build(w)
     seed = torch.tensor([77], device=device)
     for kind in (0, 1, 2):
-        torch.library.opcheck(torch.ops.fastsoftmax.sample.default,
+        torch.library.opcheck(fs.ops._op("sample"),
                               (prob, alias, seed, 300, kind, [4, 5]))
-        torch.library.opcheck(torch.ops.fastsoftmax.sample_unique.default,
+        torch.library.opcheck(fs.ops._op("sample_unique"),
                               (prob, alias, seed, 300, kind, 50))
 
 

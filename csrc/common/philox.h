@@ -71,9 +71,12 @@ enum Stream : uint32_t {
 };
 
 // Unique sampling gives up after this many draws (the distribution then has fewer than
-// num_sampled classes of non-negligible probability): the CPU raises, CUDA reports
-// num_tries = -1 and leaves the unfilled candidates at -1.
-constexpr uint64_t kMaxUniqueTries = uint64_t{1} << 32;
+// num_sampled classes of non-negligible probability) and raises, on every device.
+// The emulated CUDA build lowers it (FASTSOFTMAX_MAX_UNIQUE_TRIES) so a test can reach it.
+#ifndef FASTSOFTMAX_MAX_UNIQUE_TRIES
+#define FASTSOFTMAX_MAX_UNIQUE_TRIES (uint64_t{1} << 32)
+#endif
+constexpr uint64_t kMaxUniqueTries = FASTSOFTMAX_MAX_UNIQUE_TRIES;
 
 // Kinds of distribution a draw can come from.
 enum SamplerKind : int64_t { kAlias = 0, kUniform = 1, kLogUniform = 2 };

@@ -37,6 +37,13 @@ inline void check_sample_args(const at::Tensor& prob, const at::Tensor& alias,
   }
 }
 
+// Unique sampling gives up after kMaxUniqueTries draws, on both devices, with this error.
+inline void check_unique_found(bool found, int64_t num_sampled) {
+  TORCH_CHECK_VALUE(found, "could not find ", num_sampled, " distinct candidates in ",
+                    kMaxUniqueTries,
+                    " draws: too few classes have non-negligible probability");
+}
+
 // Raises ValueError/TypeError for weights no distribution can be built from. One host
 // synchronisation on CUDA, at construction time only.
 inline void check_weights(const at::Tensor& weights) {
@@ -59,7 +66,9 @@ inline void check_weights(const at::Tensor& weights) {
 // Backend provides, on its device:
 //   static at::Tensor fixed_scan(const at::Tensor& x, at::Tensor* exclusive);
 //       fixed-order float64 scan (see alias_table.h); returns the total as a 0-dim tensor
-//   static void compact(...);   static void finalize(...);   (signatures below)
+//   static void build(scaled, is_light, light_start, light_end, heavy_end, lights_through,
+//                     prob, alias);
+//       compacts lights and heavies and writes every class's table entry (AliasSweep)
 template <class Backend>
 std::tuple<at::Tensor, at::Tensor> build_alias_table(const at::Tensor& weights) {
   check_weights(weights);
@@ -77,9 +86,15 @@ std::tuple<at::Tensor, at::Tensor> build_alias_table(const at::Tensor& weights) 
   at::Tensor light_start = at::empty_like(deficit), heavy_start = at::empty_like(surplus);
   Backend::fixed_scan(deficit, &light_start);
   Backend::fixed_scan(surplus, &heavy_start);
+  // A fold is monotone inside its chunk, but a chunk's offset comes from a separate fold of
+  // the chunk totals, so a prefix can dip by an ulp at a chunk boundary. The donor searches
+  // need monotone prefixes (the CPU walks cursors from a per-block binary search, CUDA
+  // searches every element: on a dip they disagree, and the CPU with the thread count), so
+  // take running maxima. A maximum is exact in any order: same bits on every device.
+  light_start = std::get<0>(at::cummax(light_start, 0));
   // Inclusive prefix = exclusive + own term: the very addition the fold performed.
   const at::Tensor light_end = light_start + deficit;
-  const at::Tensor heavy_end = heavy_start + surplus;
+  const at::Tensor heavy_end = std::get<0>(at::cummax(heavy_start + surplus, 0));
   const at::Tensor lights_through = at::cumsum(is_light, 0, at::kLong);  // exact integers
 
   at::Tensor prob = at::empty({n}, weights.options().dtype(at::kFloat));

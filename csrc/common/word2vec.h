@@ -101,6 +101,11 @@ inline void check_train_args(const at::Tensor& syn0, const at::Tensor& syn1neg,
   TORCH_CHECK_VALUE(negative >= 1, "word2vec_train: negative must be >= 1, got ", negative);
   TORCH_CHECK_VALUE(total_words >= 0, "word2vec_train: total_words must be >= 0");
   TORCH_CHECK_VALUE(num_workers >= 1, "word2vec_train: num_workers must be >= 1");
+  // One worker replays the corpus in order (bit-identical run to run); several race, as
+  // Hogwild SGD does by design.
+  if (num_workers > 1)
+    at::globalContext().alertNotDeterministic(
+        "word2vec_train with num_workers > 1 (Hogwild updates race by design; use one worker)");
   const int64_t S = sentence_ends.numel();
   if (S > 0) {
     // Offsets and ids are small host-side reductions; on CUDA they cost one sync per batch.

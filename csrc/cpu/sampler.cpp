@@ -196,9 +196,7 @@ std::tuple<at::Tensor, at::Tensor> sample_unique_cpu(const at::Tensor& prob,
   int64_t picked = 0;
   uint64_t tries = 0;
   while (picked < num_sampled) {
-    TORCH_CHECK_VALUE(tries < kMaxUniqueTries, "could not find ", num_sampled,
-                      " distinct candidates in 2^32 draws: too few classes have non-negligible "
-                      "probability");
+    check_unique_found(tries < kMaxUniqueTries, num_sampled);
     const int64_t c = draw_class(kind, key, kStreamUnique, tries++, p, a, num_classes);
     uint64_t& word = seen[c >> 6];
     const uint64_t bit = uint64_t{1} << (c & 63);

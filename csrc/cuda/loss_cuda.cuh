@@ -6,64 +6,28 @@
 //    but the order of the additions into a row varies from run to run;
 //  - sorted: pairs stably sorted by class id, then one block per touched class sums its pairs
 //    in pair order. Bit-identical run to run; used under torch.use_deterministic_algorithms
-//    and for sparse gradients (which need the touched ids anyway).
+//    and for sparse gradients (which need the touched ids anyway). No host synchronisation
+//    for a dense gradient; one (the count of touched classes) for a sparse one.
 #pragma once
 
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAStream.h>
 
 #include <tuple>
 #include <vector>
 
 #include "../common/loss_math.h"
+#include "cuda_utils.cuh"
 
 namespace fastsoftmax {
 namespace loss {
 
-constexpr int kWarp = 32;
-constexpr int kThreads = 256;
-
-inline int64_t blocks_for(int64_t work_items, int64_t per_block) {
-  const int64_t b = (work_items + per_block - 1) / per_block;
-  return b < 1 ? 1 : (b > (1 << 20) ? (1 << 20) : b);
-}
-
-template <class T>
-__device__ __forceinline__ T warp_sum(T v) {
-#pragma unroll
-  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-template <class T>
-__device__ __forceinline__ T warp_max(T v) {
-#pragma unroll
-  for (int o = kWarp / 2; o > 0; o >>= 1) {
-    const T u = __shfl_xor_sync(0xffffffffu, v, o);
-    v = u > v ? u : v;
-  }
-  return v;
-}
-
-// Sum or max over the block, returned to every thread, in a fixed order (deterministic).
-// smem holds at least 32 values; blockDim.x is a multiple of 32.
-template <bool Max, class T>
-__device__ T block_reduce(T v, T identity, T* smem) {
-  v = Max ? warp_max(v) : warp_sum(v);
-  const int lane = threadIdx.x % kWarp, wid = threadIdx.x / kWarp;
-  __syncthreads();  // smem may still be read by a previous call
-  if (lane == 0) smem[wid] = v;
-  __syncthreads();
-  if (wid == 0) {
-    v = threadIdx.x < blockDim.x / kWarp ? smem[lane] : identity;
-    v = Max ? warp_max(v) : warp_sum(v);
-    if (lane == 0) smem[0] = v;
-  }
-  __syncthreads();
-  return smem[0];
-}
+using cuda::block_reduce;
+using cuda::blocks_for;
+using cuda::kThreads;
+using cuda::kWarp;
+using cuda::warp_max;
+using cuda::warp_sum;
 
 // ---- atomic scatter: warp per pair ------------------------------------------------------
 
@@ -88,20 +52,24 @@ __global__ void scatter_atomic_kernel(PairGroups<scalar_t, acc_t> groups, int64_
 }
 
 // ---- sorted scatter: block per touched class --------------------------------------------
+// Pairs sorted by class id (stably, so a class keeps its pairs in pair order). A block takes
+// sorted positions q; the first position of each run of equal ids sums that run's pairs in
+// order into the class's row: out row = the id (dense) or run_row[q] (sparse, compact).
 
 template <class scalar_t, class acc_t>
-__global__ void scatter_sorted_kernel(PairGroups<scalar_t, acc_t> groups, int64_t D,
-                                      int64_t U, const int64_t* unique_ids,
-                                      const int64_t* offsets, const int64_t* order, bool compact,
-                                      scalar_t* out) {
-  for (int64_t u = blockIdx.x; u < U; u += gridDim.x) {
-    scalar_t* row = out + (compact ? u : unique_ids[u]) * D;
+__global__ void scatter_sorted_kernel(PairGroups<scalar_t, acc_t> groups, int64_t D, int64_t P,
+                                      const int64_t* sorted_ids, const int64_t* order,
+                                      const int64_t* run_row, scalar_t* out) {
+  for (int64_t q = blockIdx.x; q < P; q += gridDim.x) {
+    const int64_t id = sorted_ids[q];
+    if (q > 0 && sorted_ids[q - 1] == id) continue;  // not the start of a run
+    scalar_t* row = out + (run_row ? run_row[q] : id) * D;
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
       acc_t acc = 0;
-      for (int64_t q = offsets[u]; q < offsets[u + 1]; ++q) {
+      for (int64_t r = q; r < P && sorted_ids[r] == id; ++r) {
         int which;
         int64_t n, j;
-        groups.locate(order[q], which, n, j);
+        groups.locate(order[r], which, n, j);
         const auto& g = groups.g[which];
         acc += g.weight(n, j) * static_cast<acc_t>(g.src[n * g.src_row_stride + d]);
       }
@@ -111,31 +79,33 @@ __global__ void scatter_sorted_kernel(PairGroups<scalar_t, acc_t> groups, int64_
 }
 
 // keys: the class id of every pair, [P], in pair order (group 0 then group 1, row-major).
+// The dense gradient needs nothing on the host; the sparse one needs the number of touched
+// classes to size its output, which costs one device-to-host copy.
 template <class scalar_t>
 std::tuple<at::Tensor, at::Tensor> scatter_pairs_sorted_cuda(
     const PairGroups<scalar_t, at::opmath_type<scalar_t>>& groups, const at::Tensor& keys,
     int64_t V, int64_t D, bool sparse, const at::TensorOptions& options) {
   using acc_t = at::opmath_type<scalar_t>;
-  if (keys.numel() == 0) {
-    return {sparse ? at::empty({0, D}, options) : at::zeros({V, D}, options),
-            at::empty({0}, options.dtype(at::kLong))};
-  }
-  // Stable: pairs of one class keep their pair order, which fixes the summation order.
+  const int64_t P = keys.numel();
+  const at::Tensor no_ids = at::empty({0}, options.dtype(at::kLong));
+  if (P == 0) return {sparse ? at::empty({0, D}, options) : at::zeros({V, D}, options), no_ids};
   at::Tensor sorted, order;
   std::tie(sorted, order) = at::sort(keys, /*stable=*/true, /*dim=*/0, /*descending=*/false);
-  at::Tensor unique_ids, inverse, counts;
-  std::tie(unique_ids, inverse, counts) =
-      at::unique_consecutive(sorted, /*return_inverse=*/false, /*return_counts=*/true);
-  const int64_t U = unique_ids.numel();
-  const at::Tensor offsets = at::cat({at::zeros({1}, counts.options()), counts.cumsum(0)});
-  at::Tensor out = sparse ? at::empty({U, D}, options) : at::zeros({V, D}, options);
+  at::Tensor out, ids = no_ids, run_row;
+  if (sparse) {
+    const at::Tensor starts = at::ones({P}, keys.options().dtype(at::kBool));
+    starts.slice(0, 1).copy_(sorted.slice(0, 1) != sorted.slice(0, 0, P - 1));
+    run_row = at::cumsum(starts, 0) - 1;
+    ids = sorted.masked_select(starts);  // the one host synchronisation: U = ids.numel()
+    out = at::empty({ids.numel(), D}, options);
+  } else {
+    out = at::zeros({V, D}, options);
+  }
   const int threads = D >= 256 ? 256 : (D >= 128 ? 128 : 64);
-  scatter_sorted_kernel<scalar_t, acc_t>
-      <<<blocks_for(U, 1), threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-          groups, D, U, unique_ids.data_ptr<int64_t>(), offsets.data_ptr<int64_t>(),
-          order.data_ptr<int64_t>(), sparse, out.data_ptr<scalar_t>());
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {out, sparse ? unique_ids : at::empty({0}, options.dtype(at::kLong))};
+  FS_LAUNCH((scatter_sorted_kernel<scalar_t, acc_t>), blocks_for(P, 1), threads, 0, groups, D,
+            P, sorted.data_ptr<int64_t>(), order.data_ptr<int64_t>(),
+            sparse ? run_row.data_ptr<int64_t>() : nullptr, out.data_ptr<scalar_t>());
+  return {out, ids};
 }
 
 template <class scalar_t>
@@ -145,10 +115,8 @@ at::Tensor scatter_pairs_atomic_cuda(const PairGroups<scalar_t, at::opmath_type<
   at::Tensor buf = at::zeros({V, D}, options.dtype(c10::CppTypeToScalarType<acc_t>::value));
   const int64_t P = groups.size();
   if (P > 0) {
-    scatter_atomic_kernel<scalar_t, acc_t>
-        <<<blocks_for(P, kThreads / kWarp), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-            groups, D, buf.data_ptr<acc_t>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    FS_LAUNCH((scatter_atomic_kernel<scalar_t, acc_t>), blocks_for(P, kThreads / kWarp),
+              kThreads, 0, groups, D, buf.data_ptr<acc_t>());
   }
   return buf.to(options.dtype());
 }

@@ -8,13 +8,11 @@
 // adds into grad_W with atomics in the same pass (each W row it reads is the row it updates).
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
 #include "../common/loss_host.h"
 #include "loss_cuda.cuh"
+#include "runtime.cuh"
 
 namespace fastsoftmax {
 namespace {
@@ -97,7 +95,7 @@ std::tuple<at::Tensor, at::Tensor> negative_sampling_forward_cuda(
     const at::Tensor& input_, const at::Tensor& weight_, const at::Tensor& target_,
     const at::Tensor& negatives_, int64_t ignore_index, bool /*sparse: read by the backward*/) {
   check_negative_sampling(input_, weight_, target_, negatives_, ignore_index);
-  const c10::cuda::CUDAGuard guard(input_.device());
+  const cuda::DeviceGuard guard(input_.device());
   const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
   const at::Tensor target = target_.contiguous(), negatives = negatives_.contiguous();
   const int64_t N = input.size(0), T = target.size(1), K = negatives.size(-1);
@@ -113,9 +111,8 @@ std::tuple<at::Tensor, at::Tensor> negative_sampling_forward_cuda(
                                     weight.data_ptr<scalar_t>(), target.data_ptr<int64_t>(),
                                     negatives.data_ptr<int64_t>(), loss.data_ptr<acc_t>(),
                                     coef.data_ptr<acc_t>(), nullptr, nullptr, nullptr};
-        ns_forward_kernel<scalar_t, acc_t>
-            <<<blocks_for(N, kThreads / kWarp), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(p);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        FS_LAUNCH((ns_forward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp), kThreads,
+                  0, p);
       });
   return {loss, coef};
 }
@@ -126,7 +123,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cuda(
     int64_t ignore_index, bool sparse) {
   check_dense(input_, weight_);
   check_target(target_, input_);
-  const c10::cuda::CUDAGuard guard(input_.device());
+  const cuda::DeviceGuard guard(input_.device());
   const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
   const at::Tensor target = safe_target(target_, ignore_index);
   const at::Tensor negatives = negatives_.contiguous();
@@ -156,10 +153,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cuda(
                                     grad_input.data_ptr<scalar_t>(),
                                     sorted ? nullptr : acc_buf.data_ptr<acc_t>()};
         if (N > 0) {
-          ns_backward_kernel<scalar_t, acc_t>
-              <<<blocks_for(N, kThreads / kWarp), kThreads, 0,
-                 c10::cuda::getCurrentCUDAStream()>>>(p);
-          C10_CUDA_KERNEL_LAUNCH_CHECK();
+          FS_LAUNCH((ns_backward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp),
+                    kThreads, 0, p);
         }
         if (!sorted) {
           grad_weight = acc_buf.to(input.scalar_type());
@@ -179,7 +174,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cuda(
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, m) {
+FS_CUDA_IMPL(m) {
   m.impl("negative_sampling_forward", &negative_sampling_forward_cuda);
   m.impl("negative_sampling_backward", &negative_sampling_backward_cuda);
 }

@@ -6,15 +6,13 @@
 //   products plus a per-row kernel for the true classes and the weight-gradient scatter.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
 #include <cfloat>
 
 #include "../common/loss_host.h"
 #include "loss_cuda.cuh"
+#include "runtime.cuh"
 
 namespace fastsoftmax {
 namespace {
@@ -50,17 +48,17 @@ __device__ __forceinline__ bool is_hit(const EpilogueParams<scalar_t, acc_t>& p,
   return hit;
 }
 
-// One block per row. Dynamic shared memory: T true logits.
+// One block per row. The row's T true logits are kept in its grad_true row (global memory,
+// so num_true has no limit), which the end of the row overwrites with their gradients.
 template <class scalar_t, class acc_t>
 __global__ void epilogue_kernel(EpilogueParams<scalar_t, acc_t> p) {
-  extern __shared__ unsigned char shared_raw[];
-  acc_t* xt = reinterpret_cast<acc_t*>(shared_raw);
   __shared__ acc_t red[kWarp];
   const acc_t label = acc_t(1) / static_cast<acc_t>(p.T);
   for (int64_t n = blockIdx.x; n < p.N; n += gridDim.x) {
     const int64_t* tn = p.target + n * p.T;
     scalar_t* ln = p.logits + n * p.S;
     acc_t* gtn = p.grad_true + n * p.T;
+    acc_t* xt = gtn;
     if (tn[0] == p.ignore_index) {
       for (int64_t j = threadIdx.x; j < p.S; j += blockDim.x) ln[j] = scalar_t(0);
       for (int64_t t = threadIdx.x; t < p.T; t += blockDim.x) gtn[t] = acc_t(0);
@@ -155,7 +153,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sampled_logits_forward_cuda(
     bool remove_accidental_hits, int64_t ignore_index, bool /*sparse: read by the backward*/) {
   check_sampled_logits(input_, weight_, bias, target_, sampled_, true_expected, sampled_expected,
                        log_z, mode, ignore_index);
-  const c10::cuda::CUDAGuard guard(input_.device());
+  const cuda::DeviceGuard guard(input_.device());
   const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
   const at::Tensor target = target_.contiguous(), sampled = sampled_.contiguous();
   const int64_t N = input.size(0), D = input.size(1), T = target.size(1), S = sampled.size(0);
@@ -175,11 +173,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sampled_logits_forward_cuda(
             input.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), target.data_ptr<int64_t>(),
             sampled.data_ptr<int64_t>(), col.data_ptr<acc_t>(), row_true.data_ptr<acc_t>(),
             logits.data_ptr<scalar_t>(), loss.data_ptr<acc_t>(), grad_true.data_ptr<acc_t>()};
-        const size_t smem = static_cast<size_t>(T) * sizeof(acc_t);
-        TORCH_CHECK_VALUE(smem <= 32 * 1024, "num_true = ", T, " is too large");
-        epilogue_kernel<scalar_t, acc_t>
-            <<<blocks_for(N, 1), kThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(p);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        FS_LAUNCH((epilogue_kernel<scalar_t, acc_t>), blocks_for(N, 1), kThreads, 0, p);
       });
   return {loss, logits, grad_true};
 }
@@ -188,7 +182,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sampled_logits_backwa
     const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
     const at::Tensor& target_, const at::Tensor& sampled_, const at::Tensor& grad_logits_,
     const at::Tensor& grad_true_, bool has_bias, int64_t ignore_index, bool sparse) {
-  const c10::cuda::CUDAGuard guard(input_.device());
+  const cuda::DeviceGuard guard(input_.device());
   SampledBackward b = sampled_backward_prologue(grad_loss_, input_, weight_, target_, sampled_,
                                                 grad_logits_, grad_true_, ignore_index);
   const at::Tensor &input = b.input, &weight = b.weight, &target = b.target, &sampled = b.sampled;
@@ -205,11 +199,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sampled_logits_backwa
         const acc_t* gt = grad_true.data_ptr<acc_t>();
         const acc_t* g = grad_loss.data_ptr<acc_t>();
         if (N > 0) {
-          true_rows_kernel<scalar_t, acc_t>
-              <<<blocks_for(N, kThreads / kWarp), kThreads, 0,
-                 c10::cuda::getCurrentCUDAStream()>>>(N, D, T, weight.data_ptr<scalar_t>(), tg,
-                                                      gt, g, grad_input.data_ptr<scalar_t>());
-          C10_CUDA_KERNEL_LAUNCH_CHECK();
+          FS_LAUNCH((true_rows_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp),
+                    kThreads, 0, N, D, T, weight.data_ptr<scalar_t>(), tg, gt, g,
+                    grad_input.data_ptr<scalar_t>());
         }
         PairGroups<scalar_t, acc_t> pairs;
         pairs.num = 2;
@@ -231,7 +223,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sampled_logits_backwa
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, m) {
+FS_CUDA_IMPL(m) {
   m.impl("sampled_logits_forward", &sampled_logits_forward_cuda);
   m.impl("sampled_logits_backward", &sampled_logits_backward_cuda);
 }

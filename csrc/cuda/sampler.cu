@@ -3,25 +3,20 @@
 // seed draws the same ids. Nothing here synchronises with the host except the weight check
 // in alias_build.
 #include <ATen/ATen.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
 #include <climits>
 
 #include "../common/philox.h"
 #include "../common/sampler_host.h"
+#include "cuda_utils.cuh"
 
 namespace fastsoftmax {
 namespace {
 
-constexpr int kThreads = 256;
+using cuda::kThreads;
 
-int64_t grid_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return blocks < 1 ? 1 : (blocks > (1 << 20) ? (1 << 20) : blocks);
-}
+int64_t grid_for(int64_t n) { return cuda::blocks_for(n, kThreads); }
 
 // ---- fixed-order scan (one thread per chunk; see alias_table.h) ---------------------------
 
@@ -46,29 +41,26 @@ __global__ void fold_small_kernel(const double* x, double* exclusive, int64_t n,
 
 struct CudaBackend {
   static void scan(const double* x, double* exclusive, int64_t n, double* total,
-                   const at::TensorOptions& options, cudaStream_t stream) {
+                   const at::TensorOptions& options) {
     if (n <= kScanChunk) {
-      fold_small_kernel<<<1, 1, 0, stream>>>(x, exclusive, n, total);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      FS_LAUNCH(fold_small_kernel, 1, 1, 0, x, exclusive, n, total);
       return;
     }
     const int64_t chunks = num_chunks(n);
     at::Tensor totals = at::empty({chunks}, options), offsets = at::empty({chunks}, options);
     const int64_t grid = (chunks + kThreads - 1) / kThreads;
-    chunk_totals_kernel<<<grid, kThreads, 0, stream>>>(x, n, totals.data_ptr<double>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    scan(totals.data_ptr<double>(), offsets.data_ptr<double>(), chunks, total, options, stream);
+    FS_LAUNCH(chunk_totals_kernel, grid, kThreads, 0, x, n, totals.data_ptr<double>());
+    scan(totals.data_ptr<double>(), offsets.data_ptr<double>(), chunks, total, options);
     if (exclusive) {
-      chunk_prefix_kernel<<<grid, kThreads, 0, stream>>>(x, exclusive, n,
-                                                         offsets.data_ptr<double>());
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      FS_LAUNCH(chunk_prefix_kernel, grid, kThreads, 0, x, exclusive, n,
+                offsets.data_ptr<double>());
     }
   }
 
   static at::Tensor fixed_scan(const at::Tensor& x, at::Tensor* exclusive) {
     at::Tensor total = at::empty({}, x.options());
     scan(x.data_ptr<double>(), exclusive ? exclusive->data_ptr<double>() : nullptr, x.numel(),
-         total.data_ptr<double>(), x.options(), c10::cuda::getCurrentCUDAStream());
+         total.data_ptr<double>(), x.options());
     return total;
   }
 
@@ -152,15 +144,12 @@ void CudaBackend::build(const at::Tensor& scaled, const at::Tensor& is_light,
                       c_heavy_index.data_ptr<int64_t>(),
                       prob.data_ptr<float>(),
                       alias.data_ptr<int32_t>()};
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  compact_kernel<<<grid_for(n), kThreads, 0, stream>>>(p);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  finalize_kernel<<<grid_for(n), kThreads, 0, stream>>>(p);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  FS_LAUNCH(compact_kernel, grid_for(n), kThreads, 0, p);
+  FS_LAUNCH(finalize_kernel, grid_for(n), kThreads, 0, p);
 }
 
 std::tuple<at::Tensor, at::Tensor> alias_build_cuda(const at::Tensor& weights) {
-  const c10::cuda::CUDAGuard guard(weights.device());
+  const cuda::DeviceGuard guard(weights.device());
   return build_alias_table<CudaBackend>(weights);
 }
 
@@ -186,23 +175,21 @@ const int32_t* alias_ptr(const at::Tensor& t, int64_t kind) {
 at::Tensor sample_cuda(const at::Tensor& prob, const at::Tensor& alias, const at::Tensor& seed,
                        int64_t num_classes, int64_t kind, at::IntArrayRef size) {
   check_sample_args(prob, alias, seed, num_classes, kind);
-  const c10::cuda::CUDAGuard guard(seed.device());
+  const cuda::DeviceGuard guard(seed.device());
   at::Tensor out = at::empty(size, seed.options().dtype(at::kLong));
   const int64_t n = out.numel();
   if (n == 0) return out;
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const float* p = prob_ptr(prob, kind);
   const int32_t* a = alias_ptr(alias, kind);
   const int64_t* s = seed.data_ptr<int64_t>();
   int64_t* o = out.data_ptr<int64_t>();
   if (kind == kAlias) {
-    sample_kernel<kAlias><<<grid_for(n), kThreads, 0, stream>>>(p, a, s, num_classes, n, o);
+    FS_LAUNCH(sample_kernel<kAlias>, grid_for(n), kThreads, 0, p, a, s, num_classes, n, o);
   } else if (kind == kLogUniform) {
-    sample_kernel<kLogUniform><<<grid_for(n), kThreads, 0, stream>>>(p, a, s, num_classes, n, o);
+    FS_LAUNCH(sample_kernel<kLogUniform>, grid_for(n), kThreads, 0, p, a, s, num_classes, n, o);
   } else {
-    sample_kernel<kUniform><<<grid_for(n), kThreads, 0, stream>>>(p, a, s, num_classes, n, o);
+    FS_LAUNCH(sample_kernel<kUniform>, grid_for(n), kThreads, 0, p, a, s, num_classes, n, o);
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }
 
@@ -214,32 +201,6 @@ at::Tensor sample_cuda(const at::Tensor& prob, const at::Tensor& alias, const at
 
 constexpr int kUniqueThreads = 1024;
 constexpr int kHashSlots = 2048;  // power of two, twice the draws of a round
-
-__device__ int block_exclusive_scan(int value, int* total, int* warp_sums) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int inclusive = value;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset <<= 1) {
-    const int other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane >= offset) inclusive += other;
-  }
-  if (lane == 31) warp_sums[warp] = inclusive;
-  __syncthreads();
-  if (warp == 0) {
-    const int num_warps = blockDim.x >> 5;
-    int w = lane < num_warps ? warp_sums[lane] : 0;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset <<= 1) {
-      const int other = __shfl_up_sync(0xffffffffu, w, offset);
-      if (lane >= offset) w += other;
-    }
-    if (lane < num_warps) warp_sums[lane] = w;  // inclusive over warps
-  }
-  __syncthreads();
-  *total = warp_sums[(blockDim.x >> 5) - 1];
-  const int before = warp == 0 ? 0 : warp_sums[warp - 1];
-  return before + inclusive - value;
-}
 
 template <int64_t Kind>
 __global__ void __launch_bounds__(kUniqueThreads)
@@ -281,7 +242,7 @@ __global__ void __launch_bounds__(kUniqueThreads)
     __syncthreads();
     const int is_new = (!seen_before && first_draw[slot] == t) ? 1 : 0;
     int new_in_round = 0;
-    const int rank = block_exclusive_scan(is_new, &new_in_round, warp_sums);
+    const int rank = cuda::block_exclusive_scan(is_new, &new_in_round, warp_sums);
     if (is_new && kept + rank < num_sampled) {
       out[kept + rank] = c;
       atomicOr(&seen[c >> 6], 1ull << (c & 63));
@@ -300,11 +261,10 @@ std::tuple<at::Tensor, at::Tensor> sample_unique_cuda(const at::Tensor& prob,
   check_sample_args(prob, alias, seed, num_classes, kind);
   TORCH_CHECK_VALUE(num_sampled > 0 && num_sampled <= num_classes,
                     "num_sampled must be in [1, num_classes], got ", num_sampled);
-  const c10::cuda::CUDAGuard guard(seed.device());
+  const cuda::DeviceGuard guard(seed.device());
   at::Tensor out = at::empty({num_sampled}, seed.options().dtype(at::kLong));
   at::Tensor tries = at::empty({}, seed.options().dtype(at::kLong));
   at::Tensor seen = at::zeros({(num_classes + 63) / 64}, seed.options().dtype(at::kLong));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const float* p = prob_ptr(prob, kind);
   const int32_t* a = alias_ptr(alias, kind);
   auto* bits = reinterpret_cast<unsigned long long*>(seen.data_ptr<int64_t>());
@@ -312,22 +272,24 @@ std::tuple<at::Tensor, at::Tensor> sample_unique_cuda(const at::Tensor& prob,
   int64_t* o = out.data_ptr<int64_t>();
   int64_t* nt = tries.data_ptr<int64_t>();
   if (kind == kAlias) {
-    sample_unique_kernel<kAlias>
-        <<<1, kUniqueThreads, 0, stream>>>(p, a, s, num_classes, num_sampled, bits, o, nt);
+    FS_LAUNCH(sample_unique_kernel<kAlias>, 1, kUniqueThreads, 0, p, a, s, num_classes,
+              num_sampled, bits, o, nt);
   } else if (kind == kLogUniform) {
-    sample_unique_kernel<kLogUniform>
-        <<<1, kUniqueThreads, 0, stream>>>(p, a, s, num_classes, num_sampled, bits, o, nt);
+    FS_LAUNCH(sample_unique_kernel<kLogUniform>, 1, kUniqueThreads, 0, p, a, s, num_classes,
+              num_sampled, bits, o, nt);
   } else {
-    sample_unique_kernel<kUniform>
-        <<<1, kUniqueThreads, 0, stream>>>(p, a, s, num_classes, num_sampled, bits, o, nt);
+    FS_LAUNCH(sample_unique_kernel<kUniform>, 1, kUniqueThreads, 0, p, a, s, num_classes,
+              num_sampled, bits, o, nt);
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  // The kernel gives up as the CPU does (kMaxUniqueTries draws); one host synchronisation
+  // raises the CPU's error instead of handing on ids of -1.
+  check_unique_found(tries.item<int64_t>() >= 0, num_sampled);
   return {out, tries};
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, m) {
+FS_CUDA_IMPL(m) {
   m.impl("alias_build", &alias_build_cuda);
   m.impl("sample", &sample_cuda);
   m.impl("sample_unique", &sample_unique_cuda);

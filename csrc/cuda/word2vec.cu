@@ -7,19 +7,23 @@
 //
 // Shapes: V vocabulary, D vector size, N tokens, S sentences, W window, K negatives.
 #include <ATen/ATen.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
+#include <ATen/Context.h>
 #include <torch/library.h>
 
 #include "../common/philox.h"
 #include "../common/word2vec.h"
+#include "cuda_utils.cuh"
 
 namespace fastsoftmax {
 namespace {
 
+using cuda::kFullMask;
+using cuda::warp_sum;
+
 constexpr int kWarpsPerBlock = 4;
-constexpr unsigned kFull = 0xffffffffu;
+// Dynamic shared memory a launch may take without an opt-in; larger vectors keep each
+// warp's two scratch vectors in global memory instead.
+constexpr size_t kSharedLimit = 48 * 1024;
 
 struct Params {
   float* syn0;
@@ -33,6 +37,7 @@ struct Params {
   int32_t* kept_ids;   // [N] workspace: each sentence compacts into its own slice
   int32_t* kept_win;   // [N]
   int64_t* kept_pos;   // [N] batch position of each kept token (for its Philox counter)
+  float* scratch;      // [warps, 2, D] in global memory, or nullptr: in shared memory
   double* stats;       // [3] loss, positive predictions, kept tokens
   int64_t S, V, D;
   uint64_t seed, first_token;
@@ -41,12 +46,6 @@ struct Params {
   float alpha, min_alpha;
   double total_words;
 };
-
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(kFull, x, o);
-  return x;
-}
 
 __device__ __forceinline__ int32_t draw_negative(const Params& p, uint64_t counter) {
   const Philox4 r = philox_at(p.seed, kStreamW2vNegative, counter);
@@ -79,7 +78,7 @@ __device__ float predict(const Params& p, const float* h, int32_t target, uint64
     const int n = min(32, p.negative - kb);
     const int32_t mine = lane < n ? draw_negative(p, counter0 + kb + lane) : 0;
     for (int k = 0; k < n; ++k) {
-      const int32_t t = __shfl_sync(kFull, mine, k);
+      const int32_t t = __shfl_sync(kFullMask, mine, k);
       if (t == target) continue;
       loss += update(p, h, t, 0.f, alpha, work, lane);
     }
@@ -88,15 +87,16 @@ __device__ float predict(const Params& p, const float* h, int32_t target, uint64
 }
 
 __global__ void word2vec_kernel(Params p) {
-  extern __shared__ float smem[];
+  FS_DYNAMIC_SHARED(float, smem);
   const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
-  float* work = smem + static_cast<int64_t>(wib) * 2 * p.D;
+  const int warps_per_block = static_cast<int>(blockDim.x >> 5);
+  const int64_t warp = blockIdx.x * static_cast<int64_t>(warps_per_block) + wib;
+  float* work = (p.scratch ? p.scratch + warp * 2 * p.D : smem + wib * 2 * p.D);
   float* neu1 = work + p.D;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * warps_per_block;
   double loss = 0.0, examples = 0.0, kept = 0.0;
   const int W = p.window, K = p.negative;
-  for (int64_t s = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + wib; s < p.S;
-       s += warps) {
+  for (int64_t s = warp; s < p.S; s += warps) {
     const int64_t begin = s == 0 ? 0 : p.sentence_ends[s - 1], end = p.sentence_ends[s];
     const float alpha = w2v::learning_rate(p.alpha, p.min_alpha,
                                            static_cast<double>(p.words_before[s]),
@@ -114,7 +114,7 @@ __global__ void word2vec_kernel(Params p) {
         keep = w2v::keep_token(r, p.keep_prob[w]);
         win = w2v::effective_window(r, W, p.shrink);
       }
-      const unsigned mask = __ballot_sync(kFull, keep);
+      const unsigned mask = __ballot_sync(kFullMask, keep);
       if (keep) {
         const int pos = L + __popc(mask & ((1u << lane) - 1u));
         p.kept_ids[begin + pos] = w;
@@ -182,13 +182,24 @@ at::Tensor word2vec_train_cuda(at::Tensor& syn0, at::Tensor& syn1neg, const at::
                         ns_alias, window, negative, total_words, num_workers);
   TORCH_CHECK_VALUE(first_token >= 0, "word2vec_train: first_token must be >= 0");
   const int64_t D = syn0.size(1);
-  const size_t smem = static_cast<size_t>(kWarpsPerBlock) * 2 * D * sizeof(float);
-  TORCH_CHECK_VALUE(smem <= 48 * 1024, "word2vec_train on CUDA supports vector_size up to ",
-                    48 * 1024 / (kWarpsPerBlock * 2 * sizeof(float)), ", got ", D);
-  const c10::cuda::CUDAGuard guard(syn0.device());
+  const cuda::DeviceGuard guard(syn0.device());
   at::Tensor stats = at::zeros({3}, syn0.options().dtype(at::kDouble));
   const int64_t S = sentence_ends.numel(), N = tokens.numel();
   if (S == 0) return stats;
+  // One worker: a single warp walks the sentences in order, replaying the CPU's single
+  // worker (same Philox draws, same update order). Otherwise enough warps to fill the GPU
+  // (16 resident blocks of 4 warps per SM), one sentence each at a time.
+  const int warps_per_block = num_workers == 1 ? 1 : kWarpsPerBlock;
+  const int64_t blocks_needed = (S + warps_per_block - 1) / warps_per_block;
+  const int blocks = num_workers == 1 ? 1
+                                      : static_cast<int>(std::min<int64_t>(
+                                            blocks_needed, int64_t{16} * cuda::multiprocessor_count()));
+  size_t smem = static_cast<size_t>(warps_per_block) * 2 * D * sizeof(float);
+  at::Tensor scratch;
+  if (smem > kSharedLimit) {
+    scratch = at::empty({int64_t{blocks} * warps_per_block, 2, D}, syn0.options());
+    smem = 0;
+  }
   at::Tensor kept_ids = at::empty({N}, tokens.options());
   at::Tensor kept_win = at::empty({N}, tokens.options());
   at::Tensor kept_pos = at::empty({N}, sentence_ends.options());
@@ -203,6 +214,7 @@ at::Tensor word2vec_train_cuda(at::Tensor& syn0, at::Tensor& syn1neg, const at::
            kept_ids.data_ptr<int32_t>(),
            kept_win.data_ptr<int32_t>(),
            kept_pos.data_ptr<int64_t>(),
+           scratch.defined() ? scratch.data_ptr<float>() : nullptr,
            stats.data_ptr<double>(),
            S,
            syn0.size(0),
@@ -217,19 +229,12 @@ at::Tensor word2vec_train_cuda(at::Tensor& syn0, at::Tensor& syn1neg, const at::
            static_cast<float>(alpha),
            static_cast<float>(min_alpha),
            total_words};
-  int device = 0, sms = 1;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  // Enough warps to fill the GPU (16 resident blocks of 4 warps per SM), one sentence each.
-  const int64_t blocks_needed = (S + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  const int blocks = static_cast<int>(std::min<int64_t>(blocks_needed, int64_t{16} * sms));
-  word2vec_kernel<<<blocks, kWarpsPerBlock * 32, smem, c10::cuda::getCurrentCUDAStream()>>>(p);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  FS_LAUNCH(word2vec_kernel, blocks, warps_per_block * 32, smem, p);
   return stats;
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, m) { m.impl("word2vec_train", &word2vec_train_cuda); }
+FS_CUDA_IMPL(m) { m.impl("word2vec_train", &word2vec_train_cuda); }
 
 }  // namespace fastsoftmax

@@ -1,0 +1,64 @@
+// The only door from csrc/cuda/*.cu to the CUDA runtime and c10::cuda. Kernel files launch
+// with FS_LAUNCH, guard devices with DeviceGuard, register with FS_CUDA_IMPL and declare
+// dynamic shared memory with FS_DYNAMIC_SHARED; nothing else of theirs names the runtime.
+//
+// Built two ways from the same sources:
+//  - by nvcc (the product): the macros expand to <<<...>>>, c10::cuda guards and streams,
+//    and TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, ...);
+//  - by the host compiler with FASTSOFTMAX_EMULATE_CUDA (tests only, never shipped): every
+//    kernel runs on the CPU through csrc/emu/cuda_emu.h, and the ops are registered as
+//    fastsoftmax_emu::* on CPU tensors (see tests/cuda_emulator.py).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#ifdef FASTSOFTMAX_EMULATE_CUDA
+#include "../emu/cuda_emu.h"
+#else
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace fastsoftmax {
+namespace cuda {
+
+#ifdef FASTSOFTMAX_EMULATE_CUDA
+using DeviceGuard = emu::DeviceGuard;
+inline cudaStream_t current_stream() { return emu::current_stream(); }
+inline int multiprocessor_count() { return emu::multiprocessor_count(); }
+#else
+using DeviceGuard = c10::cuda::CUDAGuard;
+inline cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream(); }
+inline int multiprocessor_count() {
+  int device = 0, sms = 1;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+#endif
+
+}  // namespace cuda
+}  // namespace fastsoftmax
+
+// FS_LAUNCH(kernel, grid, block, dynamic_smem_bytes, args...): launch on the current stream
+// and check the launch. A kernel name with template commas goes in parentheses:
+// FS_LAUNCH((k<float, double>), grid, block, 0, p).
+#ifdef FASTSOFTMAX_EMULATE_CUDA
+#define FS_LAUNCH(kernel, grid, block, smem, ...) \
+  ::fastsoftmax::emu::launch(kernel, grid, block, smem, __VA_ARGS__)
+#define FS_CUDA_IMPL(m) TORCH_LIBRARY_IMPL(fastsoftmax_emu, CPU, m)
+#define FS_DYNAMIC_SHARED(type, name) \
+  type* name = ::fastsoftmax::emu::dynamic_shared<type>()
+#else
+#define FS_LAUNCH(kernel, grid, block, smem, ...)                                         \
+  do {                                                                                   \
+    kernel<<<grid, block, smem, ::fastsoftmax::cuda::current_stream()>>>(__VA_ARGS__);   \
+    C10_CUDA_KERNEL_LAUNCH_CHECK();                                                      \
+  } while (0)
+#define FS_CUDA_IMPL(m) TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, m)
+// 16-byte aligned so that it may hold doubles and vector types.
+#define FS_DYNAMIC_SHARED(type, name)                    \
+  extern __shared__ __align__(16) unsigned char name##_raw[]; \
+  type* name = reinterpret_cast<type*>(name##_raw)
+#endif
