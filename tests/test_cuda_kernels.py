@@ -132,6 +132,36 @@ def test_losses_match_the_cpu_on_edge_shapes(shape, sparse, cuda_backend):
         torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_frequent_classes_and_shared_negatives(deterministic, sparse, cuda_backend):
+    # Class 0 has ~300 pairs: its sorted run crosses several scatter chunks (64 positions).
+    g = torch.Generator().manual_seed(4)
+    N, V, D, T = 400, 12, 37, 2
+    h = torch.randn(N, D, dtype=torch.float64, generator=g)
+    w = torch.randn(V, D, dtype=torch.float64, generator=g) * 0.3
+    target = torch.where(torch.rand(N, T, generator=g) < 0.4, 0,
+                         torch.randint(0, V, (N, T), generator=g))
+    target[7] = -100
+    shared = torch.tensor([0, 3, 0, 11])  # a duplicate among the shared negatives
+
+    def run(h, w, target, negatives):
+        hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
+        loss, _ = ops.negative_sampling_forward(hh, ww, target, negatives, -100, sparse)
+        (loss * torch.linspace(0.5, 1.5, N, dtype=loss.dtype)).sum().backward()
+        return loss, hh.grad, ww.grad.to_dense()
+
+    torch.use_deterministic_algorithms(deterministic)
+    try:
+        for negatives in (shared, shared.expand(N, 4).contiguous()):
+            cpu = run(h, w, target, negatives)
+            gpu = on(cuda_backend, run, h, w, target, negatives)
+            for a, b in zip(cpu, gpu):
+                torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-12)
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
 def test_deterministic_backward_is_bit_identical_run_to_run(cuda_backend):
     case = _loss_case(N=64, V=30, D=40, T=2, K=6, S=10, dtype=torch.float32)
     torch.use_deterministic_algorithms(True)

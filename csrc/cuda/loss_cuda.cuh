@@ -4,8 +4,9 @@
 // Two scatters:
 //  - atomic: one warp per pair, float atomics into an accumulation-dtype [V, D] buffer. Fast,
 //    but the order of the additions into a row varies from run to run;
-//  - sorted: pairs stably sorted by class id, then one block per touched class sums its pairs
-//    in pair order. Bit-identical run to run; used under torch.use_deterministic_algorithms
+//  - sorted: pairs stably sorted by class id, summed in fixed-size chunks of sorted positions
+//    and then per class in chunk order (a segmented reduction: frequent classes are summed
+//    in parallel). Bit-identical run to run; used under torch.use_deterministic_algorithms
 //    and for sparse gradients (which need the touched ids anyway). No host synchronisation
 //    for a dense gradient; one (the count of touched classes) for a sparse one.
 #pragma once
@@ -51,28 +52,77 @@ __global__ void scatter_atomic_kernel(PairGroups<scalar_t, acc_t> groups, int64_
   }
 }
 
-// ---- sorted scatter: block per touched class --------------------------------------------
-// Pairs sorted by class id (stably, so a class keeps its pairs in pair order). A block takes
-// sorted positions q; the first position of each run of equal ids sums that run's pairs in
-// order into the class's row: out row = the id (dense) or run_row[q] (sparse, compact).
+// ---- sorted scatter: fixed-size chunks, then a fixed-order combine ----------------------
+// Pairs are sorted by class id (stably: a class keeps its pairs in pair order), and the
+// sorted positions are cut into chunks of kChunk. A block sums each piece of its chunk (the
+// part of one class's run inside the chunk) in position order, so a frequent class is summed
+// by many blocks at once. A run inside one chunk goes straight to its row; a run that crosses
+// chunks leaves one partial per chunk, in slot 2j (the piece continuing a run from chunk j-1)
+// or 2j + 1 (the piece starting a run that goes on into chunk j+1), and the block of the
+// chunk where the run starts adds those partials in chunk order. Every sum has one fixed
+// order, so the result is bit-identical run to run.
+
+constexpr int64_t kChunk = 64;
+
+struct SortedPairs {
+  int64_t P, D;
+  const int64_t* ids;      // [P] sorted class ids
+  const int64_t* order;    // [P] pair index of each sorted position
+  const int64_t* run_row;  // [P] output row of the run at each position (sparse), or nullptr
+};
+
+__device__ __forceinline__ int64_t out_row(const SortedPairs& s, int64_t q) {
+  return s.run_row ? s.run_row[q] : s.ids[q];
+}
 
 template <class scalar_t, class acc_t>
-__global__ void scatter_sorted_kernel(PairGroups<scalar_t, acc_t> groups, int64_t D, int64_t P,
-                                      const int64_t* sorted_ids, const int64_t* order,
-                                      const int64_t* run_row, scalar_t* out) {
-  for (int64_t q = blockIdx.x; q < P; q += gridDim.x) {
-    const int64_t id = sorted_ids[q];
-    if (q > 0 && sorted_ids[q - 1] == id) continue;  // not the start of a run
-    scalar_t* row = out + (run_row ? run_row[q] : id) * D;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-      acc_t acc = 0;
-      for (int64_t r = q; r < P && sorted_ids[r] == id; ++r) {
-        int which;
-        int64_t n, j;
-        groups.locate(order[r], which, n, j);
-        const auto& g = groups.g[which];
-        acc += g.weight(n, j) * static_cast<acc_t>(g.src[n * g.src_row_stride + d]);
+__global__ void scatter_chunks_kernel(PairGroups<scalar_t, acc_t> groups, SortedPairs s,
+                                      acc_t* partial, scalar_t* out) {
+  const int64_t chunks = (s.P + kChunk - 1) / kChunk;
+  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+    const int64_t begin = c * kChunk, end = min(s.P, begin + kChunk);
+    for (int64_t q = begin; q < end;) {
+      const int64_t id = s.ids[q];
+      int64_t r = q + 1;
+      while (r < end && s.ids[r] == id) ++r;
+      const bool continues_run = q == begin && q > 0 && s.ids[q - 1] == id;
+      const bool run_goes_on = r == end && end < s.P && s.ids[end] == id;
+      acc_t* slot = continues_run ? partial + (2 * c) * s.D
+                    : run_goes_on ? partial + (2 * c + 1) * s.D
+                                  : nullptr;
+      scalar_t* row = out + out_row(s, q) * s.D;
+      for (int64_t d = threadIdx.x; d < s.D; d += blockDim.x) {
+        acc_t acc = 0;
+        for (int64_t k = q; k < r; ++k) {
+          int which;
+          int64_t n, j;
+          groups.locate(s.order[k], which, n, j);
+          const auto& g = groups.g[which];
+          acc += g.weight(n, j) * static_cast<acc_t>(g.src[n * g.src_row_stride + d]);
+        }
+        if (slot) slot[d] = acc; else row[d] = static_cast<scalar_t>(acc);
       }
+      q = r;
+    }
+  }
+}
+
+template <class scalar_t, class acc_t>
+__global__ void combine_chunks_kernel(SortedPairs s, const acc_t* partial, scalar_t* out) {
+  const int64_t chunks = (s.P + kChunk - 1) / kChunk;
+  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+    const int64_t end = min(s.P, (c + 1) * kChunk);
+    if (end == s.P || s.ids[end] != s.ids[end - 1]) continue;  // no run goes on from here
+    // The run of the chunk's last position goes on: this block owns it if it starts here.
+    int64_t q = end - 1;
+    const int64_t id = s.ids[q];
+    if (c > 0 && s.ids[c * kChunk - 1] == id && s.ids[c * kChunk] == id) continue;
+    while (q > c * kChunk && s.ids[q - 1] == id) --q;
+    scalar_t* row = out + out_row(s, q) * s.D;
+    for (int64_t d = threadIdx.x; d < s.D; d += blockDim.x) {
+      acc_t acc = partial[(2 * c + 1) * s.D + d];
+      for (int64_t k = c + 1; k < chunks && s.ids[k * kChunk] == id; ++k)
+        acc += partial[(2 * k) * s.D + d];
       row[d] = static_cast<scalar_t>(acc);
     }
   }
@@ -101,10 +151,16 @@ std::tuple<at::Tensor, at::Tensor> scatter_pairs_sorted_cuda(
   } else {
     out = at::zeros({V, D}, options);
   }
+  const int64_t chunks = (P + kChunk - 1) / kChunk;
+  const at::Tensor partial =
+      at::empty({2 * chunks, D}, options.dtype(c10::CppTypeToScalarType<acc_t>::value));
+  const SortedPairs s{P, D, sorted.data_ptr<int64_t>(), order.data_ptr<int64_t>(),
+                      sparse ? run_row.data_ptr<int64_t>() : nullptr};
   const int threads = D >= 256 ? 256 : (D >= 128 ? 128 : 64);
-  FS_LAUNCH((scatter_sorted_kernel<scalar_t, acc_t>), blocks_for(P, 1), threads, 0, groups, D,
-            P, sorted.data_ptr<int64_t>(), order.data_ptr<int64_t>(),
-            sparse ? run_row.data_ptr<int64_t>() : nullptr, out.data_ptr<scalar_t>());
+  FS_LAUNCH((scatter_chunks_kernel<scalar_t, acc_t>), blocks_for(chunks, 1), threads, 0, groups,
+            s, partial.data_ptr<acc_t>(), out.data_ptr<scalar_t>());
+  FS_LAUNCH((combine_chunks_kernel<scalar_t, acc_t>), blocks_for(chunks, 1), threads, 0, s,
+            partial.data_ptr<acc_t>(), out.data_ptr<scalar_t>());
   return {out, ids};
 }
 

@@ -4,8 +4,11 @@
 //   loss_n = sum_t softplus(-w_t.h) + sum_k softplus(w_k.h),
 //   coef_nj = dloss_n/d(w_j.h) = sigmoid(w_j.h) - [j is true],
 //   grad_h_n = g_n sum_j coef_nj w_j,   grad_w_j += g_n coef_nj h_n.
-// The backward computes grad_h and, unless determinism or a sparse gradient is asked for,
-// adds into grad_W with atomics in the same pass (each W row it reads is the row it updates).
+// The backward computes grad_h and, for negatives per row unless determinism or a sparse
+// gradient is asked for, adds into grad_W with atomics in the same pass (each W row it reads
+// is the row it updates). Shared negatives [K] would make every row add into the same K rows
+// (N-way contention): their gradient is the GEMM (g * coef[:, T:])^T H [K, D] instead, scattered
+// with the true pairs.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <torch/library.h>
@@ -139,35 +142,51 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cuda(
   const at::Tensor coef = coef_.contiguous();
   const at::Tensor grad_loss = grad_loss_.to(acc_type).contiguous();
   const bool sorted = sparse || at::globalContext().deterministicAlgorithms();
+  const bool shared = negatives.dim() == 1;
+  const bool fused = !sorted && !shared;
   at::Tensor grad_input = at::empty_like(input);
   at::Tensor grad_weight, ids = at::empty({0}, input.options().dtype(at::kLong));
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, input.scalar_type(), "negative_sampling_backward_cuda", [&] {
         using acc_t = at::opmath_type<scalar_t>;
         at::Tensor acc_buf;
-        if (!sorted) acc_buf = at::zeros({V, D}, input.options().dtype(acc_type));
+        if (fused) acc_buf = at::zeros({V, D}, input.options().dtype(acc_type));
         NsParams<scalar_t, acc_t> p{N, D, T, K, neg_stride, ignore_index,
                                     input.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(),
                                     target.data_ptr<int64_t>(), negatives.data_ptr<int64_t>(),
                                     nullptr, coef.data_ptr<acc_t>(), grad_loss.data_ptr<acc_t>(),
                                     grad_input.data_ptr<scalar_t>(),
-                                    sorted ? nullptr : acc_buf.data_ptr<acc_t>()};
+                                    fused ? acc_buf.data_ptr<acc_t>() : nullptr};
         if (N > 0) {
           FS_LAUNCH((ns_backward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp),
                     kThreads, 0, p);
         }
-        if (!sorted) {
+        if (fused) {
           grad_weight = acc_buf.to(input.scalar_type());
           return;
         }
         PairGroups<scalar_t, acc_t> pairs;
         pairs.num = 2;
         pairs.g[0] = {N, T, p.target, T, p.coef, J, p.grad_loss, p.input, D};
-        pairs.g[1] = {N, K, p.negatives, neg_stride, p.coef + T, J, p.grad_loss, p.input, D};
-        const at::Tensor keys =
-            at::cat({target.reshape(-1), negatives.expand({N, K}).reshape(-1)});
-        std::tie(grad_weight, ids) =
-            scatter_pairs_sorted_cuda<scalar_t>(pairs, keys, V, D, sparse, weight.options());
+        at::Tensor keys, grad_shared;
+        if (shared) {
+          grad_shared = (coef.slice(1, T) * grad_loss.unsqueeze(1))
+                            .to(input.scalar_type())
+                            .t()
+                            .mm(input);  // [K, D]
+          pairs.g[1] = {K, 1, p.negatives, 1, nullptr, 0, nullptr,
+                        grad_shared.data_ptr<scalar_t>(), D};
+          keys = at::cat({target.reshape(-1), negatives});
+        } else {
+          pairs.g[1] = {N, K, p.negatives, neg_stride, p.coef + T, J, p.grad_loss, p.input, D};
+          keys = at::cat({target.reshape(-1), negatives.reshape(-1)});
+        }
+        if (sorted) {
+          std::tie(grad_weight, ids) =
+              scatter_pairs_sorted_cuda<scalar_t>(pairs, keys, V, D, sparse, weight.options());
+        } else {
+          grad_weight = scatter_pairs_atomic_cuda<scalar_t>(pairs, V, D, weight.options());
+        }
       });
   return {grad_input, grad_weight, ids};
 }
