@@ -211,6 +211,33 @@ def test_word2vec_one_worker_replays_the_cpu_trainer(sg, cuda_backend):
         torch.testing.assert_close(b, a, rtol=0, atol=2e-5)
 
 
+@pytest.mark.parametrize("sentences", [[3000], [700, 0, 1, 900, 0, 450]], ids=["one_line", "many"])
+def test_word2vec_many_warps_make_the_cpu_predictions(sentences, cuda_backend):
+    # Warps share out segments of the kept stream, also of one long line; the choices
+    # (kept tokens, windows, negatives) are functions of positions, so the predictions made
+    # are the CPU's, while the Hogwild updates interleave differently.
+    rng = np.random.default_rng(3)
+    V, D = 200, 24
+    tokens = torch.tensor(rng.integers(0, V, sum(sentences)), dtype=torch.int32)
+    ends = torch.tensor(np.cumsum(sentences), dtype=torch.int64)
+    prob, alias = ops.alias_build(torch.tensor(rng.integers(1, 50, V), dtype=torch.float64))
+    syn0 = torch.tensor(rng.random((V, D), dtype=np.float32) - 0.5) / D
+    args = (tokens, ends, torch.zeros(len(sentences), dtype=torch.int64), torch.full((V,), 0.7),
+            prob, alias)
+
+    def train(s0, s1, *rest, workers):
+        stats = ops.word2vec_train(s0, s1, *rest, 9, 0, True, True, 4, 3, True, 0.02, 0.001,
+                                   1e4, workers)
+        return s0, s1, stats
+
+    cpu = train(syn0.clone(), torch.zeros(V, D), *args, workers=1)
+    gpu = on(cuda_backend, lambda *a: train(*a, workers=4), syn0.clone(), torch.zeros(V, D),
+             *args)
+    assert torch.equal(cpu[2][1:], gpu[2][1:]) and gpu[2][1] > 1000
+    torch.testing.assert_close(gpu[2][0], cpu[2][0], rtol=1e-2, atol=0)
+    torch.testing.assert_close(gpu[0], cpu[0], rtol=0, atol=1e-2)
+
+
 def test_word2vec_vectors_beyond_the_old_cuda_limit(cuda_backend):
     V, D = 6, 6200  # one warp's 2 x 6200 floats > 48 KiB: the global-memory scratch
     prob, alias = ops.alias_build(torch.ones(V, dtype=torch.float64))

@@ -27,6 +27,10 @@ namespace cuda {
 using DeviceGuard = emu::DeviceGuard;
 inline cudaStream_t current_stream() { return emu::current_stream(); }
 inline int multiprocessor_count() { return emu::multiprocessor_count(); }
+template <class Kernel>
+int resident_blocks_per_sm(Kernel, int, size_t) {
+  return 2;
+}
 #else
 using DeviceGuard = c10::cuda::CUDAGuard;
 inline cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream(); }
@@ -35,6 +39,14 @@ inline int multiprocessor_count() {
   C10_CUDA_CHECK(cudaGetDevice(&device));
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   return sms;
+}
+// Blocks of `kernel` at `threads` threads and `smem` dynamic shared bytes that fit on one SM
+// at once (registers, shared memory and thread limits), at least 1.
+template <class Kernel>
+int resident_blocks_per_sm(Kernel kernel, int threads, size_t smem) {
+  int blocks = 1;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem));
+  return blocks > 0 ? blocks : 1;
 }
 #endif
 

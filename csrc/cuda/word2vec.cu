@@ -1,9 +1,13 @@
-// CUDA word2vec training: the same Hogwild SGD as csrc/cpu/word2vec.cpp, one warp per
-// sentence. A warp first subsamples its sentence (32 tokens at a time, compacted with a
-// ballot), then walks the center words in order; the D coordinates of every vector are
-// spread over the 32 lanes and dot products are reduced with shuffles. Random draws use the
-// same Philox counters as the CPU (csrc/common/word2vec.h), so the samples are identical;
-// the update order differs across sentences (thousands run at once), as Hogwild allows.
+// CUDA word2vec training: the same Hogwild SGD as csrc/cpu/word2vec.cpp. Two kernels:
+//  1. keep_kernel: every token's subsampling coin and window shrink (the Philox draws of the
+//     CPU, csrc/common/word2vec.h); the survivors are compacted, in order, into one stream of
+//     kept tokens with each sentence's end in it (device scans, no host synchronisation);
+//  2. train_kernel: warps take segments of kSegment consecutive centres of that stream, so a
+//     corpus of one long line fills the GPU as well as one of many short sentences. A centre's
+//     window reads its neighbours within its own sentence, across segment edges; the D
+//     coordinates of every vector are spread over the 32 lanes and dot products are reduced
+//     with shuffles. Warps update the tables concurrently, as Hogwild allows; one worker (one
+//     warp, segments in order) replays the CPU's single worker.
 //
 // Shapes: V vocabulary, D vector size, N tokens, S sentences, W window, K negatives.
 #include <ATen/ATen.h>
@@ -21,6 +25,7 @@ using cuda::kFullMask;
 using cuda::warp_sum;
 
 constexpr int kWarpsPerBlock = 4;
+constexpr int64_t kSegment = 64;  // centres per unit of work
 // Dynamic shared memory a launch may take without an opt-in; larger vectors keep each
 // warp's two scratch vectors in global memory instead.
 constexpr size_t kSharedLimit = 48 * 1024;
@@ -28,24 +33,47 @@ constexpr size_t kSharedLimit = 48 * 1024;
 struct Params {
   float* syn0;
   float* syn1;
-  const int32_t* tokens;
-  const int64_t* sentence_ends;
+  const int32_t* kept_ids;     // [N] kept tokens of the batch, in order (first kept_end[S-1])
+  const int32_t* kept_win;     // [N] their effective windows
+  const int64_t* kept_pos;     // [N] their batch positions (for the Philox counters)
+  const int64_t* kept_end;     // [S] kept tokens through each sentence (inclusive scan)
   const int64_t* words_before;
-  const float* keep_prob;
   const float* ns_prob;
   const int32_t* ns_alias;
-  int32_t* kept_ids;   // [N] workspace: each sentence compacts into its own slice
-  int32_t* kept_win;   // [N]
-  int64_t* kept_pos;   // [N] batch position of each kept token (for its Philox counter)
   float* scratch;      // [warps, 2, D] in global memory, or nullptr: in shared memory
-  double* stats;       // [3] loss, positive predictions, kept tokens
+  double* stats;       // [2] loss, positive predictions
   int64_t S, V, D;
   uint64_t seed, first_token;
   int window, negative;
-  bool sg, cbow_mean, shrink;
+  bool sg, cbow_mean;
   float alpha, min_alpha;
   double total_words;
 };
+
+__global__ void keep_kernel(const int32_t* tokens, const float* keep_prob, int64_t N,
+                            uint64_t seed, uint64_t first_token, int window, bool shrink,
+                            int32_t* keep, int32_t* win) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < N;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const Philox4 r = philox_at(seed, kStreamW2vToken, first_token + i);
+    keep[i] = w2v::keep_token(r, keep_prob[tokens[i]]) ? 1 : 0;
+    win[i] = w2v::effective_window(r, window, shrink);
+  }
+}
+
+// Writes each kept token at its place in the kept stream (kept_before: exclusive scan).
+__global__ void compact_kernel(const int32_t* tokens, const int32_t* keep, const int32_t* win,
+                               const int64_t* kept_through, int64_t N, int32_t* kept_ids,
+                               int32_t* kept_win, int64_t* kept_pos) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < N;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (!keep[i]) continue;
+    const int64_t at = kept_through[i] - 1;
+    kept_ids[at] = tokens[i];
+    kept_win[at] = win[i];
+    kept_pos[at] = i;
+  }
+}
 
 __device__ __forceinline__ int32_t draw_negative(const Params& p, uint64_t counter) {
   const Philox4 r = philox_at(p.seed, kStreamW2vNegative, counter);
@@ -86,7 +114,17 @@ __device__ float predict(const Params& p, const float* h, int32_t target, uint64
   return loss;
 }
 
-__global__ void word2vec_kernel(Params p) {
+// The sentence of kept position c: the first s with kept_end[s] > c.
+__device__ __forceinline__ int64_t sentence_of(const Params& p, int64_t c) {
+  int64_t lo = 0, hi = p.S - 1;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (p.kept_end[mid] > c) hi = mid; else lo = mid + 1;
+  }
+  return lo;
+}
+
+__global__ void train_kernel(Params p) {
   FS_DYNAMIC_SHARED(float, smem);
   const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
   const int warps_per_block = static_cast<int>(blockDim.x >> 5);
@@ -94,54 +132,35 @@ __global__ void word2vec_kernel(Params p) {
   float* work = (p.scratch ? p.scratch + warp * 2 * p.D : smem + wib * 2 * p.D);
   float* neu1 = work + p.D;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * warps_per_block;
-  double loss = 0.0, examples = 0.0, kept = 0.0;
+  const int64_t total = p.kept_end[p.S - 1];
+  double loss = 0.0, examples = 0.0;
   const int W = p.window, K = p.negative;
-  for (int64_t s = warp; s < p.S; s += warps) {
-    const int64_t begin = s == 0 ? 0 : p.sentence_ends[s - 1], end = p.sentence_ends[s];
-    const float alpha = w2v::learning_rate(p.alpha, p.min_alpha,
-                                           static_cast<double>(p.words_before[s]),
-                                           p.total_words);
-    // Subsample, compacting the survivors in order into kept_*[begin, begin + L).
-    int L = 0;
-    for (int64_t base = begin; base < end; base += 32) {
-      const int64_t i = base + lane;
-      bool keep = false;
-      int win = 0;
-      int32_t w = 0;
-      if (i < end) {
-        const Philox4 r = philox_at(p.seed, kStreamW2vToken, p.first_token + i);
-        w = p.tokens[i];
-        keep = w2v::keep_token(r, p.keep_prob[w]);
-        win = w2v::effective_window(r, W, p.shrink);
-      }
-      const unsigned mask = __ballot_sync(kFullMask, keep);
-      if (keep) {
-        const int pos = L + __popc(mask & ((1u << lane) - 1u));
-        p.kept_ids[begin + pos] = w;
-        p.kept_win[begin + pos] = win;
-        p.kept_pos[begin + pos] = i;
-      }
-      L += __popc(mask);
-    }
-    __syncwarp();
-    kept += L;
-    const int32_t* sen = p.kept_ids + begin;
-    for (int i = 0; i < L; ++i) {
-      const int win = p.kept_win[begin + i];
+  for (int64_t first = warp * kSegment; first < total; first += warps * kSegment) {
+    const int64_t last = min(total, first + kSegment);
+    int64_t s = sentence_of(p, first);
+    for (int64_t c = first; c < last; ++c) {
+      while (p.kept_end[s] <= c) ++s;  // empty sentences have no kept positions
+      const int64_t begin = s == 0 ? 0 : p.kept_end[s - 1];
+      const int L = static_cast<int>(p.kept_end[s] - begin), i = static_cast<int>(c - begin);
+      const int32_t* sen = p.kept_ids + begin;
+      const float alpha = w2v::learning_rate(p.alpha, p.min_alpha,
+                                             static_cast<double>(p.words_before[s]),
+                                             p.total_words);
+      const int win = p.kept_win[c];
       const int lo = max(0, i - win), hi = min(L, i + win + 1);
       const int contexts = hi - lo - 1;
       if (contexts <= 0) continue;
-      const uint64_t gid = p.first_token + static_cast<uint64_t>(p.kept_pos[begin + i]);
+      const uint64_t gid = p.first_token + static_cast<uint64_t>(p.kept_pos[c]);
       if (p.sg) {
-        int c = 0;
+        int k = 0;
         for (int j = lo; j < hi; ++j) {
           if (j == i) continue;
           float* in = p.syn0 + static_cast<int64_t>(sen[j]) * p.D;
           for (int64_t d = lane; d < p.D; d += 32) work[d] = 0.f;
-          const uint64_t counter = (gid * static_cast<uint64_t>(2 * W) + c) * K;
+          const uint64_t counter = (gid * static_cast<uint64_t>(2 * W) + k) * K;
           loss += predict(p, in, sen[i], counter, alpha, work, lane);
           for (int64_t d = lane; d < p.D; d += 32) in[d] += work[d];
-          ++c;
+          ++k;
           examples += 1;
         }
       } else {
@@ -167,7 +186,6 @@ __global__ void word2vec_kernel(Params p) {
   if (lane == 0) {
     atomicAdd(p.stats + 0, loss);
     atomicAdd(p.stats + 1, examples);
-    atomicAdd(p.stats + 2, kept);
   }
 }
 
@@ -185,51 +203,63 @@ at::Tensor word2vec_train_cuda(at::Tensor& syn0, at::Tensor& syn1neg, const at::
   const cuda::DeviceGuard guard(syn0.device());
   at::Tensor stats = at::zeros({3}, syn0.options().dtype(at::kDouble));
   const int64_t S = sentence_ends.numel(), N = tokens.numel();
-  if (S == 0) return stats;
-  // One worker: a single warp walks the sentences in order, replaying the CPU's single
-  // worker (same Philox draws, same update order). Otherwise enough warps to fill the GPU
-  // (16 resident blocks of 4 warps per SM), one sentence each at a time.
+  if (S == 0 || N == 0) return stats;
+  const auto ints = tokens.options(), longs = sentence_ends.options();
+  // 1. Subsample and compact: kept_through[i] = kept tokens among 0..i.
+  at::Tensor keep = at::empty({N}, ints), win = at::empty({N}, ints);
+  FS_LAUNCH(keep_kernel, cuda::blocks_for(N, cuda::kThreads), cuda::kThreads, 0,
+            tokens.data_ptr<int32_t>(), keep_prob.data_ptr<float>(), N,
+            static_cast<uint64_t>(seed), static_cast<uint64_t>(first_token),
+            static_cast<int>(window), shrink_windows, keep.data_ptr<int32_t>(),
+            win.data_ptr<int32_t>());
+  const at::Tensor kept_through = at::cumsum(keep, 0, at::kLong);
+  at::Tensor kept_ids = at::empty({N}, ints), kept_win = at::empty({N}, ints);
+  at::Tensor kept_pos = at::empty({N}, longs);
+  FS_LAUNCH(compact_kernel, cuda::blocks_for(N, cuda::kThreads), cuda::kThreads, 0,
+            tokens.data_ptr<int32_t>(), keep.data_ptr<int32_t>(), win.data_ptr<int32_t>(),
+            kept_through.data_ptr<int64_t>(), N, kept_ids.data_ptr<int32_t>(),
+            kept_win.data_ptr<int32_t>(), kept_pos.data_ptr<int64_t>());
+  // Kept tokens through each sentence; an empty first sentence has none.
+  const at::Tensor kept_end = at::where(
+      sentence_ends > 0, kept_through.index_select(0, (sentence_ends - 1).clamp_min(0)),
+      at::zeros_like(sentence_ends));
+  stats.narrow(0, 2, 1).copy_(kept_end.narrow(0, S - 1, 1));
+  // 2. Train. One worker: a single warp walks the segments in order, replaying the CPU's
+  // single worker (same draws, same update order); otherwise as many warps as fit at once.
   const int warps_per_block = num_workers == 1 ? 1 : kWarpsPerBlock;
-  const int64_t blocks_needed = (S + warps_per_block - 1) / warps_per_block;
-  const int blocks = num_workers == 1 ? 1
-                                      : static_cast<int>(std::min<int64_t>(
-                                            blocks_needed, int64_t{16} * cuda::multiprocessor_count()));
   size_t smem = static_cast<size_t>(warps_per_block) * 2 * D * sizeof(float);
+  const bool global_scratch = smem > kSharedLimit;
+  if (global_scratch) smem = 0;
+  const int blocks =
+      num_workers == 1 ? 1
+                       : cuda::multiprocessor_count() *
+                             cuda::resident_blocks_per_sm(train_kernel, warps_per_block * 32, smem);
   at::Tensor scratch;
-  if (smem > kSharedLimit) {
-    scratch = at::empty({int64_t{blocks} * warps_per_block, 2, D}, syn0.options());
-    smem = 0;
-  }
-  at::Tensor kept_ids = at::empty({N}, tokens.options());
-  at::Tensor kept_win = at::empty({N}, tokens.options());
-  at::Tensor kept_pos = at::empty({N}, sentence_ends.options());
-  Params p{syn0.data_ptr<float>(),
-           syn1neg.data_ptr<float>(),
-           tokens.data_ptr<int32_t>(),
-           sentence_ends.data_ptr<int64_t>(),
-           words_before.data_ptr<int64_t>(),
-           keep_prob.data_ptr<float>(),
-           ns_prob.data_ptr<float>(),
-           ns_alias.data_ptr<int32_t>(),
-           kept_ids.data_ptr<int32_t>(),
-           kept_win.data_ptr<int32_t>(),
-           kept_pos.data_ptr<int64_t>(),
-           scratch.defined() ? scratch.data_ptr<float>() : nullptr,
-           stats.data_ptr<double>(),
-           S,
-           syn0.size(0),
-           D,
-           static_cast<uint64_t>(seed),
-           static_cast<uint64_t>(first_token),
-           static_cast<int>(window),
-           static_cast<int>(negative),
-           sg,
-           cbow_mean,
-           shrink_windows,
-           static_cast<float>(alpha),
-           static_cast<float>(min_alpha),
-           total_words};
-  FS_LAUNCH(word2vec_kernel, blocks, warps_per_block * 32, smem, p);
+  if (global_scratch) scratch = at::empty({int64_t{blocks} * warps_per_block, 2, D}, syn0.options());
+  const Params p{syn0.data_ptr<float>(),
+                 syn1neg.data_ptr<float>(),
+                 kept_ids.data_ptr<int32_t>(),
+                 kept_win.data_ptr<int32_t>(),
+                 kept_pos.data_ptr<int64_t>(),
+                 kept_end.data_ptr<int64_t>(),
+                 words_before.data_ptr<int64_t>(),
+                 ns_prob.data_ptr<float>(),
+                 ns_alias.data_ptr<int32_t>(),
+                 global_scratch ? scratch.data_ptr<float>() : nullptr,
+                 stats.data_ptr<double>(),
+                 S,
+                 syn0.size(0),
+                 D,
+                 static_cast<uint64_t>(seed),
+                 static_cast<uint64_t>(first_token),
+                 static_cast<int>(window),
+                 static_cast<int>(negative),
+                 sg,
+                 cbow_mean,
+                 static_cast<float>(alpha),
+                 static_cast<float>(min_alpha),
+                 total_words};
+  FS_LAUNCH(train_kernel, blocks, warps_per_block * 32, smem, p);
   return stats;
 }
 
