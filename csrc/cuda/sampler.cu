@@ -18,21 +18,48 @@ using cuda::kThreads;
 
 int64_t grid_for(int64_t n) { return cuda::blocks_for(n, kThreads); }
 
-// ---- fixed-order scan (one thread per chunk; see alias_table.h) ---------------------------
+// ---- fixed-order scan (see alias_table.h) ---------------------------------------------------
+// Thread k folds chunk k (kScanChunk doubles) left to right, exactly as the CPU does. A block
+// of kScanThreads threads stages its chunks through shared memory kScanStep elements at a
+// time, so global reads and writes are coalesced (a thread walking its own chunk in global
+// memory would read 2 KiB apart from its neighbours).
 
-__global__ void chunk_totals_kernel(const double* x, int64_t n, double* totals) {
-  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (k >= num_chunks(n)) return;
-  const int64_t end = (k + 1) * kScanChunk < n ? (k + 1) * kScanChunk : n;
-  totals[k] = fold_chunk(x, nullptr, k * kScanChunk, end, 0.0);
-}
+constexpr int kScanThreads = 128;
+constexpr int kScanStep = 32;
 
-__global__ void chunk_prefix_kernel(const double* x, double* exclusive, int64_t n,
-                                    const double* offsets) {
-  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (k >= num_chunks(n)) return;
-  const int64_t end = (k + 1) * kScanChunk < n ? (k + 1) * kScanChunk : n;
-  fold_chunk(x, exclusive, k * kScanChunk, end, offsets[k]);
+__global__ void __launch_bounds__(kScanThreads)
+    scan_chunks_kernel(const double* x, double* exclusive, int64_t n, const double* offsets,
+                       double* totals) {
+  __shared__ double tile[kScanThreads][kScanStep + 1];  // +1: fewer bank conflicts
+  const int64_t chunks = num_chunks(n);
+  const int t = static_cast<int>(threadIdx.x);
+  for (int64_t first = blockIdx.x * static_cast<int64_t>(kScanThreads); first < chunks;
+       first += static_cast<int64_t>(gridDim.x) * kScanThreads) {
+    const int64_t k = first + t;
+    double running = (offsets != nullptr && k < chunks) ? offsets[k] : 0.0;
+    for (int step = 0; step < kScanChunk; step += kScanStep) {
+      for (int r = t; r < kScanThreads * kScanStep; r += kScanThreads) {  // coalesced load
+        const int64_t i = (first + r / kScanStep) * kScanChunk + step + r % kScanStep;
+        tile[r / kScanStep][r % kScanStep] = i < n ? x[i] : 0.0;
+      }
+      __syncthreads();
+      const int64_t base = k * kScanChunk + step;
+      for (int e = 0; e < kScanStep && base + e < n && k < chunks; ++e) {
+        const double v = tile[t][e];
+        tile[t][e] = running;  // exclusive prefix
+        running = running + v;
+      }
+      __syncthreads();
+      if (exclusive != nullptr) {
+        for (int r = t; r < kScanThreads * kScanStep; r += kScanThreads) {  // coalesced store
+          const int64_t i = (first + r / kScanStep) * kScanChunk + step + r % kScanStep;
+          if (i < n) exclusive[i] = tile[r / kScanStep][r % kScanStep];
+        }
+      }
+      __syncthreads();
+    }
+    if (totals != nullptr && k < chunks) totals[k] = running;
+  }
 }
 
 __global__ void fold_small_kernel(const double* x, double* exclusive, int64_t n, double* total) {
@@ -48,12 +75,13 @@ struct CudaBackend {
     }
     const int64_t chunks = num_chunks(n);
     at::Tensor totals = at::empty({chunks}, options), offsets = at::empty({chunks}, options);
-    const int64_t grid = (chunks + kThreads - 1) / kThreads;
-    FS_LAUNCH(chunk_totals_kernel, grid, kThreads, 0, x, n, totals.data_ptr<double>());
+    const int64_t grid = cuda::blocks_for(chunks, kScanThreads);
+    FS_LAUNCH(scan_chunks_kernel, grid, kScanThreads, 0, x, nullptr, n, nullptr,
+              totals.data_ptr<double>());
     scan(totals.data_ptr<double>(), offsets.data_ptr<double>(), chunks, total, options);
     if (exclusive) {
-      FS_LAUNCH(chunk_prefix_kernel, grid, kThreads, 0, x, exclusive, n,
-                offsets.data_ptr<double>());
+      FS_LAUNCH(scan_chunks_kernel, grid, kScanThreads, 0, x, exclusive, n,
+                offsets.data_ptr<double>(), nullptr);
     }
   }
 
