@@ -1,0 +1,57 @@
+"""Command lines: thin argparse layers over the public APIs of fastsoftmax.models.
+
+    python -m fastsoftmax.cli.lm       (console script fastsoftmax-lm)
+    python -m fastsoftmax.cli.seq2seq  (console script fastsoftmax-seq2seq)
+
+Every command prints its defaults in --help, answers bad input with one "error: ..." line
+on stderr and exit status 2 (never a traceback), and never overwrites a file it did not
+write in the same run unless told to (--force).
+"""
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+_UNSET = object()
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults shown after every option; descriptions keep their line breaks."""
+
+
+def given_options(build: Callable[[], argparse.ArgumentParser], command: str,
+                  argv: Sequence[str]) -> set:
+    """The destinations the user set on the command line for `command` (as opposed to
+    defaults): argv parsed again by a fresh parser (build(), whose `subcommands` maps names to
+    subparsers) with every default of `command` replaced by a sentinel."""
+    fresh = build()
+    sub = fresh.subcommands[command]
+    sub.set_defaults(**{a.dest: _UNSET for a in sub._actions if a.dest != "help"})
+    parsed = vars(fresh.parse_args(argv))
+    return {k for k, v in parsed.items() if v is not _UNSET and k != "command"}
+
+
+def run(func: Callable, args) -> int:
+    """func(args) with the errors a user can cause reported as one line: exit status 2."""
+    try:
+        func(args)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def add_threads(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threads", type=positive_int, default=None,
+                        help="torch intra-op threads (default: torch's); 1 is often fastest for "
+                             "small models on a busy machine")

@@ -1,0 +1,44 @@
+"""Validation-perplexity curves of one or more runs, against epochs and against wall-clock
+time (where the sampled heads' speed shows)."""
+
+import os
+from typing import List, Sequence, Tuple
+
+
+def plot_runs(runs: Sequence[Tuple[str, List[dict]]], path: str, title: str,
+              overwrite: bool = False) -> str:
+    """One curve per (label, history) pair, history rows holding epoch, val_ppl and seconds
+    (training time of that epoch). Left: per epoch (integer ticks); right: per cumulative
+    training minute. Refuses to replace an existing file unless `overwrite`."""
+    if os.path.exists(path) and not overwrite:
+        raise ValueError(f"plot {path} already exists; choose another path or pass --force")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, (by_epoch, by_time) = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for label, history in runs:
+        ppl = [h["val_ppl"] for h in history]
+        by_epoch.plot([h["epoch"] for h in history], ppl, marker="o", label=label)
+        minutes, elapsed = [], 0.0
+        for h in history:
+            elapsed += h.get("seconds", 0.0)
+            minutes.append(elapsed / 60)
+        by_time.plot(minutes, ppl, marker="o", label=label)
+    by_epoch.xaxis.set_major_locator(MaxNLocator(integer=True))
+    by_epoch.set_xlabel("epoch")
+    by_time.set_xlabel("training time (minutes, wall clock)")
+    by_epoch.set_ylabel("validation perplexity (exact softmax)")
+    for ax in (by_epoch, by_time):
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
