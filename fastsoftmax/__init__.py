@@ -22,6 +22,7 @@ from .nn import (
     make_head,
     register_head,
 )
+from .optim import clip_grad_norm
 from .samplers import (
     AliasSampler,
     LogUniformSampler,
@@ -57,6 +58,7 @@ __all__ = [
     "UniformSampler",
     "UnigramSampler",
     "build_info",
+    "clip_grad_norm",
     "functional",
     "nce_loss",
     "negative_sampling_loss",

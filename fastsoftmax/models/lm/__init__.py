@@ -28,7 +28,7 @@ from .data import (
 )
 from .generation import generate
 from .model import RNNLanguageModel, detach_hidden
-from .plots import plot_runs
+from .plots import plot_runs, runs_figure
 from .training import LRSchedule, evaluate, evaluate_checkpoint, fit, train_epoch
 
 __all__ = [
@@ -36,6 +36,6 @@ __all__ = [
     "TrainConfig", "Vocabulary", "batchify", "bptt_batches", "build_vocabulary",
     "clip_grad_norm", "detach_hidden", "evaluate", "evaluate_checkpoint", "find_split", "fit",
     "generate", "load_checkpoint", "make_optimizer", "model_from_checkpoint",
-    "num_bptt_batches", "plot_runs", "read_tokens", "save_checkpoint", "shard_rows",
+    "num_bptt_batches", "plot_runs", "read_tokens", "runs_figure", "save_checkpoint", "shard_rows",
     "train_epoch",
 ]

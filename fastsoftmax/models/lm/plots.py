@@ -5,13 +5,10 @@ import os
 from typing import List, Sequence, Tuple
 
 
-def plot_runs(runs: Sequence[Tuple[str, List[dict]]], path: str, title: str,
-              overwrite: bool = False) -> str:
-    """One curve per (label, history) pair, history rows holding epoch, val_ppl and seconds
-    (training time of that epoch). Left: per epoch (integer ticks); right: per cumulative
-    training minute. Refuses to replace an existing file unless `overwrite`."""
-    if os.path.exists(path) and not overwrite:
-        raise ValueError(f"plot {path} already exists; choose another path or pass --force")
+def runs_figure(runs: Sequence[Tuple[str, List[dict]]], title: str):
+    """A matplotlib figure with one curve per (label, history) pair, history rows holding
+    epoch, val_ppl and seconds (training time of that epoch). Left: per epoch (integer
+    ticks); right: per cumulative training minute, where a faster head's curve ends sooner."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -37,6 +34,18 @@ def plot_runs(runs: Sequence[Tuple[str, List[dict]]], path: str, title: str,
         ax.legend()
     fig.suptitle(title)
     fig.tight_layout()
+    return fig
+
+
+def plot_runs(runs: Sequence[Tuple[str, List[dict]]], path: str, title: str,
+              overwrite: bool = False) -> str:
+    """runs_figure written to the PNG `path`; refuses to replace an existing file unless
+    `overwrite`."""
+    if os.path.exists(path) and not overwrite:
+        raise ValueError(f"plot {path} already exists; choose another path or pass --force")
+    import matplotlib.pyplot as plt
+
+    fig = runs_figure(runs, title)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fig.savefig(path, dpi=120)
