@@ -159,6 +159,8 @@ def test_plot_has_integer_epochs_a_wall_clock_axis_and_a_title():
     assert "wall clock" in by_time.get_xlabel()
     assert by_time.lines[0].get_xdata()[-1] == pytest.approx(3.0)  # 30+60+90 s = 3 min
     assert fig._suptitle.get_text() == "full vs sampled"
+    one = lm.runs_figure([("full", history[:1])], "one epoch")  # no 0.95, 1.0, 1.05 ticks
+    assert list(one.axes[0].get_xticks()) == [1]
 
 
 # ---------------------------------------------------------------------------------------

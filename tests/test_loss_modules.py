@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import requires_cuda
+from reference import full_softmax_reference, reduce_reference
 
 import fastsoftmax as fs
 from fastsoftmax import functional as FF
@@ -358,13 +359,21 @@ def test_streaming_logsumexp_matches_one_shot(rows, classes, chunk):
                                torch.logsumexp(h @ w.t(), 1), rtol=1e-5, atol=1e-4)
 
 
-def test_full_softmax_loss_gradcheck():
+def test_full_softmax_loss_matches_reference_and_gradcheck():
+    """num_true = 2 and an ignored row, blocks of 3 classes, float64: the value and the
+    gradients of the reference, and gradcheck."""
     g = torch.Generator().manual_seed(0)
     h = torch.randn(4, 3, generator=g, dtype=torch.float64, requires_grad=True)
     w = torch.randn(11, 3, generator=g, dtype=torch.float64, requires_grad=True)
     b = torch.randn(11, generator=g, dtype=torch.float64, requires_grad=True)
-    t = torch.tensor([[1, 4], [0, 0], [10, 2], [3, 3]])
-    fn = lambda h, w, b: FF.full_softmax_loss(h, w, t, b, chunk_bytes=4 * 4 * 3)
+    t = torch.tensor([[1, 4], [-100, 0], [10, 2], [3, 3]])
+    fn = lambda h, w, b: FF.full_softmax_loss(h, w, t, b, reduction="sum", chunk_bytes=4 * 4 * 3)
+    ours = fn(h, w, b)
+    ref = reduce_reference(full_softmax_reference(h, w, b, t), t, "sum")
+    torch.testing.assert_close(ours, ref)
+    grads = torch.autograd.grad(ours, (h, w, b))
+    for a, r in zip(grads, torch.autograd.grad(ref, (h, w, b))):
+        torch.testing.assert_close(a, r)
     assert torch.autograd.gradcheck(fn, (h, w, b))
 
 

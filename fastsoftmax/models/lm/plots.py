@@ -13,7 +13,6 @@ def runs_figure(runs: Sequence[Tuple[str, List[dict]]], title: str):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     fig, (by_epoch, by_time) = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for label, history in runs:
@@ -24,7 +23,11 @@ def runs_figure(runs: Sequence[Tuple[str, List[dict]]], title: str):
             elapsed += h.get("seconds", 0.0)
             minutes.append(elapsed / 60)
         by_time.plot(minutes, ppl, marker="o", label=label)
-    by_epoch.xaxis.set_major_locator(MaxNLocator(integer=True))
+    epochs = sorted({h["epoch"] for _, history in runs for h in history})
+    if epochs:  # whole epochs only, at most about 15 labels
+        step = -(-len(epochs) // 15)
+        by_epoch.set_xticks(epochs[::step])
+        by_epoch.set_xlim(epochs[0] - 0.5, epochs[-1] + 0.5)
     by_epoch.set_xlabel("epoch")
     by_time.set_xlabel("training time (minutes, wall clock)")
     by_epoch.set_ylabel("validation perplexity (exact softmax)")
