@@ -52,7 +52,7 @@ DATA = os.environ.get(
 # Zaremba et al. (2014). They use SGD lr 1 and clip 5 on the loss summed over the BPTT steps
 # (averaged over the batch); our loss is the per-token mean, so the same update is lr = bptt
 # and clip = 5 / bptt. `decay` divides the lr after every epoch from `decay_after` on.
-# 'medium' ties the input and output embeddings (Press & Wolf 2017), as the issue asks.
+# 'medium' ties the input and output embeddings (Press & Wolf 2017).
 CONFIGS = {
     "small": dict(
         size=200, dropout=0.0, epochs=13, bptt=20, decay=2.0, decay_after=4, init=0.1, tie=False
