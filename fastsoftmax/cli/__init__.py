@@ -55,3 +55,42 @@ def add_threads(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=positive_int, default=None,
                         help="torch intra-op threads (default: torch's); 1 is often fastest for "
                              "small models on a busy machine")
+
+
+def new_parser(prog: str, description: str):
+    """(parser, add_command): add_command(name, help) makes a subcommand parser with defaults
+    in its --help; the parser's `subcommands` maps names to them (see given_options)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     formatter_class=HelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    parser.subcommands = {}
+
+    def add_command(name: str, help: str) -> argparse.ArgumentParser:
+        parser.subcommands[name] = sub.add_parser(name, help=help, formatter_class=HelpFormatter)
+        return parser.subcommands[name]
+
+    return parser, add_command
+
+
+def add_run_options(parser: argparse.ArgumentParser, defaults, kind: str, may_change,
+                    overwrites: str) -> None:
+    """The options every `train` shares: data encoding, device, where the checkpoint goes,
+    resuming, overwriting, the progress bar. `defaults` is the command's TrainConfig()."""
+    parser.add_argument("--encoding", default=defaults.encoding,
+                        help="text encoding of the data files")
+    parser.add_argument("--device", default=defaults.device,
+                        help="cpu, cuda or cuda:N (None: cuda when available, else cpu)")
+    parser.add_argument("--checkpoint", default=defaults.checkpoint,
+                        help=f"written after every epoch; None: a new {kind}-<output>-<time>.pt "
+                             f"here (on resume: the resumed file)")
+    parser.add_argument("--resume", default=defaults.resume,
+                        help="checkpoint to continue from; may change: "
+                             + ", ".join("--" + k.replace("_", "-") for k in may_change))
+    parser.add_argument("--force", action="store_true",
+                        help=f"overwrite an existing --checkpoint or {overwrites}")
+    parser.add_argument("--progress", dest="progress", action="store_true",
+                        default=defaults.progress,
+                        help="progress bar even when stderr is not a terminal (None: terminal "
+                             "only)")
+    parser.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="no progress bar")

@@ -26,7 +26,7 @@ import torch
 
 from ..models import lm
 from ..nn import HEADS
-from . import HelpFormatter, add_threads, given_options, positive_int, run
+from . import add_run_options, add_threads, given_options, new_parser, positive_int, run
 
 OOV_WARNING = 0.05
 
@@ -136,31 +136,16 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
                    help="streams when evaluating")
     t.add_argument("--bptt", type=positive_int, default=d.bptt, help="truncated BPTT length")
     t.add_argument("--seed", type=int, default=d.seed, help="seed of every random stream")
-    t.add_argument("--encoding", default=d.encoding, help="text encoding of the corpus files")
-    t.add_argument("--device", default=d.device, help="None: cuda when available, else cpu")
-    t.add_argument("--checkpoint", default=d.checkpoint,
-                   help="written after every epoch; None: a new lm-<output>-<time>.pt here "
-                        "(on resume: the resumed file)")
-    t.add_argument("--resume", default=d.resume,
-                   help="checkpoint to continue from; may change: "
-                        + ", ".join("--" + k.replace("_", "-") for k in lm.MAY_CHANGE_ON_RESUME))
-    t.add_argument("--force", action="store_true",
-                   help="overwrite an existing --checkpoint or --plot")
     t.add_argument("--plot", default=d.plot, help="PNG of validation perplexity (not written "
                                                    "unless given)")
-    t.add_argument("--progress", dest="progress", action="store_true", default=d.progress,
-                   help="progress bar even when stderr is not a terminal (None: terminal only)")
-    t.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    add_run_options(t, d, "lm", lm.MAY_CHANGE_ON_RESUME, "--plot")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fastsoftmax-lm", description=__doc__,
-                                formatter_class=HelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
-    kw = dict(formatter_class=HelpFormatter)
-    t = sub.add_parser("train", help="train (or resume) a language model", **kw)
+    p, command = new_parser("fastsoftmax-lm", __doc__)
+    t = command("train", "train (or resume) a language model")
     _train_parser(t)
-    e = sub.add_parser("eval", help="exact perplexity of a checkpoint", **kw)
+    e = command("eval", "exact perplexity of a checkpoint")
     e.add_argument("--checkpoint", required=True, help="checkpoint written by train")
     e.add_argument("--data", required=True, help="folder with the split to score")
     e.add_argument("--split", choices=("train", "valid", "test"), default="test",
@@ -171,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--allow-vocab-mismatch", action="store_true",
                    help="score data whose own vocabulary differs from the checkpoint's")
     e.add_argument("--device", default=None, help="None: cuda when available, else cpu")
-    g = sub.add_parser("generate", help="continue a prompt", **kw)
+    g = command("generate", "continue a prompt")
     g.add_argument("--checkpoint", required=True, help="checkpoint written by train")
     g.add_argument("--prompt", default="", help="words to continue")
     g.add_argument("--max-tokens", type=positive_int, default=50, help="words to generate")
@@ -180,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sample among the k likeliest words only (0: off)")
     g.add_argument("--seed", type=int, default=None, help="seed for a reproducible text")
     g.add_argument("--device", default=None, help="None: cuda when available, else cpu")
-    c = sub.add_parser("compare", help="summarise and plot several runs", **kw)
+    c = command("compare", "summarise and plot several runs")
     c.add_argument("runs", nargs="+", help="checkpoints written by train")
     c.add_argument("--labels", nargs="*", default=None,
                    help="one name per run (None: head and file name)")
@@ -191,7 +176,6 @@ def build_parser() -> argparse.ArgumentParser:
     for parser, func in ((t, cmd_train), (e, cmd_eval), (g, cmd_generate), (c, cmd_compare)):
         add_threads(parser)
         parser.set_defaults(func=func)
-    p.subcommands = dict(train=t, eval=e, generate=g, compare=c)
     return p
 
 

@@ -25,7 +25,7 @@ import torch
 
 from ..models import seq2seq as s2s
 from ..nn import HEADS
-from . import HelpFormatter, add_threads, given_options, positive_int, run
+from . import add_run_options, add_threads, given_options, new_parser, positive_int, run
 
 
 def cmd_train(args, argv) -> None:
@@ -133,38 +133,22 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
     t.add_argument("--seed", type=int, default=d.seed, help="seed of the split and training")
     t.add_argument("--beam-size", type=positive_int, default=d.beam_size,
                    help="decoding for held-out scores")
-    t.add_argument("--encoding", default=d.encoding, help="text encoding of the pair file")
-    t.add_argument("--checkpoint", default=d.checkpoint,
-                   help="saved after every epoch; None: a new seq2seq-<output>-<time>.pt here "
-                        "(on resume: the resumed file)")
-    t.add_argument("--resume", default=d.resume,
-                   help="checkpoint to continue from; may change: "
-                        + ", ".join("--" + k.replace("_", "-") for k in s2s.MAY_CHANGE_ON_RESUME))
-    t.add_argument("--force", action="store_true",
-                   help="overwrite an existing --checkpoint or --heatmap")
     t.add_argument("--heatmap", help="write the attention heatmap of one held-out example here")
     t.add_argument("--heatmap-index", type=int, default=0, help="held-out pair drawn")
-    t.add_argument("--device", default=d.device, help="cpu or cuda")
-    t.add_argument("--progress", dest="progress", action="store_true", default=d.progress,
-                   help="progress bar even when stderr is not a terminal (None: terminal only)")
-    t.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    add_run_options(t, d, "seq2seq", s2s.MAY_CHANGE_ON_RESUME, "--heatmap")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fastsoftmax-seq2seq", description=__doc__,
-                                formatter_class=HelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
-    kw = dict(formatter_class=HelpFormatter)
-    t = sub.add_parser("train", help="train (or resume) a model on a pair file", **kw)
+    p, command = new_parser("fastsoftmax-seq2seq", __doc__)
+    t = command("train", "train (or resume) a model on a pair file")
     _train_parser(t)
-    r = sub.add_parser("translate", help="translate lines read from stdin", **kw)
+    r = command("translate", "translate lines read from stdin")
     r.add_argument("--checkpoint", required=True, help="checkpoint written by train")
     r.add_argument("--beam-size", type=positive_int, default=1, help="1: greedy")
     r.add_argument("--alpha", type=float, default=1.0, help="length normalisation exponent")
     r.add_argument("--max-len", type=positive_int, default=100, help="longest output")
     r.add_argument("--device", default="cpu", help="cpu or cuda")
-    e = sub.add_parser("eval", help="score a checkpoint on its held-out split (or on --data)",
-                       **kw)
+    e = command("eval", "score a checkpoint on its held-out split (or on --data)")
     e.add_argument("--checkpoint", required=True, help="checkpoint written by train")
     e.add_argument("--data", help="score all of this file instead of the held-out split")
     e.add_argument("--encoding", default="utf-8", help="text encoding of --data")
@@ -177,7 +161,6 @@ def build_parser() -> argparse.ArgumentParser:
     for parser, func in ((t, cmd_train), (r, cmd_translate), (e, cmd_eval)):
         add_threads(parser)
         parser.set_defaults(func=func)
-    p.subcommands = dict(train=t, translate=r, eval=e)
     return p
 
 

@@ -99,6 +99,8 @@ def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterabl
                                may_change=MAY_CHANGE_ON_RESUME, run_options=RUN_OPTIONS)
         if values["checkpoint"] is None:
             values["checkpoint"] = config.resume
+    if values["device"] is None:
+        values["device"] = "cuda" if torch.cuda.is_available() else "cpu"
     if values["data"] is None and not has_data:
         raise ValueError("training needs --data (a pair file)")
     if values["checkpoint"] is None:
