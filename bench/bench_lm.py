@@ -88,6 +88,7 @@ def train_quality_head(head: str, args, device: torch.device, threads: Optional[
         sampler="unigram", init_range=c["init"], optimizer="sgd", lr=float(bptt),
         lr_decay=c["decay"], decay_after=c["decay_after"], clip=5.0 / bptt,
         epochs=args.epochs or c["epochs"], batch_size=20, eval_batch_size=10, bptt=bptt,
+        eval_bptt=35,
         max_steps=args.max_steps, seed=args.seed, device=str(device),
         checkpoint=os.path.join(folder, f"ptb-{args.config}-{head}.pt"), force=True,
         progress=sys.stderr.isatty() and args.jobs == 1,

@@ -279,12 +279,15 @@ def make_head(name: str, in_features: int, num_classes: int, *,
     """The registered head `name` ('full', 'sampled', 'nce', 'neg', ...) over `num_classes`
     classes. `num_samples` is its sample count (num_sampled / num_negatives; ignored by heads
     that draw none). sampler, counts, power, bias and sparse go to the heads that take them;
-    any other option must be one the head takes."""
+    any other option must be one the head takes, or None."""
     if name not in HEADS:
         raise ValueError(f"output must be one of {tuple(HEADS)}, got {name!r}")
     cls = HEADS[name]
     accepted = inspect.signature(cls).parameters
-    kwargs = {k: v for k, v in options.items() if k in accepted or k not in _SHARED_OPTIONS}
+    # An option the head does not take is dropped when it is a shared one or None (nothing is
+    # asked of the head); any other goes through, so that the constructor refuses it.
+    kwargs = {k: v for k, v in options.items()
+              if k in accepted or (k not in _SHARED_OPTIONS and v is not None)}
     arg = getattr(cls, "num_samples_arg", None)
     if arg is not None:
         if num_samples is None:

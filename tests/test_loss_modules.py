@@ -399,10 +399,19 @@ def test_head_registry_builds_every_model_head():
         def training_loss(self, input, target):
             return 2 * self.full_loss(input, target)
 
+    class Untied(fs.OutputLayer):  # a head that cannot share a weight
+        def __init__(self, in_features, num_classes, *, reduction="mean", ignore_index=-100):
+            super().__init__(in_features, num_classes, bias=False, weight=None,
+                             reduction=reduction, ignore_index=ignore_index)
+
     fs.register_head("doubled", Doubled)
+    fs.register_head("untied", Untied)
     try:
         assert type(fs.make_head("doubled", D, V, **common)) is Doubled
+        assert type(fs.make_head("untied", D, V, weight=None, **common)) is Untied
+        with pytest.raises(TypeError, match="weight"):
+            fs.make_head("untied", D, V, weight=torch.nn.Parameter(torch.zeros(V, D)))
     finally:
-        del fs.nn.HEADS["doubled"]
+        del fs.nn.HEADS["doubled"], fs.nn.HEADS["untied"]
     with pytest.raises(TypeError, match="OutputLayer subclass"):
         fs.register_head("bad", torch.nn.Linear)

@@ -135,6 +135,8 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
     t.add_argument("--eval-batch-size", type=positive_int, default=d.eval_batch_size,
                    help="streams when evaluating")
     t.add_argument("--bptt", type=positive_int, default=d.bptt, help="truncated BPTT length")
+    t.add_argument("--eval-bptt", type=positive_int, default=d.eval_bptt,
+                   help="BPTT length of validation and test (None: --bptt)")
     t.add_argument("--seed", type=int, default=d.seed, help="seed of every random stream")
     t.add_argument("--plot", default=d.plot, help="PNG of validation perplexity (not written "
                                                    "unless given)")

@@ -13,7 +13,7 @@ RUN_OPTIONS = ("resume", "force", "device", "progress", "plot", "checkpoint")
 # (its vocabulary must still match), evaluation batching. The rest define the model and its
 # optimisation and must match the checkpoint.
 MAY_CHANGE_ON_RESUME = ("epochs", "max_steps", "save_every", "lr_decay", "decay_after", "data",
-                        "encoding", "eval_batch_size")
+                        "encoding", "eval_batch_size", "eval_bptt")
 
 
 @dataclass
@@ -30,6 +30,7 @@ class TrainConfig:
         resumed one is never overwritten unless force.
     plot: PNG of the run's curves, refused if it exists unless force.
     progress: None draws the bar only when stderr is a terminal.
+    eval_bptt: BPTT length of validation and test (None: bptt).
     """
 
     data: Optional[str] = None
@@ -56,6 +57,7 @@ class TrainConfig:
     batch_size: int = 20
     eval_batch_size: int = 10
     bptt: int = 20
+    eval_bptt: Optional[int] = None
     max_steps: Optional[int] = None
     seed: int = 1234
     encoding: str = "utf-8"

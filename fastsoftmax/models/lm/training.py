@@ -243,7 +243,7 @@ def fit(config: TrainConfig, *, given=None, log: Callable = print) -> dict:
         steps_done += stats["steps"]
         # Every rank evaluates the whole validation set on its identical replica: the same
         # number everywhere drives the same learning-rate decision without a collective.
-        val_ppl = evaluate(model, valid_data, config.bptt)
+        val_ppl = evaluate(model, valid_data, config.eval_bptt or config.bptt)
         row = dict(epoch=epoch, train_loss=stats["loss"], val_ppl=val_ppl, lr=schedule.lr,
                    seconds=stats["seconds"], steps=stats["steps"],
                    tokens_per_s=stats["tokens"] / max(stats["seconds"], 1e-9))
@@ -253,7 +253,7 @@ def fit(config: TrainConfig, *, given=None, log: Callable = print) -> dict:
         schedule.step(epoch, val_ppl)
         schedule.apply(optimizer)
         checkpoint(epoch)
-    test_ppl = evaluate(model, test_data, config.bptt)
+    test_ppl = evaluate(model, test_data, config.eval_bptt or config.bptt)
     say(f"test ppl {test_ppl:.2f}")
     say(f"saved {config.checkpoint}")
     if rank == 0 and config.plot and history:
@@ -302,6 +302,6 @@ def evaluate_checkpoint(path: str, data: str, *, split: str = "test",
     trained = state.get("train_config", {})
     rows = batchify(corpus[split], batch_size or trained.get("eval_batch_size", 10))
     ppl = evaluate(model, rows.to(next(model.parameters()).device),
-                   bptt or trained.get("bptt", 35))
+                   bptt or trained.get("eval_bptt") or trained.get("bptt", 35))
     return dict(ppl=ppl, oov=corpus.oov[split], tokens=corpus[split].numel(), split=split,
                 path=corpus.paths[split])
