@@ -16,7 +16,12 @@ _UNSET = object()
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Defaults shown after every option; descriptions keep their line breaks."""
+    """Defaults shown after every optional option; descriptions keep their line breaks."""
+
+    def _get_help_string(self, action):
+        if action.required:
+            return action.help
+        return super()._get_help_string(action)
 
 
 def given_options(build: Callable[[], argparse.ArgumentParser], command: str,
@@ -53,8 +58,8 @@ def positive_int(text: str) -> int:
 
 def add_threads(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=positive_int, default=None,
-                        help="torch intra-op threads (default: torch's); 1 is often fastest for "
-                             "small models on a busy machine")
+                        help="torch intra-op threads (None: torch's choice); 1 is often fastest "
+                             "for small models on a busy machine")
 
 
 def new_parser(prog: str, description: str):
