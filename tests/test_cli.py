@@ -6,20 +6,12 @@ import os
 
 import pytest
 import torch
-from test_lm import write_corpus
+from test_lm import one_thread, write_corpus  # noqa: F401 (one_thread: an autouse fixture)
 
 import fastsoftmax
 from fastsoftmax.cli import lm as lm_cli
 from fastsoftmax.cli import seq2seq as s2s_cli
 from fastsoftmax.models import lm
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")
