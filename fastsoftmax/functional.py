@@ -204,14 +204,15 @@ def _acc_dtype(input: Tensor) -> torch.dtype:
 
 
 def _blocks(rows: int, classes: int, chunk_bytes: int) -> Tuple[int, int]:
-    """(rows, classes) per block so that one block of logits holds about chunk_bytes. Rows are
-    split only when fewer than 1024 classes (or all of them) would fit beside all rows."""
+    """(rows, classes) per block so that one block of logits holds about chunk_bytes. All rows
+    go in one block unless that leaves too few classes per block to be efficient (fewer than
+    all of them, 1024, or a 16th of the budget); then rows are split too."""
     if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes <= 0:
         raise ValueError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}")
     elements = max(1, chunk_bytes // 4)
     class_step = max(1, min(classes, elements // max(rows, 1)))
-    floor = min(classes, 1024)
-    if class_step >= floor:
+    floor = max(1, min(classes, 1024, elements // 16))
+    if class_step >= floor and class_step * rows <= elements:
         return max(rows, 1), class_step
     return max(1, elements // floor), floor
 
@@ -241,6 +242,34 @@ def _check_full(input, weight, bias) -> Tensor:
     return input.reshape(-1, input.shape[-1])
 
 
+def _stream(h: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_bytes: int,
+            targets: Optional[Tensor]) -> Tuple[Tensor, Optional[Tensor]]:
+    """(log-sum-exp [N], sum of the logits at `targets` [N, T] or None) in one pass over the
+    blocks of logits: each block's logsumexp is folded into the running value with logaddexp
+    (exact, no overflow: each block subtracts its own max), and the true logits are gathered
+    from the block that holds them, so weight rows are never gathered separately."""
+    lse_blocks, true_blocks = [], []
+    for rows, c0, logits in _logit_blocks(h, weight, bias, chunk_bytes):
+        part = torch.logsumexp(logits, 1)
+        true = None
+        if targets is not None:
+            t = targets[rows]
+            inside = (t >= c0) & (t < c0 + logits.shape[1])
+            picked = logits.gather(1, (t - c0).clamp(0, logits.shape[1] - 1))
+            true = torch.where(inside, picked, torch.zeros_like(picked)).sum(1)
+        if c0 == 0:  # a new block of rows begins
+            lse_blocks.append(part)
+            true_blocks.append(true)
+        else:
+            lse_blocks[-1] = torch.logaddexp(lse_blocks[-1], part)
+            if true is not None:
+                true_blocks[-1] = true_blocks[-1] + true
+    lse = torch.cat(lse_blocks) if len(lse_blocks) > 1 else lse_blocks[0]
+    if targets is None:
+        return lse, None
+    return lse, (torch.cat(true_blocks) if len(true_blocks) > 1 else true_blocks[0])
+
+
 def streaming_logsumexp(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *,
                         chunk_bytes: int = CHUNK_BYTES) -> Tensor:
     """log sum_c exp(input.weight[c] + bias[c]) per row, shape [*], in float32 (float64 for
@@ -249,14 +278,7 @@ def streaming_logsumexp(input: Tensor, weight: Tensor, bias: Optional[Tensor] = 
     which is exact (no overflow: each block subtracts its own max). Differentiable; in
     backward autograd keeps the blocks it needs."""
     h = _check_full(input, weight, bias)
-    blocks = []
-    for _, c0, logits in _logit_blocks(h, weight, bias, chunk_bytes):
-        part = torch.logsumexp(logits, 1)
-        if c0 == 0:  # a new block of rows begins
-            blocks.append(part)
-        else:
-            blocks[-1] = torch.logaddexp(blocks[-1], part)
-    lse = torch.cat(blocks) if len(blocks) > 1 else blocks[0]
+    lse, _ = _stream(h, weight, bias, chunk_bytes, None)
     return lse.reshape(input.shape[:-1])
 
 
@@ -313,11 +335,15 @@ def full_softmax_loss(
         torch._assert_async(in_range, message)
     elif not bool(in_range):
         raise ValueError(message)
-    acc = _acc_dtype(h)
-    true = (h.unsqueeze(1) * weight[safe]).to(acc).sum(-1)
-    if bias is not None:
-        true = true + bias[safe].to(acc)
-    loss = streaming_logsumexp(h, weight, bias, chunk_bytes=chunk_bytes) - true.mean(1)
+    if t2.shape[1] == 1 and _blocks(h.shape[0], V, chunk_bytes) == (max(h.shape[0], 1), V):
+        # All logits fit in one block: F.cross_entropy computes the same log-sum-exp, fused
+        # with its gradient (about 1.5x faster than logsumexp + gather on CPU).
+        logits = torch.nn.functional.linear(h, weight, bias).to(_acc_dtype(h))
+        loss = torch.nn.functional.cross_entropy(logits, safe[:, 0], reduction="none")
+    else:
+        _check_full(h, weight, bias)
+        lse, true = _stream(h, weight, bias, chunk_bytes, safe)
+        loss = lse - true / t2.shape[1]
     loss = torch.where(keep, loss, torch.zeros_like(loss))
     return reduce_loss(loss, t2, lead, reduction, ignore_index, input.dtype)
 

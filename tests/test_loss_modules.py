@@ -344,10 +344,12 @@ def test_full_softmax_loss_is_cross_entropy_in_training_and_eval(device, reducti
 
 
 @pytest.mark.parametrize("rows,classes,chunk", [(7, 13, 4 * 5), (33, 50, 4 * 64), (4, 9, 1 << 22),
-                                                (5, 2000, 4 * 1100)])
+                                                (5, 2000, 4 * 1100), (50, 2000, 4 * 400)])
 def test_streaming_logsumexp_matches_one_shot(rows, classes, chunk):
     """Blocks of classes and (when few classes fit) of rows give the one-shot value, also for
     logits large enough that a naive sum of exponentials overflows."""
+    row_step, class_step = FF._blocks(rows, classes, chunk)
+    assert row_step * class_step <= max(chunk // 4, class_step)
     g = torch.Generator().manual_seed(rows * classes)
     h = torch.randn(rows, 6, generator=g) * 30
     w, b = torch.randn(classes, 6, generator=g), torch.randn(classes, generator=g)
