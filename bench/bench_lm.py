@@ -10,24 +10,24 @@ no dropout, batch 20, BPTT 20, SGD lr 1 halved every epoch after the 4th, clip 5
 run): 2x650, dropout 0.5, BPTT 35, lr /1.25 after epoch 6, init ±0.05, 39 epochs, tied
 weights; targets full ≤ 80, 'sampled' within 3%. Our loss is the per-token mean, so their
 lr 1 and clip 5 on the sum over BPTT steps are lr = bptt and clip = 5 / bptt here. `--jobs 2`
-trains two heads at a time in separate processes.
+trains two heads at a time in separate processes. Each head is one call of
+fastsoftmax.models.lm.fit, the same run as `fastsoftmax-lm train`; its checkpoints go to
+--checkpoint-dir (a temporary folder by default).
 
 speed: training tokens/s (forward + backward + SGD step of the whole model) per head against
 'full' on WikiText-2 (33k words) and on a synthetic Zipf corpus with an 800k vocabulary.
 
-Heads whose sampled losses are missing from this build are reported and skipped. Rows go to
-bench/results/lm-<device>.csv with the device and the command line.
+Rows are appended to bench/results/lm-<cpu|cuda>.csv (schema: bench/common.py).
 """
 
 import argparse
 import concurrent.futures
-import datetime
 import math
 import multiprocessing
 import os
-import platform
 import statistics
 import sys
+import tempfile
 import time
 from typing import Optional
 
@@ -37,7 +37,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from common import append_rows, command_line  # noqa: E402
+from common import write_results  # noqa: E402
 
 from fastsoftmax.models import lm  # noqa: E402
 
@@ -46,43 +46,13 @@ DATA = os.environ.get(
     "FASTSOFTMAX_DATA",
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"),
 )
-FIELDS = [
-    "time",
-    "bench",
-    "dataset",
-    "head",
-    "vocab",
-    "setting",
-    "metric",
-    "value",
-    "relative_to_full",
-    "device",
-    "command",
-]
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device).replace(" ", "-")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"cpu-{cores}c-{platform.machine()}"
-
-
-def write_rows(rows, device: torch.device) -> str:
-    name = device_name(device)
-    path = os.path.join(
-        HERE, "results", f"lm-{name.split('-')[0] if device.type == 'cpu' else name}.csv"
-    )
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    extra = dict(time=stamp, device=name, command=command_line())
-    return append_rows(path, [dict(row, **extra) for row in rows], FIELDS)
 
 
 # ---------------------------------------------------------------------------------------
 # Zaremba et al. (2014). They use SGD lr 1 and clip 5 on the loss summed over the BPTT steps
 # (averaged over the batch); our loss is the per-token mean, so the same update is lr = bptt
 # and clip = 5 / bptt. `decay` divides the lr after every epoch from `decay_after` on.
-# 'medium' ties the input and output embeddings (Press & Wolf 2017), as the issue asks.
+# 'medium' ties the input and output embeddings (Press & Wolf 2017).
 CONFIGS = {
     "small": dict(
         size=200, dropout=0.0, epochs=13, bptt=20, decay=2.0, decay_after=4, init=0.1, tie=False
@@ -105,76 +75,37 @@ def quality_setting(args) -> str:
 
 
 def train_quality_head(head: str, args, device: torch.device, threads: Optional[int]):
-    """One head of the quality run (Zaremba's recipe, `args.config`), then test perplexity.
-    Runs in its own process when heads run in parallel (`--jobs`)."""
+    """One head of the quality run (Zaremba's recipe, `args.config`): one fit() call, then
+    test perplexity. Runs in its own process when heads run in parallel (`--jobs`)."""
     if threads:
         torch.set_num_threads(threads)
     c = CONFIGS[args.config]
     bptt = c["bptt"]
-    corpus = lm.Corpus(os.path.join(DATA, "ptb"))
-    vocab = corpus.vocab
-    train = lm.batchify(corpus["train"], 20).to(device)
-    valid = lm.batchify(corpus["valid"], 10).to(device)
-    test = lm.batchify(corpus["test"], 10).to(device)
-    torch.manual_seed(args.seed)
-    model = lm.RNNLanguageModel(
-        len(vocab),
-        c["size"],
-        c["size"],
-        2,
-        dropout=c["dropout"],
-        tie_weights=c["tie"],
-        output=head,
-        num_sampled=args.num_sampled,
-        sampler="unigram",
-        counts=vocab.counts,
-        init_range=c["init"],
-    ).to(device)
-    opt = lm.make_optimizer(model, "sgd", float(bptt))
-    schedule = lm.LRSchedule(float(bptt), c["decay"], decay_after=c["decay_after"])
-    start = time.perf_counter()
-    curve = []
-    for epoch in range(1, (args.epochs or c["epochs"]) + 1):
-        progress = lm.Progress(
-            lm.num_bptt_batches(train, bptt) if not args.max_steps else args.max_steps,
-            f"{head} epoch {epoch}",
-            enabled=sys.stderr.isatty() and args.jobs == 1,
-        )
-        stats = lm.train_epoch(
-            model,
-            train,
-            opt,
-            bptt=bptt,
-            clip=5.0 / bptt,
-            max_steps=args.max_steps,
-            progress=progress,
-        )
-        val = lm.evaluate(model, valid, 35)
-        curve.append(val)
-        print(
-            f"{head:8s} epoch {epoch:2d} | train loss {stats['loss']:.3f} | valid ppl {val:8.2f} | "
-            f"lr {schedule.lr:.4g} | {stats['seconds']:.0f} s",
-            flush=True,
-        )
-        schedule.step(epoch, val)
-        schedule.apply(opt)
-    test_ppl = lm.evaluate(model, test, 35)
-    print(f"{head:8s} test ppl {test_ppl:.2f}", flush=True)
-    return dict(
-        test_ppl=test_ppl, seconds=time.perf_counter() - start, curve=curve, vocab=len(vocab)
+    folder = args.checkpoint_dir or tempfile.mkdtemp(prefix="bench_lm_")
+    config = lm.TrainConfig(
+        data=os.path.join(DATA, "ptb"), output=head, embed_dim=c["size"], hidden_size=c["size"],
+        layers=2, dropout=c["dropout"], tie_weights=c["tie"], num_sampled=args.num_sampled,
+        sampler="unigram", init_range=c["init"], optimizer="sgd", lr=float(bptt),
+        lr_decay=c["decay"], decay_after=c["decay_after"], clip=5.0 / bptt,
+        epochs=args.epochs or c["epochs"], batch_size=20, eval_batch_size=10, bptt=bptt,
+        eval_bptt=35,
+        max_steps=args.max_steps, seed=args.seed, device=str(device),
+        checkpoint=os.path.join(folder, f"ptb-{args.config}-{head}.pt"), force=True,
+        progress=sys.stderr.isatty() and args.jobs == 1,
     )
+    start = time.perf_counter()
+    res = lm.fit(config, log=lambda *parts: print(f"{head:8s}", *parts, flush=True))
+    return dict(test_ppl=res["test_ppl"], seconds=time.perf_counter() - start,
+                history=res["history"], vocab=len(res["vocab"]))
 
 
-def plot_quality(curves, config: str, device: torch.device) -> None:
-    """bench/results/lm-ptb-<config>-<device>.png: validation perplexity per epoch, one curve a head."""
-    from fastsoftmax import lm as cli
-
-    name = device_name(device)
-    kind = name.split("-")[0] if device.type == "cpu" else name
-    path = os.path.join(HERE, "results", f"lm-ptb-{config}-{kind}.png")
-    runs = [(h, [dict(epoch=i + 1, val_ppl=v) for i, v in enumerate(c)]) for h, c in curves.items()]
+def plot_quality(histories, config: str, device: torch.device) -> None:
+    """bench/results/lm-ptb-<config>-<device type>.png: validation perplexity per epoch and per
+    training minute, one curve a head (the benchmark's own figure, replaced on each run)."""
+    path = os.path.join(HERE, "results", f"lm-ptb-{config}-{device.type}.png")
     size = CONFIGS[config]["size"]
-    cli.plot_runs(runs, path, f"PTB, {config} 2x{size} LSTM: validation perplexity")
+    title = f"PTB, {config} 2x{size} LSTM: " + " vs ".join(histories) + " heads"
+    lm.plot_runs(list(histories.items()), path, title, overwrite=True)
     print("wrote", path)
 
 
@@ -194,31 +125,18 @@ def quality(args, device):
         setting += f", {args.jobs} heads at a time x {threads} threads"
     else:
         results = {h: train_quality_head(h, args, device, args.threads) for h in args.heads}
-    plot_quality({h: r["curve"] for h, r in results.items()}, args.config, device)
+    plot_quality({h: r["history"] for h, r in results.items()}, args.config, device)
     rows = []
     full = results["full"]["test_ppl"] if "full" in results else math.nan
     for head, r in results.items():
-        rel = r["test_ppl"] / full if math.isfinite(full) else ""
-        common = dict(bench="quality", dataset="ptb", head=head, vocab=r["vocab"], setting=setting)
-        rows.append(
-            dict(
-                common,
-                metric="test_ppl",
-                value=f"{r['test_ppl']:.2f}",
-                relative_to_full=rel and f"{rel:.4f}",
-            )
-        )
-        rows.append(
-            dict(
-                common,
-                metric="valid_ppl_per_epoch",
-                value=" ".join(f"{v:.2f}" for v in r["curve"]),
-                relative_to_full="",
-            )
-        )
-        rows.append(
-            dict(common, metric="train_seconds", value=f"{r['seconds']:.0f}", relative_to_full="")
-        )
+        common = dict(case="quality/ptb", provider=head, shape=f"V={r['vocab']} {setting}")
+        rows.append(dict(common, metric="test_ppl", value=f"{r['test_ppl']:.2f}"))
+        if math.isfinite(full):
+            rows.append(dict(common, metric="test_ppl_relative_to_full",
+                             value=f"{r['test_ppl'] / full:.4f}"))
+        rows.append(dict(common, metric="valid_ppl_per_epoch",
+                         value=" ".join(f"{h['val_ppl']:.2f}" for h in r["history"])))
+        rows.append(dict(common, metric="train_seconds", value=f"{r['seconds']:.0f}"))
     return rows
 
 
@@ -244,12 +162,14 @@ def speed_data(name: str):
 
 
 def check_full_nll(model, x, y) -> None:
-    """Correctness before timing: chunked exact NLL equals the one-shot cross entropy."""
+    """Correctness before timing: the head's streamed exact NLL equals the one-shot cross
+    entropy of all logits."""
     with torch.no_grad():
         model.eval()
         feats, _ = model.features(x)
-        chunked = model.head.nll(feats, y).mean()
-        direct = F.cross_entropy(model.head.logits(feats).flatten(0, 1).float(), y.reshape(-1))
+        chunked = model.head.full_loss(feats, y)
+        logits = F.linear(feats, model.head.weight, model.head.bias)
+        direct = F.cross_entropy(logits.flatten(0, 1).float(), y.reshape(-1))
         model.train()
     if not torch.allclose(chunked, direct, rtol=1e-4, atol=1e-4):
         raise AssertionError(f"chunked NLL {chunked.item()} != direct {direct.item()}")
@@ -274,7 +194,6 @@ def speed(args, device):
                 num_sampled=args.num_sampled,
                 sampler="unigram",
                 counts=counts,
-                eval_chunk=1 << 22,
                 sparse=args.sparse,
             ).to(device)
             check_full_nll(model, x0, y0)
@@ -308,22 +227,15 @@ def speed(args, device):
                 flush=True,
             )
             del model, opt
+        setting = (f"V={v} 2x{args.size} lstm, bs {args.batch_size}, bptt {args.bptt}, "
+                   f"num_sampled {args.num_sampled}, {args.steps} steps"
+                   f"{', sparse grads' if args.sparse else ''}")
         for head, rate in rates.items():
-            rel = rate / rates["full"] if "full" in rates else ""
-            rows.append(
-                dict(
-                    bench="speed",
-                    dataset=name,
-                    head=head,
-                    vocab=v,
-                    setting=f"2x{args.size} lstm, bs {args.batch_size}, bptt {args.bptt}, "
-                    f"num_sampled {args.num_sampled}, {args.steps} steps"
-                    f"{', sparse grads' if args.sparse else ''}",
-                    metric="train_tokens_per_s",
-                    value=f"{rate:.0f}",
-                    relative_to_full=rel and f"{rel:.2f}",
-                )
-            )
+            common = dict(case=f"speed/{name}", provider=head, shape=setting)
+            rows.append(dict(common, metric="train_tokens_per_s", value=f"{rate:.0f}"))
+            if "full" in rates:
+                rows.append(dict(common, metric="train_tokens_per_s_relative_to_full",
+                                 value=f"{rate / rates['full']:.2f}"))
     return rows
 
 
@@ -334,8 +246,10 @@ def main():
     q.add_argument("--config", choices=sorted(CONFIGS), default="small")
     q.add_argument("--epochs", type=int, default=None, help="default: the config's (13, 39)")
     q.add_argument(
-        "--max-steps", type=int, default=None, help="cap on steps per epoch (reduced run)"
+        "--max-steps", type=int, default=None, help="total training steps per head (reduced run)"
     )
+    q.add_argument("--checkpoint-dir", default=None,
+                   help="where each head's checkpoint goes (default: a temporary folder)")
     q.add_argument("--heads", nargs="+", default=["full", "sampled", "nce", "neg"])
     q.add_argument("--num-sampled", type=int, default=1024)
     q.add_argument("--seed", type=int, default=1234)
@@ -365,7 +279,7 @@ def main():
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     rows = quality(args, device) if args.bench == "quality" else speed(args, device)
     if rows:
-        print("wrote", write_rows(rows, device))
+        print("wrote", write_results("lm", device, rows))
 
 
 if __name__ == "__main__":

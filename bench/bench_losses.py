@@ -2,7 +2,7 @@
 (F.linear + F.cross_entropy) and against the same loss written in plain PyTorch.
 
     python bench/bench_losses.py                 # CPU, shapes scaled down (see SHAPES)
-    python bench/bench_losses.py --device cuda   # the issue's shapes, CUDA events
+    python bench/bench_losses.py --device cuda   # full-size shapes, CUDA events
 
 Correctness is checked (ours vs plain PyTorch: loss and gradients) before anything is timed.
 Times are medians over --repeat runs after a warm-up, with the min and max as the spread.
@@ -10,15 +10,13 @@ Peak memory is the extra memory a forward+backward allocates beyond its inputs: 
 the caching allocator's peak statistics, on the CPU from the resident-set high-water mark.
 On CUDA the negative-sampling rows also give the memory-bandwidth bound: the bytes the
 kernels must move divided by the measured device copy bandwidth.
-Rows are appended to bench/results/losses-<device>.csv with the device name and command.
+Rows are appended to bench/results/losses-<cpu|cuda>.csv (schema: bench/common.py).
 """
 
 import argparse
 import gc
 import math
 import os
-import platform
-import statistics
 import sys
 import time
 
@@ -28,7 +26,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import fastsoftmax as fs  # noqa: E402
-from common import append_rows, command_line  # noqa: E402
+from common import device_name, sync, time_it, write_results  # noqa: E402
 from fastsoftmax import functional as FF  # noqa: E402
 
 # (rows, D, V, K) for word2vec and (N, D, V, S) for the LM case. CPU shapes are scaled
@@ -92,29 +90,10 @@ def step(fn, args, params):
     return loss
 
 
-def sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def time_it(fn, args, params, device, repeat, warmup):
-    for _ in range(warmup):
-        step(fn, args, params)
-    sync(device)
-    times = []
-    for _ in range(repeat):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            step(fn, args, params)
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-        else:
-            t0 = time.perf_counter()
-            step(fn, args, params)
-            times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times), min(times), max(times)
+def time_step(fn, args, params, device, repeat, warmup):
+    """Median, min and max milliseconds of one forward+backward."""
+    med, lo, hi = time_it(lambda: step(fn, args, params), device, repeat, warmup, budget_s=600)
+    return 1e3 * med, 1e3 * lo, 1e3 * hi
 
 
 def _proc_status_kib(field):
@@ -219,12 +198,14 @@ def bench_word2vec(device, dtype, shape, args, rows):
     bound_ms = moved / (args.bandwidth * 1e9) * 1e3 if args.bandwidth else float("nan")
     results = {}
     for name, fn in (("ours", ns_ours), ("plain", ns_plain)):
-        med, lo, hi = time_it(fn, (h, w, t, neg), params, device, args.repeat, args.warmup)
+        med, lo, hi = time_step(fn, (h, w, t, neg), params, device, args.repeat, args.warmup)
         mem = peak_extra_mb(fn, (h, w, t, neg), params, device)
         results[name] = med
         rows.append(dict(case="negative_sampling", provider=name, dtype=str(dtype)[6:],
                          shape=f"N={n} D={d} V={v} K={k}", median_ms=med, min_ms=lo, max_ms=hi,
-                         peak_extra_mb=mem, bound_ms=bound_ms if name == "ours" else ""))
+                         peak_extra_mb=mem))
+        if name == "ours" and math.isfinite(bound_ms):
+            rows[-1]["bound_ms"] = bound_ms
     rows[-2]["speedup_vs_plain"] = results["plain"] / results["ours"]
 
 
@@ -240,7 +221,7 @@ def bench_lm(device, dtype, shape, args, rows):
                  ("full_softmax", full_softmax, (h, w, b, t))]
     for name, fn, fargs in providers:
         repeat = args.repeat if name != "full_softmax" else max(3, args.repeat // 3)
-        med, lo, hi = time_it(fn, fargs, params, device, repeat, args.warmup)
+        med, lo, hi = time_step(fn, fargs, params, device, repeat, args.warmup)
         mem = peak_extra_mb(fn, fargs, params, device)
         results[name] = med
         rows.append(dict(case="sampled_softmax", provider=name, dtype=str(dtype)[6:],
@@ -262,10 +243,7 @@ def main():
     args = parser.parse_args()
     device = torch.device(args.device)
     shapes = SHAPES["smoke" if args.smoke else ("cuda" if device.type == "cuda" else "cpu")]
-    if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-    else:
-        name = f"{platform.processor() or platform.machine()} x{torch.get_num_threads()} threads"
+    print(f"device: {device_name(device)}")
     args.bandwidth = copy_bandwidth_gbs(device) if device.type == "cuda" else None
     rows = []
     for dtype in shapes["dtypes"]:
@@ -275,17 +253,19 @@ def main():
         if "lm" in args.cases:
             for shape in shapes["lm"]:
                 bench_lm(device, dtype, shape, args, rows)
-    command = command_line()
-    fields = ["device", "command", "case", "provider", "dtype", "shape", "median_ms", "min_ms",
-              "max_ms", "peak_extra_mb", "speedup_vs_plain", "speedup_vs_full", "bound_ms",
-              "copy_bandwidth_gbs"]
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = os.devnull if args.smoke else args.out or os.path.join(here, "results",
-                                   f"losses-{device.type}.csv")
+    long_rows = []
     for r in rows:
-        r.update(device=name, command=command, copy_bandwidth_gbs=args.bandwidth or "")
-    append_rows(out, [{k: (f"{v:.3f}" if isinstance(v, float) and math.isfinite(v) else v)
-                       for k, v in r.items()} for r in rows], fields)
+        shape = f"{r['dtype']} {r['shape']}"
+        for metric in ("median_ms", "min_ms", "max_ms", "peak_extra_mb", "speedup_vs_plain",
+                       "speedup_vs_full", "bound_ms"):
+            if metric in r:
+                long_rows.append(dict(case=r["case"], provider=r["provider"], shape=shape,
+                                      metric=metric, value=round(r[metric], 3)))
+    if args.bandwidth:
+        long_rows.append(dict(case="copy", provider="torch", shape="256 MiB",
+                              metric="copy_bandwidth_gbs", value=round(args.bandwidth, 1)))
+    out = os.devnull if args.smoke else args.out
+    out = write_results("losses", device, long_rows, out)
     for r in rows:
         extra = " ".join(f"{k}={r[k]:.2f}" for k in ("speedup_vs_plain", "speedup_vs_full")
                          if k in r)

@@ -4,13 +4,13 @@ of drawing from a categorical distribution in PyTorch and numpy.
     python bench/bench_sampler.py [--device cpu|cuda] [--draws 10000000] [--vocab 1e4,1e5,1e6,1e7]
 
 Every provider's draws are checked against the target distribution before it is timed.
-Rows go to bench/results/sampler-<device>.csv.
+Rows are appended to bench/results/sampler-<cpu|cuda>.csv (schema: bench/common.py).
 """
 
 import argparse
+import math
 import os
 import sys
-import time
 
 import numpy as np
 import torch
@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import fastsoftmax as fs  # noqa: E402
-from common import command_line, device_name, sync, time_it, write_rows  # noqa: E402
+from common import device_name, sync, time_it, write_results  # noqa: E402
 
 
 def zipf_weights(v: int) -> torch.Tensor:
@@ -75,6 +75,7 @@ def main():
     ap.add_argument("--vocab", default="1e4,1e5,1e6,1e7")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--budget", type=float, default=20.0, help="seconds per timing at most")
+    ap.add_argument("--out", default=None, help="CSV to append to (default: bench/results/)")
     args = ap.parse_args()
     device = torch.device(args.device)
     name = device_name(device)
@@ -83,33 +84,29 @@ def main():
     print(f"{'provider':28s} {'V':>9s} {'build ms':>10s} {'draw s':>9s} {'draws/s':>10s} {'vs multinomial':>15s}")
     for v in [int(float(x)) for x in args.vocab.split(",")]:
         p = zipf_weights(v).to(device)
-        multinomial_s = None
+        timings = {}
         for pname, (build, draw) in providers(p, device).items():
-            sync(device)
-            t0 = time.perf_counter()
+            build_s, _, _ = time_it(build, device, repeats=3, warmup=0, budget_s=args.budget)
             table = build()
             sync(device)
-            build_ms = 1e3 * (time.perf_counter() - t0)
-            build_med, _, _ = time_it(build, device, repeats=3, warmup=0, budget_s=args.budget)
             torch.manual_seed(0)
             check(draw(table, min(args.draws, 2_000_000)), p, pname)
             med, lo, hi = time_it(lambda: draw(table, args.draws), device, args.repeats,
                                   budget_s=args.budget)
-            if pname == "torch.multinomial":
-                multinomial_s = med
-            rows.append(dict(device=name, provider=pname, vocab=v, draws=args.draws,
-                             build_ms=round(1e3 * build_med, 3), draw_s_median=round(med, 6),
-                             draw_s_min=round(lo, 6), draw_s_max=round(hi, 6),
-                             draws_per_s=round(args.draws / med), command=command_line()))
-            del build_ms
-        for r in rows:
-            if r["vocab"] == v and multinomial_s:
-                r["speedup_vs_multinomial"] = round(multinomial_s / r["draw_s_median"], 2)
-        for r in (r for r in rows if r["vocab"] == v):
-            print(f"{r['provider']:28s} {v:9d} {r['build_ms']:10.2f} {r['draw_s_median']:9.4f} "
-                  f"{r['draws_per_s']:10.3g} {r['speedup_vs_multinomial']:14.2f}x")
-    path = write_rows(f"sampler-{device.type}.csv", rows)
-    print("wrote", path)
+            timings[pname] = (build_s, med, lo, hi)
+        base = timings.get("torch.multinomial", (None, None))[1]
+        for pname, (build_s, med, lo, hi) in timings.items():
+            shape = f"V={v} draws={args.draws}"
+            metrics = dict(build_ms=round(1e3 * build_s, 3), draw_s_median=round(med, 6),
+                           draw_s_min=round(lo, 6), draw_s_max=round(hi, 6),
+                           draws_per_s=round(args.draws / med))
+            if base:
+                metrics["speedup_vs_multinomial"] = round(base / med, 2)
+            rows += [dict(case="draw", provider=pname, shape=shape, metric=k, value=val)
+                     for k, val in metrics.items()]
+            print(f"{pname:28s} {v:9d} {1e3 * build_s:10.2f} {med:9.4f} "
+                  f"{args.draws / med:10.3g} {(base or math.nan) / med:14.2f}x")
+    print("wrote", write_results("sampler", device, rows, args.out))
 
 
 if __name__ == "__main__":

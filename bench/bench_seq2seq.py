@@ -1,18 +1,20 @@
-"""Seq2seq quality and speed benchmarks; rows go to bench/results/seq2seq-<device>.csv.
+"""Seq2seq quality and speed benchmarks; rows go to bench/results/seq2seq-<cpu|cuda>.csv.
 
     python bench/bench_seq2seq.py --bench date          # attention, ≥99.9% exact match target
     python bench/bench_seq2seq.py --bench addition      # plain vs reversed vs reversed+peeky
     python bench/bench_seq2seq.py --bench tatoeba       # En→Fr ≤10 words: full vs sampled
 
-Every row records the command that produced it, the device, the thread count, the epochs run,
-the median training throughput over epochs and the held-out scores after the last epoch. The
-held-out split is a seeded 10% of the file. Outputs are decoded greedily.
+Each configuration is one call of fastsoftmax.models.seq2seq.fit (the run of
+`fastsoftmax-seq2seq train`); rows (schema: bench/common.py) give the epochs run, the median
+training throughput over epochs and the held-out scores after the last epoch. The held-out
+split is a seeded 10% of the file. Outputs are decoded greedily.
 """
 
 import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 import torch
@@ -20,75 +22,45 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from common import append_rows, command_line  # noqa: E402
+from common import write_results  # noqa: E402
 
-from fastsoftmax import seq2seq as s2s  # noqa: E402
+from fastsoftmax.models import seq2seq as s2s  # noqa: E402
 
 DATA = os.environ.get(
     "FASTSOFTMAX_DATA",
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"),
 )
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-FIELDS = [
-    "bench",
-    "config",
-    "device",
-    "threads",
-    "epochs",
-    "train_pairs",
-    "heldout_pairs",
-    "examples_per_s",
-    "epoch_s_median",
-    "heldout_loss",
-    "exact_match",
-    "bleu",
-    "note",
-    "command",
-]
 
 
-def device_name(device: str) -> str:
-    if device.startswith("cuda"):
-        return torch.cuda.get_device_name(torch.device(device)).replace(" ", "-")
-    return "cpu"
-
-
-def write_row(path: str, row: dict) -> None:
-    append_rows(path, [{k: row.get(k, "") for k in FIELDS}], FIELDS)
-    print(
-        "  " + ", ".join(f"{k}={row[k]}" for k in FIELDS if k in row and k != "command"), flush=True
-    )
-
-
-def run(name, config, settings, data, args, out, note="", **kw):
+def run(name, config, settings, data, args, out, note=""):
     print(f"[{name}] {config}", flush=True)
     t0 = time.perf_counter()
-    res = s2s.train(
-        settings,
+    folder = args.checkpoint_dir or tempfile.mkdtemp(prefix="bench_seq2seq_")
+    label = "".join(ch if ch.isalnum() else "-" for ch in config)
+    res = s2s.fit(
+        dict(settings, device=args.device, progress=args.progress, force=True,
+             checkpoint=os.path.join(folder, f"{name}-{label}.pt")),
         data=data,
-        device=args.device,
-        progress=args.progress,
         log=lambda m: print("  " + m, flush=True),
-        **kw,
     )
     last = res["history"][-1]
-    row = {
-        "bench": name,
-        "config": config,
-        "device": device_name(args.device),
-        "threads": args.threads,
-        "epochs": last["epoch"],
-        "train_pairs": len(data["train"]),
-        "heldout_pairs": len(data["valid"]),
+    shape = (f"train_pairs={len(data['train'])} heldout_pairs={len(data['valid'])} "
+             f"epochs={last['epoch']}")
+    metrics = {
         "examples_per_s": round(statistics.median(h["examples_per_s"] for h in res["history"]), 1),
         "epoch_s_median": round(statistics.median(h["train_s"] for h in res["history"]), 2),
         "heldout_loss": round(last.get("valid_loss", float("nan")), 4),
         "exact_match": round(last.get("exact", float("nan")), 3),
-        "bleu": round(last["bleu"], 2) if "bleu" in last else "",
-        "note": (note + f"; total {time.perf_counter() - t0:.0f} s").lstrip("; "),
-        "command": command_line(),
+        "total_s": round(time.perf_counter() - t0),
     }
-    write_row(out, row)
+    if "bleu" in last:
+        metrics["bleu"] = round(last["bleu"], 2)
+    rows = [dict(case=name, provider=config, shape=shape, metric=k, value=v)
+            for k, v in metrics.items()]
+    write_results("seq2seq", args.device, rows, out)
+    print("  " + ", ".join(f"{k}={v}" for k, v in metrics.items()) + (f" ({note})" if note else ""),
+          flush=True)
     return res
 
 
@@ -214,9 +186,11 @@ def main():
     p.add_argument("--seed", type=int, default=1984)
     p.add_argument("--progress", action="store_true")
     p.add_argument("--results", default=RESULTS, help="folder for the CSV and the heatmap")
+    p.add_argument("--checkpoint-dir", default=None,
+                   help="where each run's checkpoint goes (default: a temporary folder)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    out = os.path.join(args.results, f"seq2seq-{device_name(args.device)}.csv")
+    out = os.path.join(args.results, f"seq2seq-{torch.device(args.device).type}.csv")
     for b in args.bench:
         globals()[f"bench_{b}"](args, out)
 

@@ -1,8 +1,20 @@
-"""Shared benchmark plumbing: device naming, synchronised timing, result rows."""
+"""The only home of benchmark plumbing: device naming, synchronised timing, result rows.
+
+Every benchmark appends rows of one schema to bench/results/<name>-<cpu|cuda>.csv:
+
+    time     UTC time of the run (ISO 8601)
+    device   device_name(): the GPU's name, or "<CPU model> (<threads> threads)"
+    command  the command line that produced the row
+    case     what was measured (e.g. "sampled_softmax", "speed/wikitext-2")
+    provider whose implementation or which configuration (e.g. "ours", "torch.multinomial")
+    shape    the sizes, as "N=... D=... V=..." or a short setting
+    metric   the quantity (unit in the name: median_ms, draws_per_s, test_ppl, ...)
+    value    its value
+"""
 
 import csv
+import datetime
 import os
-import platform
 import shlex
 import statistics
 import sys
@@ -11,41 +23,58 @@ import time
 import torch
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+SCHEMA = ["time", "device", "command", "case", "provider", "shape", "metric", "value"]
 
 
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    model = platform.processor() or "cpu"
+def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return f"{model} ({torch.get_num_threads()} threads)"
+    import platform
+
+    return platform.processor() or platform.machine() or "cpu"
 
 
-def sync(device: torch.device):
+def device_name(device) -> str:
+    """One spelling for every benchmark: the CUDA device's name, or the CPU model with the
+    number of torch threads in use."""
+    device = torch.device(device)
     if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{cpu_model()} ({torch.get_num_threads()} threads)"
+
+
+def sync(device) -> None:
+    if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def time_it(fn, device: torch.device, repeats: int = 5, warmup: int = 1, budget_s: float = 30.0):
-    """Median, min and max wall seconds of fn() over `repeats` runs (fewer if the budget runs
-    out), after `warmup` untimed runs; synchronised on CUDA."""
+def time_it(fn, device, repeats: int = 5, warmup: int = 1, budget_s: float = 30.0):
+    """Median, min and max seconds of fn() over `repeats` runs (fewer if `budget_s` runs out),
+    after `warmup` untimed runs. CUDA: timed with events on the current stream; CPU: a wall
+    clock."""
+    device = torch.device(device)
     for _ in range(warmup):
         fn()
     sync(device)
     times, start = [], time.perf_counter()
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        sync(device)
-        times.append(time.perf_counter() - t0)
-        if time.perf_counter() - start > budget_s and len(times) >= 1:
+        if device.type == "cuda":
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize(device)
+            times.append(begin.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        if time.perf_counter() - start > budget_s:
             break
     return statistics.median(times), min(times), max(times)
 
@@ -68,11 +97,26 @@ def append_rows(path: str, rows: list, fields=None) -> str:
     return path
 
 
-def write_rows(name: str, rows: list):
-    os.makedirs(RESULTS, exist_ok=True)
-    path = os.path.join(RESULTS, name)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
+def result_path(name: str, device) -> str:
+    return os.path.join(RESULTS, f"{name}-{torch.device(device).type}.csv")
+
+
+def format_value(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def write_results(name: str, device, rows: list, path=None) -> str:
+    """Append `rows` (dicts of case, provider, shape, metric, value) to
+    bench/results/<name>-<device type>.csv (or `path`), stamped with the time, the device and
+    the command line. A key outside the schema is an error, so no figure is silently lost."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    extra = dict(time=stamp, device=device_name(device), command=command_line())
+    out = []
+    for row in rows:
+        unknown = set(row) - set(SCHEMA)
+        if unknown:
+            raise ValueError(f"result row has keys outside the schema: {sorted(unknown)}")
+        out.append(dict({k: format_value(v) for k, v in row.items()}, **extra))
+    return append_rows(path or result_path(name, device), out, SCHEMA)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call on a GPU machine (the device tool): build against the machine's CUDA torch, run the
+# One call on a GPU machine: build against the machine's CUDA torch, run the
 # whole test suite (CUDA tests included), then the GPU benchmarks. Results land in
 # bench/results/ and, when $OUT is set, are copied there too.
 #   bash bench/gpu_run.sh            # build + tests + benchmarks
@@ -15,7 +15,7 @@ python -c "import fastsoftmax; print(fastsoftmax.build_info())" || exit 1
 status=0
 python -m pytest -q -x tests 2>&1 | tee /tmp/gpu-tests.log | tail -40 || status=1
 # ../shared does not travel to the GPU machine: copy the corpora into .device-data/ (git-
-# ignored) and name it in the device tool's `carry`.
+# ignored) and send it along with the checkout.
 [ -d .device-data ] && export FASTSOFTMAX_DATA=$PWD/.device-data
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   run() { echo "== $*"; "$@" || status=1; }

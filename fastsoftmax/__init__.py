@@ -1,13 +1,28 @@
 """fastsoftmax: cheap large-vocabulary output layers for PyTorch.
 
-Samplers (alias tables, log-uniform, uniform) and sampled losses (sampled softmax, NCE,
-negative sampling; functional and nn.Module forms) with native CPU and CUDA
+Samplers (alias tables, log-uniform, uniform) and output layers (full softmax, sampled
+softmax, NCE, negative sampling; functional and nn.Module forms) with native CPU and CUDA
 kernels, registered as torch ops.
 """
 
 from . import functional, ops
-from .functional import nce_loss, negative_sampling_loss, sampled_softmax_loss
-from .nn import NCELoss, NegativeSamplingLoss, SampledSoftmaxLoss
+from .functional import (
+    full_softmax_loss,
+    nce_loss,
+    negative_sampling_loss,
+    sampled_softmax_loss,
+    streaming_logsumexp,
+)
+from .nn import (
+    FullSoftmaxLoss,
+    NCELoss,
+    NegativeSamplingLoss,
+    OutputLayer,
+    SampledSoftmaxLoss,
+    make_head,
+    register_head,
+)
+from .optim import clip_grad_norm
 from .samplers import (
     AliasSampler,
     LogUniformSampler,
@@ -27,6 +42,12 @@ def build_info() -> dict:
 
 
 __all__ = [
+    "FullSoftmaxLoss",
+    "OutputLayer",
+    "make_head",
+    "register_head",
+    "full_softmax_loss",
+    "streaming_logsumexp",
     "NCELoss",
     "NegativeSamplingLoss",
     "SampledSoftmaxLoss",
@@ -37,6 +58,7 @@ __all__ = [
     "UniformSampler",
     "UnigramSampler",
     "build_info",
+    "clip_grad_norm",
     "functional",
     "nce_loss",
     "negative_sampling_loss",

@@ -1,31 +1,34 @@
-"""Drop-in output-layer modules: sampled loss in training, exact full softmax in eval.
+"""One family of output layers: sampled loss in training, exact full softmax in eval.
 
-Each module owns `weight` [V, D] (and `bias` [V]) or shares a given weight Parameter (tying
-with an input embedding). In training mode `forward(input, target)` draws samples and returns
+FullSoftmaxLoss, SampledSoftmaxLoss, NCELoss and NegativeSamplingLoss share one interface
+(OutputLayer) and a registry (`make_head(name, ...)`, `register_head`) from which every model
+takes its head by name. Each module owns `weight` [V, D] (and `bias` [V]) or shares a given
+weight Parameter (tying with an input embedding). In training mode `forward(input, target)` draws samples and returns
 the sampled loss; in eval mode it returns the exact full-softmax cross entropy with the same
 reduction, so exp(eval loss) is a true perplexity. The full-softmax paths (`eval` loss,
-`log_prob`, `predict`) visit the classes in chunks so that no [N, V] float32 buffer larger
-than `chunk_bytes` exists at once, also for V in the millions.
+`log_prob`, `predict`) are the streaming functionals of fastsoftmax.functional
+(streaming_logsumexp): no block of logits larger than `chunk_bytes` exists at once, also for
+V in the millions.
 """
 
+import inspect
 import math
 from typing import Optional, Union
 
 import torch
 from torch import Tensor, nn
 
-from . import functional as F
-from . import ops
+from . import functional
+from ._shapes import check_reduction
 from .samplers import LogUniformSampler, Sampler, UniformSampler, UnigramSampler
 
 _SAMPLERS = ("unigram", "log_uniform", "uniform")
 
 
-def _acc_dtype(x: Tensor) -> torch.dtype:
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
-
-
-def _make_sampler(sampler, counts, power: float, num_classes: int, default: str) -> Sampler:
+def make_sampler(sampler, counts, power: float, num_classes: int, default: str) -> Sampler:
+    """A Sampler over num_classes: `sampler` itself, or the one named ('unigram' from counts
+    to the power `power`, 'log_uniform', 'uniform'); None picks unigram when counts are given,
+    else `default`."""
     if isinstance(sampler, Sampler):
         if sampler.num_classes != num_classes:
             raise ValueError(
@@ -49,20 +52,26 @@ def _make_sampler(sampler, counts, power: float, num_classes: int, default: str)
     return UniformSampler(num_classes)
 
 
-class _OutputLayer(nn.Module):
-    chunk_bytes = 256 * 2**20
+def _check_size(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
 
-    def __init__(self, in_features, num_classes, num_sampled, sampler, counts, power, bias,
-                 weight, reduction, ignore_index, sparse, default_sampler, name):
+
+class OutputLayer(nn.Module):
+    """The family's base: owns `weight` [V, D] and `bias` [V] (or None) and every exact
+    full-softmax path. A subclass sets what training does (`training_loss`); in eval mode
+    `forward` is always `full_loss`. `chunk_bytes` bounds the logits held at once."""
+
+    chunk_bytes = functional.CHUNK_BYTES
+
+    def __init__(self, in_features: int, num_classes: int, *, bias: bool,
+                 weight: Optional[nn.Parameter], reduction: str, ignore_index: int):
         super().__init__()
-        for arg, value in (("in_features", in_features), ("num_classes", num_classes),
-                           (name, num_sampled)):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{arg} must be a positive int, got {value!r}")
-        if reduction not in ("mean", "sum", "none"):
-            raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-        self.in_features, self.num_classes = in_features, num_classes
-        self.reduction, self.ignore_index, self.sparse = reduction, ignore_index, bool(sparse)
+        self.in_features = _check_size("in_features", in_features)
+        self.num_classes = _check_size("num_classes", num_classes)
+        check_reduction(reduction)
+        self.reduction, self.ignore_index = reduction, ignore_index
         if weight is None:
             self.weight = nn.Parameter(torch.empty(num_classes, in_features))
             nn.init.normal_(self.weight, std=1.0 / math.sqrt(in_features))
@@ -80,110 +89,101 @@ class _OutputLayer(nn.Module):
                                                  device=self.weight.device))
         else:
             self.register_parameter("bias", None)
-        self.sampler = _make_sampler(sampler, counts, power, num_classes, default_sampler)
+
+    def log_prob(self, input: Tensor) -> Tensor:
+        """Exact log-probabilities [*, V] of every class."""
+        return functional.full_log_softmax(input, self.weight, self.bias,
+                                           chunk_bytes=self.chunk_bytes)
+
+    def predict(self, input: Tensor) -> Tensor:
+        """argmax class ids [*] of the exact softmax."""
+        return functional.full_argmax(input, self.weight, self.bias, chunk_bytes=self.chunk_bytes)
+
+    def full_loss(self, input: Tensor, target: Tensor, *, reduction: Optional[str] = None
+                  ) -> Tensor:
+        """Exact full-softmax cross entropy (label mass 1/T on each of T true classes), with
+        this layer's ignore_index and reduction (or the one given)."""
+        return functional.full_softmax_loss(
+            input, self.weight, target, self.bias, ignore_index=self.ignore_index,
+            reduction=self.reduction if reduction is None else reduction,
+            chunk_bytes=self.chunk_bytes)
+
+    def training_loss(self, input: Tensor, target: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        if not self.training:
+            return self.full_loss(input, target)
+        return self.training_loss(input, target)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, num_classes={self.num_classes}, "
+                f"bias={self.bias is not None}, reduction={self.reduction!r}")
+
+
+class FullSoftmaxLoss(OutputLayer):
+    """The exact softmax cross entropy in training and in eval (the baseline of the family),
+    with the logits streamed in blocks of `chunk_bytes`. In training autograd keeps the
+    blocks for backward; in eval (no grad) memory stays bounded for any V."""
+
+    num_samples_arg = None
+
+    def __init__(self, in_features: int, num_classes: int, *, bias: bool = True,
+                 weight: Optional[nn.Parameter] = None, reduction: str = "mean",
+                 ignore_index: int = -100):
+        super().__init__(in_features, num_classes, bias=bias, weight=weight,
+                         reduction=reduction, ignore_index=ignore_index)
+
+    def training_loss(self, input: Tensor, target: Tensor) -> Tensor:
+        return self.full_loss(input, target)
+
+
+class _SampledLayer(OutputLayer):
+    """A layer that trains on a sampled objective drawn from `self.sampler`."""
+
+    def __init__(self, in_features, num_classes, num_samples, *, sampler, counts, power, sparse,
+                 default_sampler, **layer):
+        super().__init__(in_features, num_classes, **layer)
+        _check_size(self.num_samples_arg, num_samples)
+        self.sparse = bool(sparse)
+        self.sampler = make_sampler(sampler, counts, power, num_classes, default_sampler)
 
     def _sampler_on(self, device: torch.device) -> Sampler:
         if self.sampler.device != device:
             self.sampler = self.sampler.to(device)
         return self.sampler
 
-    # -- full softmax, chunked over V ---------------------------------------------------------
-    def _chunk(self, rows: int) -> int:
-        return max(1, min(self.num_classes, self.chunk_bytes // (4 * max(rows, 1))))
-
-    def _logits(self, h: Tensor, start: int, stop: int) -> Tensor:
-        # In float32, or float64 for float64 input (the accumulation dtype of the ops).
-        b = None if self.bias is None else self.bias[start:stop]
-        return torch.nn.functional.linear(h, self.weight[start:stop], b).to(_acc_dtype(h))
-
-    def _logsumexp(self, h: Tensor) -> Tensor:
-        lse = None
-        step = self._chunk(h.shape[0])
-        for start in range(0, self.num_classes, step):
-            part = torch.logsumexp(self._logits(h, start, start + step), 1)
-            lse = part if lse is None else torch.logaddexp(lse, part)
-        return lse
-
-    def log_prob(self, input: Tensor) -> Tensor:
-        """Full log-probabilities [*, V] (float32; float64 for float64 input), computed in
-        chunks of classes."""
-        h = input.reshape(-1, self.in_features)
-        lse = self._logsumexp(h)
-        out = torch.empty(h.shape[0], self.num_classes, device=h.device, dtype=_acc_dtype(h))
-        step = self._chunk(h.shape[0])
-        for start in range(0, self.num_classes, step):
-            out[:, start:start + step] = self._logits(h, start, start + step) - lse[:, None]
-        return out.reshape(*input.shape[:-1], self.num_classes)
-
-    def predict(self, input: Tensor) -> Tensor:
-        """argmax class ids [*] of the full softmax, computed in chunks of classes."""
-        h = input.reshape(-1, self.in_features)
-        best = torch.full((h.shape[0],), -math.inf, device=h.device, dtype=_acc_dtype(h))
-        arg = torch.zeros(h.shape[0], dtype=torch.int64, device=h.device)
-        step = self._chunk(h.shape[0])
-        for start in range(0, self.num_classes, step):
-            value, index = self._logits(h, start, start + step).max(1)
-            better = value > best
-            best = torch.where(better, value, best)
-            arg = torch.where(better, index + start, arg)
-        return arg.reshape(input.shape[:-1])
-
-    def full_loss(self, input: Tensor, target: Tensor) -> Tensor:
-        """Exact full-softmax cross entropy (label mass 1/T on each of T true classes), with
-        this layer's reduction and ignore_index."""
-        F._check_common(input, self.weight, target, self.reduction)
-        lead = tuple(input.shape[:-1])
-        t2 = F._target_2d(target, lead, None)
-        h = input.reshape(-1, self.in_features)
-        keep = t2[:, 0] != self.ignore_index
-        safe = torch.where(t2 == self.ignore_index, torch.zeros_like(t2), t2)
-        in_range = ((safe >= 0) & (safe < self.num_classes)).all()
-        message = f"target ids must lie in [0, {self.num_classes}) or equal ignore_index"
-        if torch.compiler.is_compiling():
-            torch._assert_async(in_range, message)
-        elif not bool(in_range):
-            raise ValueError(message)
-        true = (h.unsqueeze(1) * self.weight[safe]).to(_acc_dtype(h)).sum(-1)
-        if self.bias is not None:
-            true = true + self.bias[safe].to(_acc_dtype(h))
-        loss = self._logsumexp(h) - true.mean(1)
-        loss = torch.where(keep, loss, torch.zeros_like(loss))
-        return F._reduce(loss, t2, lead, self.reduction, self.ignore_index, input.dtype)
-
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        if not self.training:
-            return self.full_loss(input, target)
-        return self._sampled_loss(input, target)
-
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, num_classes={self.num_classes}, "
-                f"bias={self.bias is not None}, sampler={self.sampler!r}, "
-                f"reduction={self.reduction!r}, sparse={self.sparse}")
+        return f"{super().extra_repr()}, sampler={self.sampler!r}, sparse={self.sparse}"
 
 
-class SampledSoftmaxLoss(_OutputLayer):
+class SampledSoftmaxLoss(_SampledLayer):
     """Sampled softmax output layer (tf.nn.sampled_softmax_loss) over `num_classes` classes,
     `num_sampled` candidates per step shared by the batch (default sampler: log-uniform, or
     unigram^power when `counts` are given)."""
+
+    num_samples_arg = "num_sampled"
 
     def __init__(self, in_features: int, num_classes: int, num_sampled: int, *,
                  sampler: Union[Sampler, str, None] = None, counts=None, power: float = 0.75,
                  bias: bool = True, weight: Optional[nn.Parameter] = None,
                  remove_accidental_hits: bool = True, reduction: str = "mean",
                  ignore_index: int = -100, sparse: bool = False):
-        super().__init__(in_features, num_classes, num_sampled, sampler, counts, power, bias,
-                         weight, reduction, ignore_index, sparse, "log_uniform", "num_sampled")
+        super().__init__(in_features, num_classes, num_sampled, sampler=sampler, counts=counts,
+                         power=power, sparse=sparse, default_sampler="log_uniform", bias=bias,
+                         weight=weight, reduction=reduction, ignore_index=ignore_index)
         self.num_sampled = num_sampled
         self.remove_accidental_hits = remove_accidental_hits
 
-    def _sampled_loss(self, input, target):
-        return F._sampled_loss(
-            ops.MODE_SOFTMAX, input, self.weight, target, self.bias, self.num_sampled,
-            self._sampler_on(input.device), None, None, self.remove_accidental_hits, 0.0,
-            self.reduction, self.ignore_index, None, self.sparse)
+    def training_loss(self, input, target):
+        return functional.sampled_softmax_loss(
+            input, self.weight, target, self.bias, num_sampled=self.num_sampled,
+            sampler=self._sampler_on(input.device), num_true=None,
+            remove_accidental_hits=self.remove_accidental_hits, reduction=self.reduction,
+            ignore_index=self.ignore_index, sparse=self.sparse)
 
 
-class NCELoss(_OutputLayer):
+class NCELoss(_SampledLayer):
     """Noise-contrastive estimation output layer (tf.nn.nce_loss). Logits are shifted by
     -log_z (self-normalised when 0); with `learn_log_z` it is a Parameter.
 
@@ -192,13 +192,16 @@ class NCELoss(_OutputLayer):
     first thousands of steps pushing all scores down (a 2x200 LSTM on PTB, 400 SGD steps:
     validation perplexity 132,836 from a zero bias, 558 from -log V)."""
 
+    num_samples_arg = "num_sampled"
+
     def __init__(self, in_features: int, num_classes: int, num_sampled: int, *,
                  sampler: Union[Sampler, str, None] = None, counts=None, power: float = 0.75,
                  bias: bool = True, weight: Optional[nn.Parameter] = None, log_z: float = 0.0,
                  learn_log_z: bool = False, reduction: str = "mean", ignore_index: int = -100,
                  sparse: bool = False):
-        super().__init__(in_features, num_classes, num_sampled, sampler, counts, power, bias,
-                         weight, reduction, ignore_index, sparse, "log_uniform", "num_sampled")
+        super().__init__(in_features, num_classes, num_sampled, sampler=sampler, counts=counts,
+                         power=power, sparse=sparse, default_sampler="log_uniform", bias=bias,
+                         weight=weight, reduction=reduction, ignore_index=ignore_index)
         self.num_sampled = num_sampled
         if self.bias is not None:
             nn.init.constant_(self.bias, -math.log(num_classes))
@@ -208,40 +211,103 @@ class NCELoss(_OutputLayer):
         else:
             self.register_buffer("log_z", value)
 
-    def _sampled_loss(self, input, target):
-        return F._sampled_loss(
-            ops.MODE_NCE, input, self.weight, target, self.bias, self.num_sampled,
-            self._sampler_on(input.device), None, None, False, self.log_z, self.reduction,
-            self.ignore_index, None, self.sparse)
-
-    def full_loss(self, input, target):
-        """Exact full-softmax cross entropy: NCE's normalised model is the softmax of the
-        unshifted logits (log_z cancels)."""
-        return super().full_loss(input, target)
+    def training_loss(self, input, target):
+        # Eval needs no override: NCE's normalised model is the softmax of the unshifted
+        # logits (log_z cancels), which is what full_loss computes.
+        return functional.nce_loss(
+            input, self.weight, target, self.bias, num_sampled=self.num_sampled,
+            sampler=self._sampler_on(input.device), num_true=None, log_z=self.log_z,
+            reduction=self.reduction, ignore_index=self.ignore_index, sparse=self.sparse)
 
 
-class NegativeSamplingLoss(_OutputLayer):
+class NegativeSamplingLoss(_SampledLayer):
     """word2vec's negative-sampling output layer: `num_negatives` negatives per row (or
     shared by the batch when `shared`), no bias. Default sampler: unigram^power when `counts`
     are given, else uniform."""
+
+    num_samples_arg = "num_negatives"
 
     def __init__(self, in_features: int, num_classes: int, num_negatives: int, *,
                  sampler: Union[Sampler, str, None] = None, counts=None, power: float = 0.75,
                  weight: Optional[nn.Parameter] = None, shared: bool = False,
                  reduction: str = "mean", ignore_index: int = -100, sparse: bool = False):
-        super().__init__(in_features, num_classes, num_negatives, sampler, counts, power, False,
-                         weight, reduction, ignore_index, sparse, "uniform", "num_negatives")
+        super().__init__(in_features, num_classes, num_negatives, sampler=sampler, counts=counts,
+                         power=power, sparse=sparse, default_sampler="uniform", bias=False,
+                         weight=weight, reduction=reduction, ignore_index=ignore_index)
         self.num_negatives, self.shared = num_negatives, bool(shared)
 
-    def _sampled_loss(self, input, target):
+    def training_loss(self, input, target):
         sampler = self._sampler_on(input.device)
         rows = input.numel() // self.in_features
         shape = (self.num_negatives,) if self.shared else (rows, self.num_negatives)
         negatives = sampler.sample(*shape)
         if not self.shared:
             negatives = negatives.reshape(*input.shape[:-1], self.num_negatives)
-        return F._negative_sampling(input, self.weight, target, None, None, negatives,
-                                    self.reduction, self.ignore_index, None, self.sparse)
+        return functional.negative_sampling_loss(
+            input, self.weight, target, negatives=negatives, reduction=self.reduction,
+            ignore_index=self.ignore_index, sparse=self.sparse)
 
 
-__all__ = ["NCELoss", "NegativeSamplingLoss", "SampledSoftmaxLoss"]
+# ---------------------------------------------------------------------------------------
+# The registry: every model takes its output layer from here, by name.
+# ---------------------------------------------------------------------------------------
+HEADS = {
+    "full": FullSoftmaxLoss,
+    "sampled": SampledSoftmaxLoss,
+    "nce": NCELoss,
+    "neg": NegativeSamplingLoss,
+}
+
+# Options a model passes to whichever head it builds; a head whose constructor does not take
+# one (the full softmax samples nothing, negative sampling has no bias) does not get it.
+_SHARED_OPTIONS = ("sampler", "counts", "power", "bias", "sparse")
+
+
+def register_head(name: str, cls: type) -> None:
+    """Make `cls` (an OutputLayer subclass built as cls(in_features, num_classes, ...)) the
+    head called `name` for make_head and every model. A class attribute `num_samples_arg`
+    names its sample-count argument (None when it draws no samples)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a head name must be a non-empty string, got {name!r}")
+    if not (isinstance(cls, type) and issubclass(cls, OutputLayer)):
+        raise TypeError(f"a head must be an OutputLayer subclass, got {cls!r}")
+    HEADS[name] = cls
+
+
+def make_head(name: str, in_features: int, num_classes: int, *,
+              num_samples: Optional[int] = None, **options) -> OutputLayer:
+    """The registered head `name` ('full', 'sampled', 'nce', 'neg', ...) over `num_classes`
+    classes. `num_samples` is its sample count (num_sampled / num_negatives; ignored by heads
+    that draw none). sampler, counts, power, bias and sparse go to the heads that take them;
+    any other option must be one the head takes, or None."""
+    if name not in HEADS:
+        raise ValueError(f"output must be one of {tuple(HEADS)}, got {name!r}")
+    cls = HEADS[name]
+    accepted = inspect.signature(cls).parameters
+    # An option the head does not take is dropped when it is a shared one or None (nothing is
+    # asked of the head); any other goes through, so that the constructor refuses it.
+    kwargs = {k: v for k, v in options.items()
+              if k in accepted or (k not in _SHARED_OPTIONS and v is not None)}
+    arg = getattr(cls, "num_samples_arg", None)
+    if arg is not None:
+        if num_samples is None:
+            raise ValueError(f"output {name!r} needs a sample count ({arg})")
+        if isinstance(num_samples, int) and num_samples >= num_classes:
+            raise ValueError(
+                f"{arg} ({num_samples}) must be smaller than the number of classes "
+                f"({num_classes}); use output 'full' for so few classes"
+            )
+        kwargs[arg] = num_samples
+    return cls(in_features, num_classes, **kwargs)
+
+
+__all__ = [
+    "HEADS",
+    "FullSoftmaxLoss",
+    "NCELoss",
+    "NegativeSamplingLoss",
+    "OutputLayer",
+    "SampledSoftmaxLoss",
+    "make_head",
+    "register_head",
+]

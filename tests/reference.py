@@ -171,6 +171,17 @@ def negative_sampling_reference(input, weight, target, negatives, ignore_index=-
     return torch.where(keep, loss, torch.zeros_like(loss))
 
 
+def full_softmax_reference(input, weight, bias, target, ignore_index=-100, dtype=torch.float64):
+    """Softmax cross entropy over all V logits with mass 1/T on each true class: the exact
+    loss every output layer computes in eval mode (FullSoftmaxLoss also in training)."""
+    h, w = input.to(dtype), weight.to(dtype)
+    keep = _row_mask(target, ignore_index)
+    safe = torch.where(target == ignore_index, torch.zeros_like(target), target)
+    logits = h @ w.T + (0.0 if bias is None else bias.to(dtype))
+    loss = -torch.log_softmax(logits, 1).gather(1, safe).mean(1)
+    return torch.where(keep, loss, torch.zeros_like(loss))
+
+
 def reduce_reference(loss, target, reduction, ignore_index=-100):
     if reduction == "none":
         return loss

@@ -38,10 +38,12 @@ OPS = ("alias_build", "sample", "sample_unique", "negative_sampling_forward",
 
 
 def test_ops_registered():
+    """Every schema csrc/ops.cpp declares, each with a CPU kernel."""
     for name in OPS:
         assert hasattr(torch.ops.fastsoftmax, name)
-        schema = getattr(torch.ops.fastsoftmax, name).default._schema
-        assert schema.name == f"fastsoftmax::{name}"
+        op = getattr(torch.ops.fastsoftmax, name).default
+        assert op._schema.name == f"fastsoftmax::{name}"
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CPU"), name
 
 
 @pytest.mark.skipif(not CUDA_EMU, reason="emulated CUDA build not built")

@@ -1,4 +1,4 @@
-"""Recurrent language models (fastsoftmax.models.lm and python -m fastsoftmax.lm).
+"""Recurrent language models (fastsoftmax.models.lm and python -m fastsoftmax.cli.lm).
 
 Corpora are generated per test: a small vocabulary with a strong, learnable bigram structure,
 so a few hundred tokens are enough for the loss to fall.
@@ -14,10 +14,9 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 import fastsoftmax
-from fastsoftmax import lm as cli
+from fastsoftmax.cli import lm as cli
 from fastsoftmax.models import RNNLanguageModel, lm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,7 +62,7 @@ def corpus_dir(tmp_path_factory):
 
 def small_model(vocab, output="full", **kw):
     args = dict(
-        emb_size=16, hidden_size=16, num_layers=2, output=output, num_sampled=8, counts=vocab.counts
+        embed_dim=16, hidden_size=16, num_layers=2, output=output, num_sampled=8, counts=vocab.counts
     )
     args.update(kw)
     return RNNLanguageModel(len(vocab), **args)
@@ -96,7 +95,7 @@ def test_corpus_vocabulary_and_batching(tmp_path):
     assert torch.equal(lm.shard_rows(data, 1, 2), data[2:4])
 
 
-def test_bad_input_gives_clear_errors(tmp_path):
+def test_bad_input_gives_clear_errors(tmp_path, capsys):
     folder = write_corpus(tmp_path / "ok", n_train=20, n_eval=5)
     with open(os.path.join(folder, "valid.txt"), "w") as f:
         f.write("\n  \n")
@@ -107,11 +106,11 @@ def test_bad_input_gives_clear_errors(tmp_path):
         lm.Corpus(folder)
     with pytest.raises(FileNotFoundError, match="data directory not found"):
         lm.Corpus(str(tmp_path / "nowhere"))
-    with pytest.raises(SystemExit, match="no valid split"):
-        cli.main(["train", "--data", folder, "--no-progress"])
+    assert cli.main(["train", "--data", folder, "--no-progress"]) == 2
+    assert "no valid split" in capsys.readouterr().err
 
-    with pytest.raises(ValueError, match="tie_weights needs emb_size == hidden_size"):
-        RNNLanguageModel(30, emb_size=8, hidden_size=12, tie_weights=True)
+    with pytest.raises(ValueError, match="tie_weights needs embed_dim == hidden_size"):
+        RNNLanguageModel(30, embed_dim=8, hidden_size=12, tie_weights=True)
     with pytest.raises(ValueError, match="rnn_type"):
         RNNLanguageModel(30, rnn_type="rnn")
     with pytest.raises(ValueError, match="output must be one of"):
@@ -126,36 +125,20 @@ def test_bad_input_gives_clear_errors(tmp_path):
 
 
 def test_tied_weights_share_one_parameter():
-    m = RNNLanguageModel(30, emb_size=8, hidden_size=8, tie_weights=True)
-    assert m.head.weight_param is m.embedding.weight
-    p = RNNLanguageModel(30, emb_size=8, hidden_size=12, tie_weights=True, projection=True)
-    assert p.head.weight_param is p.embedding.weight and p.proj.weight.shape == (8, 12)
+    m = RNNLanguageModel(30, embed_dim=8, hidden_size=8, tie_weights=True)
+    assert m.head.weight is m.embedding.weight
+    p = RNNLanguageModel(30, embed_dim=8, hidden_size=12, tie_weights=True, projection=True)
+    assert p.head.weight is p.embedding.weight and p.proj.weight.shape == (8, 12)
     loss, _ = p(torch.randint(30, (2, 5)), torch.randint(30, (2, 5)))
     loss.backward()
     assert p.embedding.weight.grad is not None and p.proj.weight.grad.abs().sum() > 0
-    n_untied = sum(q.numel() for q in RNNLanguageModel(30, emb_size=8, hidden_size=8).parameters())
+    n_untied = sum(q.numel() for q in RNNLanguageModel(30, embed_dim=8, hidden_size=8).parameters())
     assert sum(q.numel() for q in m.parameters()) == n_untied - 30 * 8
 
 
 # ---------------------------------------------------------------------------------------
 # Exact evaluation
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("n,v,chunk", [(7, 13, 5), (33, 50, 64), (4, 9, 1 << 22), (5, 11, 1)])
-def test_chunked_full_softmax_nll_matches_cross_entropy(n, v, chunk):
-    g = torch.Generator().manual_seed(n * v)
-    h = torch.randn(n, 6, generator=g) * 30  # large logits: the streaming max must be right
-    w = torch.randn(v, 6, generator=g)
-    b = torch.randn(v, generator=g)
-    t = torch.randint(v, (n,), generator=g)
-    got = lm.full_softmax_nll(h, w, b, t, chunk_elements=chunk)
-    want = F.cross_entropy(F.linear(h, w, b), t, reduction="none")
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
-    got_nb = lm.full_softmax_nll(h, w, None, t, chunk_elements=chunk)
-    torch.testing.assert_close(
-        got_nb, F.cross_entropy(h @ w.t(), t, reduction="none"), rtol=1e-5, atol=1e-4
-    )
-
-
 def direct_perplexity(model, data):
     """The whole stream in one pass (carrying state exactly as BPTT chunks do), all logits
     at once from the head's weight and bias, plain cross entropy."""
@@ -164,7 +147,7 @@ def direct_perplexity(model, data):
         model.eval()
         x, y = data[:, :-1], data[:, 1:]
         out, _ = model.rnn(model.embedding(x))
-        logits = F.linear(out, model.head.weight_param, model.head.bias_param)
+        logits = F.linear(out, model.head.weight, model.head.bias)
         model.train(was_training)
         return math.exp(F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1)).item())
 
@@ -173,7 +156,8 @@ def direct_perplexity(model, data):
 def test_evaluate_equals_direct_full_softmax(corpus_dir, rnn_type):
     corpus = lm.Corpus(corpus_dir)
     torch.manual_seed(0)
-    model = small_model(corpus.vocab, rnn_type=rnn_type, dropout=0.5, eval_chunk=37)
+    model = small_model(corpus.vocab, rnn_type=rnn_type, dropout=0.5)
+    model.head.chunk_bytes = 4 * 21 * 7  # blocks of 7 classes for the 21 rows of a batch
     model.train()  # evaluate must switch dropout off itself
     data = lm.batchify(corpus["valid"], 3)
     ppl = lm.evaluate(model, data, bptt=7)
@@ -189,7 +173,7 @@ def test_evaluate_equals_direct_full_softmax(corpus_dir, rnn_type):
 def test_every_head_trains_and_is_evaluated_exactly(corpus_dir, head):
     corpus = lm.Corpus(corpus_dir)
     torch.manual_seed(1)
-    model = small_model(corpus.vocab, output=head, emb_size=24, hidden_size=24, tie_weights=True)
+    model = small_model(corpus.vocab, output=head, embed_dim=24, hidden_size=24, tie_weights=True)
     train = lm.batchify(corpus["train"], 8)
     valid = lm.batchify(corpus["valid"], 4)
     before = lm.evaluate(model, valid, 10)
@@ -258,7 +242,7 @@ def _train_args(data, ckpt, epochs, extra=()):
         "train",
         "--data",
         data,
-        "--emb-size",
+        "--embed-dim",
         "16",
         "--hidden-size",
         "16",
@@ -320,7 +304,7 @@ class _Interrupted(Exception):
 def _train_killed_after_save(monkeypatch, argv, epoch, step):
     """Run `cli.main(argv)` as if killed right after the mid-epoch checkpoint at (epoch,
     step); returns the positions of every checkpoint written until then."""
-    save, saved = lm.save_checkpoint, []
+    save, saved = lm.training.save_checkpoint, []
 
     def save_then_die(path, **kw):
         save(path, **kw)
@@ -329,7 +313,7 @@ def _train_killed_after_save(monkeypatch, argv, epoch, step):
             raise _Interrupted
 
     with monkeypatch.context() as m:
-        m.setattr(lm, "save_checkpoint", save_then_die)
+        m.setattr(lm.training, "save_checkpoint", save_then_die)
         with pytest.raises(_Interrupted):
             cli.main(argv)
     return saved
@@ -381,7 +365,7 @@ def test_generation_is_reproducible_with_a_seed(corpus_dir):
     greedy = lm.generate(model, v, "w1", max_tokens=10, temperature=0)
     assert lm.generate(model, v, "w1", max_tokens=10, top_k=1, seed=4) == greedy
     with torch.no_grad():
-        logp, _ = model.log_prob(torch.cat([v.encode(["<eos>", "w1"])])[None])
+        logp, _ = model.log_prob(torch.tensor(v.encode(["<eos>", "w1"]))[None])
     top3 = set(v.decode(logp[0, -1].topk(3).indices))
     firsts = {
         lm.generate(model, v, "w1", max_tokens=1, top_k=3, temperature=5.0, seed=s)[0]
@@ -401,7 +385,8 @@ def test_command_line_eval_generate_compare(corpus_dir, tmp_path, capsys):
     assert "epoch   2 | train loss" in out and "valid ppl" in out and "test ppl" in out
     test_ppl = float(out.split("test ppl ")[1].split()[0])
     cli.main(["eval", "--checkpoint", ckpt, "--data", corpus_dir])
-    assert float(capsys.readouterr().out.split("test ppl ")[1]) == pytest.approx(test_ppl, abs=0.01)
+    assert float(capsys.readouterr().out.split("test ppl ")[1].split()[0]) == pytest.approx(
+        test_ppl, abs=0.01)
     cli.main(
         ["generate", "--checkpoint", ckpt, "--prompt", "w5", "--seed", "1", "--max-tokens", "5"]
     )
@@ -416,34 +401,33 @@ def test_command_line_eval_generate_compare(corpus_dir, tmp_path, capsys):
 # ---------------------------------------------------------------------------------------
 # Sampled heads: the adapter's wiring, with a stand-in module where the real one is missing
 # ---------------------------------------------------------------------------------------
-class _RecordingLoss(nn.Module):
-    """Stand-in with the constructor and attributes of the issue-3 modules; its forward is a
-    full cross entropy. Used only to test how the model wires a sampled head."""
+class _RecordingLoss(fastsoftmax.OutputLayer):
+    """Stand-in head with negative sampling's constructor (no bias argument); its training
+    loss is a full cross entropy + 1000, its eval path the family's exact softmax. Used only
+    to test how the model wires a head taken from the registry."""
 
-    def __init__(
-        self, in_features, num_classes, num_sampled, *, sampler=None, weight=None, bias=False, **kw
-    ):
-        super().__init__()
+    num_samples_arg = "num_sampled"
+
+    def __init__(self, in_features, num_classes, num_sampled, *, sampler=None, weight=None,
+                 counts=None, power=0.75, **kw):
+        super().__init__(in_features, num_classes, bias=False, weight=weight, reduction="mean",
+                         ignore_index=-100)
         self.args = dict(num_sampled=num_sampled, kw=kw)
-        self.sampler = sampler
-        self.weight = (
-            weight if weight is not None else nn.Parameter(torch.empty(num_classes, in_features))
-        )
-        self.bias = nn.Parameter(torch.zeros(num_classes)) if bias else None
+        self.sampler = fastsoftmax.nn.make_sampler(sampler, counts, power, num_classes, "uniform")
         self.calls = 0
-        self.generator = torch.Generator().manual_seed(7)
 
-    def forward(self, input, target):
+    def training_loss(self, input, target):
         self.calls += 1
-        return F.cross_entropy(F.linear(input, self.weight, self.bias), target) + 1000.0
+        return F.cross_entropy(F.linear(input, self.weight).reshape(-1, self.num_classes),
+                               target.reshape(-1)) + 1000.0
 
 
 def test_sampled_head_wiring(monkeypatch, corpus_dir, tmp_path):
-    monkeypatch.setitem(lm._SAMPLED_HEADS, "neg", _RecordingLoss)
+    monkeypatch.setitem(fastsoftmax.nn.HEADS, "neg", _RecordingLoss)
     vocab = lm.Corpus(corpus_dir).vocab
     m = small_model(vocab, output="neg", tie_weights=True, num_sampled=5, power=0.5)
-    loss_mod = m.head.loss
-    assert m.head.weight_param is m.embedding.weight and m.head.bias_param is None
+    loss_mod = m.head
+    assert m.head.weight is m.embedding.weight and m.head.bias is None
     assert "bias" not in loss_mod.args["kw"]  # negative sampling has no bias
     assert loss_mod.args["num_sampled"] == 5
     want = vocab.counts**0.5
@@ -454,15 +438,12 @@ def test_sampled_head_wiring(monkeypatch, corpus_dir, tmp_path):
     m.eval()
     eval_loss, _ = m(x, y)
     assert loss_mod.calls == 1 and eval_loss.item() < 1000  # evaluation is the exact softmax
-    # A generator kept by the loss module travels with the checkpoint.
-    torch.rand(3, generator=loss_mod.generator)
     path = str(tmp_path / "neg.pt")
     lm.save_checkpoint(path, model=m, vocab=vocab)
     restored, _ = lm.model_from_checkpoint(lm.load_checkpoint(path))
-    assert torch.equal(restored.head.generator.get_state(), loss_mod.generator.get_state())
-    assert restored.head.weight_param is restored.embedding.weight
+    assert restored.head.weight is restored.embedding.weight
     lu = small_model(vocab, output="neg", sampler="log_uniform")
-    assert isinstance(lu.head.loss.sampler, fastsoftmax.LogUniformSampler)
+    assert isinstance(lu.head.sampler, fastsoftmax.LogUniformSampler)
     with pytest.raises(ValueError, match="num_sampled"):
         small_model(vocab, output="neg", num_sampled=len(vocab))
 
@@ -471,7 +452,7 @@ def test_sampled_head_wiring(monkeypatch, corpus_dir, tmp_path):
 # Data parallel
 # ---------------------------------------------------------------------------------------
 def _torchrun_train(argv):
-    """`python -m fastsoftmax.lm argv` in 2 gloo processes under torchrun."""
+    """`python -m fastsoftmax.cli.lm argv` in 2 gloo processes under torchrun."""
     env = dict(
         os.environ,
         PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
@@ -479,7 +460,7 @@ def _torchrun_train(argv):
     )
     return subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         "-m", "fastsoftmax.lm", *argv],
+         "-m", "fastsoftmax.cli.lm", *argv],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
     )  # fmt: skip
 
@@ -491,7 +472,7 @@ def test_ddp_two_processes_match_single_process_step(corpus_dir, tmp_path, head)
     common = [
         "--data",
         corpus_dir,
-        "--emb-size",
+        "--embed-dim",
         "12",
         "--hidden-size",
         "12",
@@ -523,7 +504,7 @@ def test_ddp_two_processes_match_single_process_step(corpus_dir, tmp_path, head)
     a, b = lm.load_checkpoint(single), lm.load_checkpoint(multi)
     torch.manual_seed(1234)  # the run's seed: rebuild the initial model to see the step moved it
     init = RNNLanguageModel(
-        len(a["vocab"]), 12, 12, 2, output=head, num_sampled=8, counts=a["counts"]
+        len(a["vocab"]["itos"]), 12, 12, 2, output=head, num_sampled=8, counts=a["vocab"]["counts"]
     )
     moved = 0.0
     for k, p0 in init.state_dict().items():
@@ -533,7 +514,7 @@ def test_ddp_two_processes_match_single_process_step(corpus_dir, tmp_path, head)
     if head == "full":
         # Each rank really trained on its half: rank 0 reports the loss of streams 0-1 alone.
         data = lm.batchify(
-            lm.Corpus(corpus_dir, vocab=lm.Vocabulary(a["vocab"], a["counts"]))["train"], 4
+            lm.Corpus(corpus_dir, vocab=lm.Vocabulary.from_state_dict(a["vocab"]))["train"], 4
         )
         x, y = next(lm.bptt_batches(data[:2], 6))
         half_loss = init(x, y)[0].item()
@@ -546,7 +527,7 @@ def test_ddp_resumes_a_mid_epoch_checkpoint(corpus_dir, tmp_path, monkeypatch):
     it (each taking its streams, and gathering them again at the next --save-every) end where
     one process resuming it does."""
     args = [
-        "train", "--data", corpus_dir, "--emb-size", "12", "--hidden-size", "12",
+        "train", "--data", corpus_dir, "--embed-dim", "12", "--hidden-size", "12",
         "--batch-size", "4", "--bptt", "6", "--epochs", "1", "--lr", "1", "--clip", "0",
         "--save-every", "7", "--no-progress", "--device", "cpu",
     ]  # fmt: skip
@@ -581,5 +562,28 @@ def test_sparse_gradients_train_like_dense(corpus_dir, head):
     assert model.embedding.weight.grad.is_sparse or head == "full"
     for k in states[0]:
         torch.testing.assert_close(states[1][k], states[0][k], rtol=1e-5, atol=1e-6, msg=k)
-    with pytest.raises(ValueError, match="sparse gradients need optimizer 'sgd'"):
-        lm.make_optimizer(model, "adam", 0.1)
+    # Adam takes dense gradients only: the sparse parameters (untied) go to SparseAdam.
+    model = small_model(corpus.vocab, output=head, sparse=True)
+    opt = lm.make_optimizer(model, "adam", 0.1, model.sparse_parameters())
+    kinds = {type(o).__name__: o for o in getattr(opt, "optimizers", [opt])}
+    sparse_ids = {id(p) for g in kinds["SparseAdam"].param_groups for p in g["params"]}
+    assert id(model.embedding.weight) in sparse_ids
+    assert (id(model.head.weight) in sparse_ids) == (head != "full")
+    before = model.embedding.weight.detach().clone()
+    lm.train_epoch(model, data, opt, bptt=6, clip=0.5, max_steps=2)
+    assert not torch.equal(before, model.embedding.weight)
+
+
+def test_every_option_shows_its_default():
+    """--help of every subcommand of both command lines lists each option's default."""
+    from fastsoftmax.cli import seq2seq as s2s_cli
+
+    for build in (cli.build_parser, s2s_cli.build_parser):
+        for name, sub in build().subcommands.items():
+            text = sub.format_help()
+            for action in sub._actions:
+                if action.option_strings and action.dest != "help" and not action.required:
+                    assert action.help, (name, action.dest)
+            assert text.count("(default:") >= len(
+                [a for a in sub._actions if a.option_strings and a.dest != "help"
+                 and not a.required]), name

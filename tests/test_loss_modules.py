@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import requires_cuda
+from reference import full_softmax_reference, reduce_reference
 
 import fastsoftmax as fs
 from fastsoftmax import functional as FF
@@ -116,7 +117,11 @@ def test_weight_tying_and_sampler_choices():
         fs.SampledSoftmaxLoss(D, V + 1, 4, weight=emb.weight)
 
 
-def test_deterministic_mode_bit_identical(device):
+@requires_cuda
+def test_deterministic_mode_bit_identical():
+    """The flag changes only the CUDA weight gradient (atomics vs a sorted reduction); the
+    CPU paths are deterministic always (test_cpu_weight_gradient_independent_of_thread_count)."""
+    device = torch.device("cuda")
     x, t = data(device, (40,))
     torch.manual_seed(0)
     mods = [fs.SampledSoftmaxLoss(D, V, 16).to(device), fs.NCELoss(D, V, 16).to(device),
@@ -311,3 +316,104 @@ def test_nce_bias_starts_self_normalised():
     x = torch.randn(32, 16) * 0.1
     log_z = torch.logsumexp(F.linear(x, m.weight, m.bias), dim=-1)
     assert log_z.abs().max() < 0.5
+
+
+# ---------------------------------------------------------------------------------------
+# The full softmax member of the family and the registry
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_full_softmax_loss_is_cross_entropy_in_training_and_eval(device, reduction):
+    torch.manual_seed(0)
+    m = fs.FullSoftmaxLoss(D, V, reduction=reduction).to(device)
+    torch.nn.init.normal_(m.bias)
+    m.chunk_bytes = 4 * 15 * 7  # blocks of 7 classes for 15 rows
+    x, t = data(device)
+    t[0, 1] = -100
+    x.requires_grad_()
+    ref_x = x.detach().clone().requires_grad_()
+    ref = F.cross_entropy(F.linear(ref_x, m.weight, m.bias).reshape(-1, V), t.reshape(-1),
+                          reduction=reduction).reshape(t.shape if reduction == "none" else ())
+    for train in (True, False):
+        m.train(train)
+        torch.testing.assert_close(m(x, t), ref, rtol=1e-5, atol=1e-5)
+    m.train()
+    m(x, t).sum().backward()
+    ref.sum().backward()
+    torch.testing.assert_close(x.grad, ref_x.grad, rtol=1e-5, atol=1e-6)
+    assert torch.equal(m.predict(x), F.linear(x, m.weight, m.bias).argmax(-1))
+
+
+@pytest.mark.parametrize("rows,classes,chunk", [(7, 13, 4 * 5), (33, 50, 4 * 64), (4, 9, 1 << 22),
+                                                (5, 2000, 4 * 1100), (50, 2000, 4 * 400)])
+def test_streaming_logsumexp_matches_one_shot(rows, classes, chunk):
+    """Blocks of classes and (when few classes fit) of rows give the one-shot value, also for
+    logits large enough that a naive sum of exponentials overflows."""
+    row_step, class_step = FF._blocks(rows, classes, chunk)
+    assert row_step * class_step <= max(chunk // 4, class_step)
+    g = torch.Generator().manual_seed(rows * classes)
+    h = torch.randn(rows, 6, generator=g) * 30
+    w, b = torch.randn(classes, 6, generator=g), torch.randn(classes, generator=g)
+    t = torch.randint(classes, (rows,), generator=g)
+    got = FF.full_softmax_loss(h, w, t, b, reduction="none", chunk_bytes=chunk)
+    torch.testing.assert_close(got, F.cross_entropy(F.linear(h, w, b), t, reduction="none"),
+                               rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(FF.streaming_logsumexp(h, w, None, chunk_bytes=chunk),
+                               torch.logsumexp(h @ w.t(), 1), rtol=1e-5, atol=1e-4)
+
+
+def test_full_softmax_loss_matches_reference_and_gradcheck():
+    """num_true = 2 and an ignored row, blocks of 3 classes, float64: the value and the
+    gradients of the reference, and gradcheck."""
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(4, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(11, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(11, generator=g, dtype=torch.float64, requires_grad=True)
+    t = torch.tensor([[1, 4], [-100, 0], [10, 2], [3, 3]])
+    fn = lambda h, w, b: FF.full_softmax_loss(h, w, t, b, reduction="sum", chunk_bytes=4 * 4 * 3)
+    ours = fn(h, w, b)
+    ref = reduce_reference(full_softmax_reference(h, w, b, t), t, "sum")
+    torch.testing.assert_close(ours, ref)
+    grads = torch.autograd.grad(ours, (h, w, b))
+    for a, r in zip(grads, torch.autograd.grad(ref, (h, w, b))):
+        torch.testing.assert_close(a, r)
+    assert torch.autograd.gradcheck(fn, (h, w, b))
+
+
+def test_head_registry_builds_every_model_head():
+    counts = torch.arange(V, 0, -1).double()
+    common = dict(sampler="unigram", counts=counts, power=0.5, bias=True, sparse=False)
+    for name, cls in (("full", fs.FullSoftmaxLoss), ("sampled", fs.SampledSoftmaxLoss),
+                      ("nce", fs.NCELoss), ("neg", fs.NegativeSamplingLoss)):
+        head = fs.make_head(name, D, V, num_samples=6, **common)
+        assert type(head) is cls and head.weight.shape == (V, D)
+        assert (head.bias is None) == (name == "neg")
+    assert fs.make_head("neg", D, V, num_samples=6, **common).num_negatives == 6
+    with pytest.raises(ValueError, match="output must be one of"):
+        fs.make_head("hs", D, V)
+    with pytest.raises(ValueError, match="needs a sample count"):
+        fs.make_head("nce", D, V)
+    with pytest.raises(ValueError, match="smaller than the number of classes"):
+        fs.make_head("sampled", D, V, num_samples=V)
+    with pytest.raises(TypeError, match="frobnicate"):
+        fs.make_head("full", D, V, frobnicate=1)
+
+    class Doubled(fs.FullSoftmaxLoss):
+        def training_loss(self, input, target):
+            return 2 * self.full_loss(input, target)
+
+    class Untied(fs.OutputLayer):  # a head that cannot share a weight
+        def __init__(self, in_features, num_classes, *, reduction="mean", ignore_index=-100):
+            super().__init__(in_features, num_classes, bias=False, weight=None,
+                             reduction=reduction, ignore_index=ignore_index)
+
+    fs.register_head("doubled", Doubled)
+    fs.register_head("untied", Untied)
+    try:
+        assert type(fs.make_head("doubled", D, V, **common)) is Doubled
+        assert type(fs.make_head("untied", D, V, weight=None, **common)) is Untied
+        with pytest.raises(TypeError, match="weight"):
+            fs.make_head("untied", D, V, weight=torch.nn.Parameter(torch.zeros(V, D)))
+    finally:
+        del fs.nn.HEADS["doubled"], fs.nn.HEADS["untied"]
+    with pytest.raises(TypeError, match="OutputLayer subclass"):
+        fs.register_head("bad", torch.nn.Linear)

@@ -7,9 +7,11 @@ import random
 import pytest
 import torch
 
-from fastsoftmax import seq2seq as cli
+from fastsoftmax.cli import seq2seq as cli
+from fastsoftmax.models import seq2seq as s2s
 from fastsoftmax.models import Seq2Seq
-from fastsoftmax.models.seq2seq import EOS, PAD, Batch, Vocab, corpus_bleu, parse_pairs, tokenize
+from fastsoftmax.models.seq2seq import (
+    EOS, PAD, Batch, build_vocabulary, corpus_bleu, decode_output, parse_pairs, tokenize)
 
 
 TASKS = {
@@ -29,7 +31,7 @@ def make_pairs(kind, n=1200, max_len=5, seed=0, alphabet="012345"):
 
 
 def tiny_data(kind, **kw):
-    return cli.split_task(make_pairs(kind, **kw), "chars", valid_fraction=0.15, seed=0)
+    return s2s.split_task(make_pairs(kind, **kw), "chars", valid_fraction=0.15, seed=0)
 
 
 SETTINGS = {
@@ -53,13 +55,18 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+def fit(settings, folder, **kw):
+    """fit() as the tests use it: no progress bar, no log, the checkpoint in `folder`."""
+    config = dict(settings, progress=False)
+    config.setdefault("checkpoint", str(folder / "run.pt"))
+    return s2s.fit(config, log=lambda m: None, **kw)
+
+
 @pytest.fixture(scope="module")
-def trained():
+def trained(tmp_path_factory):
     """One model per task, trained once and shared by the tests below (about 10 s each)."""
     return {
-        k: cli.train(
-            SETTINGS, data=tiny_data(k), progress=False, log=lambda m: None, eval_every=100
-        )
+        k: fit(SETTINGS, tmp_path_factory.mktemp(k), data=tiny_data(k), eval_every=100)
         for k in TASKS
     }
 
@@ -73,7 +80,7 @@ def test_learns_tiny_task_exactly(trained, kind):
 def test_beam_search_on_trained_model(trained):
     res = trained["reverse"]
     d = res["data"]
-    ev = cli.evaluate(
+    ev = s2s.evaluate(
         res["model"], d["valid_pairs"], d["valid"], "chars", d["tgt_vocab"], beam_size=4
     )
     assert ev["exact"] == 100.0
@@ -221,8 +228,8 @@ def test_sampled_and_full_agree_in_eval_mode():
     full = Seq2Seq(11, 50, embed_dim=8, hidden_size=16, attention="general", output="full")
     state = {k: v for k, v in sampled.state_dict().items() if not k.startswith("head.")}
     full.load_state_dict(state, strict=False)
-    full.head.proj.weight.data.copy_(sampled.head.loss_fn.weight.data)
-    full.head.proj.bias.data.copy_(sampled.head.loss_fn.bias.data)
+    full.head.weight.data.copy_(sampled.head.weight.data)
+    full.head.bias.data.copy_(sampled.head.bias.data)
     _, b = random_batch(vocab=11)
     b.tgt_out.clamp_(max=49)
     sampled.eval()
@@ -239,20 +246,15 @@ def test_sampled_and_full_agree_in_eval_mode():
     loss = sampled(b.src, b.src_len, b.tgt_in, b.tgt_out)
     assert torch.isfinite(loss)
     loss.backward()
-    assert sampled.head.loss_fn.weight.grad is not None
+    assert sampled.head.weight.grad is not None
 
 
 def test_sampled_checkpoint_round_trip(tmp_path):
     data = tiny_data("copy", n=200)
     ck = tmp_path / "s.pt"
-    res = cli.train(
-        dict(SETTINGS, epochs=1, output="sampled", num_sampled=4),
-        data=data,
-        progress=False,
-        log=lambda m: None,
-        checkpoint=str(ck),
-    )
-    model, *_ = cli.load_checkpoint(str(ck))
+    res = fit(dict(SETTINGS, epochs=1, output="sampled", num_sampled=4, checkpoint=str(ck)),
+              tmp_path, data=data)
+    model, *_ = s2s.load_checkpoint(str(ck))
     _, b = random_batch(vocab=len(data["src_vocab"]))
     torch.testing.assert_close(
         model.log_prob(b.src, b.src_len, b.tgt_in),
@@ -264,25 +266,17 @@ def test_sampled_checkpoint_round_trip(tmp_path):
 def test_resume_matches_uninterrupted_training(tmp_path):
     data = tiny_data("reverse", n=200)
     settings = dict(SETTINGS, hidden_size=16, epochs=2)
-    straight = cli.train(settings, data=data, progress=False, log=lambda m: None)
+    straight = fit(settings, tmp_path, data=data)
     ck = str(tmp_path / "m.pt")
-    cli.train(
-        dict(settings, epochs=1), data=data, progress=False, log=lambda m: None, checkpoint=ck
-    )
-    resumed = cli.train(
-        dict(settings, epochs=2),
-        data=data,
-        progress=False,
-        log=lambda m: None,
-        checkpoint=ck,
-        resume=True,
-    )
+    fit(dict(settings, epochs=1, checkpoint=ck), tmp_path, data=data)
+    torch.manual_seed(999)  # whatever happens in between must not matter
+    resumed = fit(dict(settings, epochs=2, resume=ck, checkpoint=ck), tmp_path, data=data)
     assert [h["epoch"] for h in resumed["history"]] == [1, 2]
     for (k, a), (_, c) in zip(
         straight["model"].state_dict().items(), resumed["model"].state_dict().items()
     ):
         torch.testing.assert_close(a, c, msg=k)
-    assert torch.load(ck, weights_only=False)["epoch"] == 2
+    assert s2s.load_checkpoint(ck)[1]["epoch"] == 2
 
 
 # -- data, BLEU ------------------------------------------------------------------------------
@@ -334,10 +328,10 @@ def test_bad_options():
 
 
 def test_vocab():
-    v = Vocab.build([["b", "a", "b"], ["c"]], max_size=6)
+    v = build_vocabulary([["b", "a", "b"], ["c"]], max_size=6)
     assert v.itos == ["<pad>", "<unk>", "<bos>", "<eos>", "b", "a"]
     assert v.encode(["a", "zz"]) == [5, 1]
-    assert v.decode([5, 4, EOS, 4]) == ["a", "b"]
+    assert decode_output(v, [5, 4, EOS, 4]) == ["a", "b"]
 
 
 def test_corpus_bleu():
@@ -420,6 +414,8 @@ def test_cli_heatmap(tmp_path, capsys):
                 "--no-progress",
                 "--heatmap",
                 str(png),
+                "--checkpoint",
+                str(tmp_path / "h.pt"),
             ]
         )
         == 0
@@ -440,19 +436,23 @@ def test_cli_errors(tmp_path, capsys):
     assert cli.main(["train", "--data", str(bad), "--task", "pairs", "--no-progress"]) == 2
     assert f"{bad}:2: no TAB" in capsys.readouterr().err
     assert cli.main(["eval", "--checkpoint", str(tmp_path / "nope.pt")]) == 2
-    assert "does not exist" in capsys.readouterr().err
-    assert cli.main(["train", "--data", str(bad), "--task", "pairs", "--resume"]) == 2
-    assert "--resume needs --checkpoint" in capsys.readouterr().err
+    assert "no such checkpoint" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--data", str(bad), "--task", "pairs", "--resume"])
+    assert "--resume: expected one argument" in capsys.readouterr().err
 
 
 def test_progress_bar_draws_to_its_stream():
+    from fastsoftmax.models.progress import progress_bar
+
     stream = io.StringIO()
-    bar = cli.ProgressBar(3, "epoch 1", interval=0.0, stream=stream)
+    bar = progress_bar(3, "epoch 1", enabled=True, file=stream)
     for i in range(3):
-        bar.update(1, f"loss {i}")
+        bar.set_postfix_str(f"loss {i}", refresh=False)
+        bar.update(1)
     bar.close()
     text = stream.getvalue()
     assert "\r" in text and "3/3" in text and "loss 2" in text and text.endswith("\n")
     quiet = io.StringIO()
-    cli.ProgressBar(2, enabled=False, stream=quiet).update(2)
+    progress_bar(2, "x", enabled=False, file=quiet).update(2)
     assert quiet.getvalue() == ""

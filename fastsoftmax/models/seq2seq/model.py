@@ -1,272 +1,26 @@
-"""Attention encoder–decoder (Luong et al. 2015) with a full or sampled softmax output head.
+"""Attention encoder–decoder (Luong et al. 2015) whose output layer is any head of the
+fastsoftmax family (fastsoftmax.nn.make_head).
 
 Shape letters: B batch, S source length, T target length, E embedding size, H hidden size,
 D output-feature size, V target vocabulary, K beam size.
 
-Layout of one example: source ids x_1..x_S; decoder input <bos> y_1..y_T; decoder output
-y_1..y_T <eos>. Padding id 0 everywhere. Padding never reaches an LSTM (packed sequences), never
-receives attention (its score is -inf before the softmax, so its weight is exactly 0) and never
-contributes to the loss, so a sequence's result does not depend on what it is batched with.
+Padding id 0 never reaches an LSTM (packed sequences), never receives attention (its score is
+-inf before the softmax, so its weight is exactly 0) and never contributes to the loss (the
+head's ignore_index), so a sequence's result does not depend on what it is batched with.
 """
 
 from __future__ import annotations
 
-import math
-import random
-import re
-from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-from ..nn import SampledSoftmaxLoss
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
-SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
+from ...nn import HEADS, make_head
+from .data import BOS, EOS, PAD
+
 ATTENTIONS = ("dot", "general", "concat", None)
-OUTPUTS = ("full", "sampled")
-TASKS = ("pairs", "chars")
 
 
-# -- data ------------------------------------------------------------------------------------
-def read_pairs(path: str, task: str, max_words: int | None = None) -> list[tuple[str, str]]:
-    """Reads (source, target) string pairs.
-
-    task 'pairs': `source<TAB>target[<TAB>anything]` per line (the Tatoeba/manythings layout;
-    newer files carry a third attribution column, which is ignored).
-    task 'chars': `source_target`, split on the first '_' (the date and addition sets); the
-    fixed-width space padding of those files is stripped.
-    max_words drops pairs whose either side has more words than that ('pairs' only).
-    """
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline that ends the last line
-    return parse_pairs(lines, task, max_words=max_words, where=path)
-
-
-def parse_pairs(
-    lines: Iterable[str], task: str, max_words: int | None = None, where: str = "<input>"
-) -> list[tuple[str, str]]:
-    """As read_pairs, from lines already in memory; errors name `where` and the line number."""
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
-    sep = "\t" if task == "pairs" else "_"
-    shown = "TAB" if task == "pairs" else "'_'"
-    pairs = []
-    for n, line in enumerate(lines, 1):
-        line = line.rstrip("\r")
-        if not line.strip():
-            raise ValueError(f"{where}:{n}: empty line; every line must be source{shown}target")
-        if sep not in line:
-            raise ValueError(f"{where}:{n}: no {shown} separating source from target: {line!r}")
-        src, rest = line.split(sep, 1)
-        tgt = rest.split("\t", 1)[0] if task == "pairs" else rest
-        if task == "chars":
-            src, tgt = src.strip(), tgt.strip()
-        if not src.strip() or not tgt.strip():
-            side = "source" if not src.strip() else "target"
-            raise ValueError(f"{where}:{n}: empty {side}: {line!r}")
-        if (
-            max_words is not None
-            and task == "pairs"
-            and (len(tokenize(src, "pairs")) > max_words or len(tokenize(tgt, "pairs")) > max_words)
-        ):
-            continue
-        pairs.append((src, tgt))
-    if not pairs:
-        raise ValueError(f"{where}: no usable pairs")
-    return pairs
-
-
-_WORD = re.compile(r"\w+(?:'\w+)?|[^\w\s]", re.UNICODE)
-
-
-def tokenize(text: str, task: str) -> list[str]:
-    """'chars': one token per character. 'pairs': lower-cased words and punctuation marks, with
-    the French narrow/no-break spaces before punctuation treated as spaces."""
-    if task == "chars":
-        return list(text)
-    text = text.replace("\u202f", " ").replace("\u00a0", " ").replace("\u2019", "'").lower()
-    return _WORD.findall(text)
-
-
-def detokenize(tokens: Sequence[str], task: str) -> str:
-    return "".join(tokens) if task == "chars" else " ".join(tokens)
-
-
-class Vocab:
-    """Token ↔ id map; ids 0..3 are <pad>, <unk>, <bos>, <eos>; the rest by falling frequency
-    (ties alphabetical, so a vocabulary is a function of the data alone)."""
-
-    def __init__(self, tokens: Sequence[str]):
-        if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
-            raise ValueError(f"a vocabulary must start with {SPECIALS}")
-        self.itos = list(tokens)
-        self.stoi = {t: i for i, t in enumerate(self.itos)}
-
-    @classmethod
-    def build(cls, sequences: Iterable[Sequence[str]], max_size: int | None = None) -> Vocab:
-        counts = Counter(t for seq in sequences for t in seq)
-        ranked = sorted((t for t in counts if t not in SPECIALS), key=lambda t: (-counts[t], t))
-        if max_size is not None:
-            ranked = ranked[: max(0, max_size - len(SPECIALS))]
-        return cls(list(SPECIALS) + ranked)
-
-    def __len__(self) -> int:
-        return len(self.itos)
-
-    def encode(self, tokens: Sequence[str]) -> list[int]:
-        return [self.stoi.get(t, UNK) for t in tokens]
-
-    def decode(self, ids: Iterable[int]) -> list[str]:
-        """Tokens up to (not including) the first <eos>; padding dropped."""
-        out = []
-        for i in ids:
-            i = int(i)
-            if i == EOS:
-                break
-            if i not in (PAD, BOS):
-                out.append(self.itos[i])
-        return out
-
-
-def split_indices(n: int, valid_fraction: float, seed: int) -> tuple[list[int], list[int]]:
-    """A seeded shuffle, the first valid_fraction held out."""
-    if not 0.0 <= valid_fraction < 1.0:
-        raise ValueError(f"valid_fraction must be in [0, 1), got {valid_fraction}")
-    order = list(range(n))
-    random.Random(seed).shuffle(order)
-    k = round(n * valid_fraction)
-    return order[k:], order[:k]
-
-
-class Batch:
-    """Padded tensors for a list of (source ids, target ids) examples.
-
-    src [B, S], src_len [B]; tgt_in [B, T+1] = <bos> y; tgt_out [B, T+1] = y <eos>."""
-
-    def __init__(self, examples: Sequence[tuple[Sequence[int], Sequence[int]]]):
-        if not examples:
-            raise ValueError("an empty batch")
-        B = len(examples)
-        S = max(len(s) for s, _ in examples)
-        T = max(len(t) for _, t in examples) + 1
-        self.src = torch.full((B, S), PAD, dtype=torch.long)
-        self.src_len = torch.tensor([len(s) for s, _ in examples], dtype=torch.long)
-        self.tgt_in = torch.full((B, T), PAD, dtype=torch.long)
-        self.tgt_out = torch.full((B, T), PAD, dtype=torch.long)
-        for b, (s, t) in enumerate(examples):
-            if len(s) == 0:
-                raise ValueError(f"example {b} has an empty source")
-            self.src[b, : len(s)] = torch.tensor(s, dtype=torch.long)
-            self.tgt_in[b, 0] = BOS
-            self.tgt_in[b, 1 : len(t) + 1] = torch.tensor(t, dtype=torch.long)
-            self.tgt_out[b, : len(t)] = torch.tensor(t, dtype=torch.long)
-            self.tgt_out[b, len(t)] = EOS
-
-    def to(self, device) -> Batch:
-        for k in ("src", "src_len", "tgt_in", "tgt_out"):
-            setattr(self, k, getattr(self, k).to(device))
-        return self
-
-
-def batches(
-    examples: Sequence[tuple[Sequence[int], Sequence[int]]],
-    batch_size: int,
-    shuffle: bool = False,
-    seed: int = 0,
-) -> Iterator[Batch]:
-    """Batches of examples of similar source length (less padding, so less wasted work); with
-    shuffle the batches come in a seeded random order and their membership varies by epoch."""
-    order = list(range(len(examples)))
-    rng = random.Random(seed)
-    if shuffle:
-        rng.shuffle(order)
-    # Sort within windows of 50 batches only, so shuffled epochs still mix lengths across batches.
-    window = batch_size * 50
-    chunks = []
-    for w in range(0, len(order), window):
-        part = sorted(order[w : w + window], key=lambda i: len(examples[i][0]))
-        chunks += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
-    if shuffle:
-        rng.shuffle(chunks)
-    for c in chunks:
-        yield Batch([examples[i] for i in c])
-
-
-# -- evaluation ------------------------------------------------------------------------------
-def corpus_bleu(
-    hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]], max_n: int = 4
-) -> float:
-    """Corpus BLEU (Papineni et al. 2002) in percent, one reference per sentence: geometric mean
-    of clipped n-gram precisions for n = 1..max_n, counts summed over the corpus before dividing,
-    times the brevity penalty exp(1 - r/c) when the hypotheses are shorter than the references.
-    No smoothing: a corpus with no matching max_n-gram scores 0."""
-    if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
-    match = [0] * max_n
-    total = [0] * max_n
-    hyp_len = ref_len = 0
-    for hyp, ref in zip(hypotheses, references):
-        hyp_len += len(hyp)
-        ref_len += len(ref)
-        for n in range(1, max_n + 1):
-            h = Counter(tuple(hyp[i : i + n]) for i in range(len(hyp) - n + 1))
-            r = Counter(tuple(ref[i : i + n]) for i in range(len(ref) - n + 1))
-            match[n - 1] += sum(min(c, r[g]) for g, c in h.items())
-            total[n - 1] += max(len(hyp) - n + 1, 0)
-    if hyp_len == 0 or min(match) == 0:
-        return 0.0
-    log_p = sum(math.log(m / t) for m, t in zip(match, total)) / max_n
-    bp = 1.0 if hyp_len > ref_len else math.exp(1.0 - ref_len / hyp_len)
-    return 100.0 * bp * math.exp(log_p)
-
-
-# -- output heads ----------------------------------------------------------------------------
-class FullHead(nn.Module):
-    """Linear layer + exact softmax cross entropy, in plain PyTorch."""
-
-    def __init__(self, in_features: int, num_classes: int):
-        super().__init__()
-        self.proj = nn.Linear(in_features, num_classes)
-
-    def loss(self, features: Tensor, target: Tensor) -> Tensor:
-        return F.cross_entropy(self.proj(features), target, ignore_index=PAD)
-
-    def log_prob(self, features: Tensor) -> Tensor:
-        return F.log_softmax(self.proj(features).float(), dim=-1)
-
-
-class SampledHead(nn.Module):
-    """Adapter over fastsoftmax.SampledSoftmaxLoss (Jean et al. 2015): the sampled loss while
-    training; the exact softmax in eval mode and for log_prob, so decoding is never approximate."""
-
-    def __init__(
-        self, in_features: int, num_classes: int, num_sampled: int, counts: Tensor | None = None
-    ):
-        super().__init__()
-        if num_sampled >= num_classes:
-            raise ValueError(
-                f"num_sampled ({num_sampled}) must be smaller than the target vocabulary "
-                f"({num_classes}); use output='full' for a vocabulary this small"
-            )
-        self.loss_fn = SampledSoftmaxLoss(
-            in_features, num_classes, num_sampled, counts=counts, ignore_index=PAD
-        )
-
-    def loss(self, features: Tensor, target: Tensor) -> Tensor:
-        return self.loss_fn(features, target)
-
-    def log_prob(self, features: Tensor) -> Tensor:
-        return self.loss_fn.log_prob(features)
-
-
-# -- model -----------------------------------------------------------------------------------
 class Seq2Seq(nn.Module):
     """LSTM encoder–decoder with optional Luong attention and a full or sampled output layer.
 
@@ -280,9 +34,9 @@ class Seq2Seq(nn.Module):
         outputs are put back in source order, so attention maps align with the source text.
     peeky: the encoder summary (top-layer final state) is concatenated to every decoder input
         and to the output features.
-    output: 'full' or 'sampled' (fastsoftmax.SampledSoftmaxLoss); 'sampled' changes the
-        training loss only: eval-mode loss and decoding use the exact softmax.
-    counts: target-token frequencies [V] for the sampled head's unigram sampler.
+    output: any head of fastsoftmax.nn.HEADS ('full', 'sampled', ...); a sampled head changes
+        the training loss only: eval-mode loss and decoding use the exact softmax.
+    counts: target-token frequencies [V] for the sampled heads' unigram sampler.
     """
 
     def __init__(
@@ -309,8 +63,8 @@ class Seq2Seq(nn.Module):
             raise ValueError(
                 f"unknown attention {attention!r}; expected dot, general, concat or None"
             )
-        if output not in OUTPUTS:
-            raise ValueError(f"unknown output {output!r}; expected 'full' or 'sampled'")
+        if output not in HEADS:
+            raise ValueError(f"unknown output {output!r}; expected one of {', '.join(HEADS)}")
         if bidirectional and hidden_size % 2:
             raise ValueError(
                 f"a bidirectional encoder needs an even hidden_size, got {hidden_size}"
@@ -368,10 +122,8 @@ class Seq2Seq(nn.Module):
         if attention is not None:
             self.combine = nn.Linear(2 * H, H, bias=False)  # W_c
         D = H + (H if peeky else 0)
-        if output == "full":
-            self.head = FullHead(D, tgt_vocab_size)
-        else:
-            self.head = SampledHead(D, tgt_vocab_size, num_sampled, counts)
+        self.head = make_head(output, D, tgt_vocab_size, num_samples=num_sampled, counts=counts,
+                              bias=True, ignore_index=PAD)
 
     # -- encoder ------------------------------------------------------------------------------
     @staticmethod
@@ -443,7 +195,7 @@ class Seq2Seq(nn.Module):
         loss in training mode (output='sampled'), the exact cross entropy otherwise."""
         memory, mask, state, summary = self.encode(src, src_len)
         feats, _, _ = self._decode_steps(tgt_in, state, memory, mask, summary)
-        return self.head.loss(feats.reshape(-1, feats.shape[-1]), tgt_out.reshape(-1))
+        return self.head(feats.reshape(-1, feats.shape[-1]), tgt_out.reshape(-1))
 
     def log_prob(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> Tensor:
         """Exact teacher-forced log-probabilities [B, T, V]."""
@@ -562,25 +314,13 @@ class Seq2Seq(nn.Module):
             return self.greedy(src, src_len, max_len)[0]
         return self.beam_search(src, src_len, beam_size, max_len, alpha)[0]
 
-    # -- checkpoints --------------------------------------------------------------------------
-    def checkpoint(self, **extra) -> dict:
-        """What `from_checkpoint` needs, plus anything the caller adds (vocabularies, optimizer
-        state, epoch)."""
-        counts = getattr(self, "_counts", None)
-        return dict(config=dict(self.config), counts=counts, state_dict=self.state_dict(), **extra)
+    # -- saving ---------------------------------------------------------------------------------
+    def state(self) -> dict:
+        """What `from_state` needs to rebuild this model exactly (the sampler's counts too)."""
+        return dict(config=dict(self.config), counts=self._counts, state_dict=self.state_dict())
 
     @classmethod
-    def from_checkpoint(cls, ckpt: dict, map_location=None) -> Seq2Seq:
-        if isinstance(ckpt, str):
-            ckpt = torch.load(ckpt, map_location=map_location, weights_only=False)
-        model = cls(**ckpt["config"], counts=ckpt.get("counts"))
-        model.load_state_dict(ckpt["state_dict"])
+    def from_state(cls, state: dict) -> Seq2Seq:
+        model = cls(**state["config"], counts=state.get("counts"))
+        model.load_state_dict(state["state_dict"])
         return model
-
-
-def encode_pairs(
-    pairs: Sequence[tuple[str, str]], task: str, src_vocab: Vocab, tgt_vocab: Vocab
-) -> list[tuple[list[int], list[int]]]:
-    return [
-        (src_vocab.encode(tokenize(s, task)), tgt_vocab.encode(tokenize(t, task))) for s, t in pairs
-    ]

@@ -1,0 +1,76 @@
+"""Argument checks, target shapes and loss reductions shared by every loss.
+
+Shapes: input [*, D], weight [V, D], target int64 [*] or [*, T]; N = the rows of input.
+"""
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def check_inputs(input, weight, target, reduction) -> None:
+    """Types, ranks, feature sizes, dtype and device of a loss's main arguments."""
+    for name, t in (("input", input), ("weight", weight), ("target", target)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+    check_reduction(reduction)
+    if input.dim() < 1:
+        raise ValueError("input must have at least one dimension [*, D]")
+    if weight.dim() != 2:
+        raise ValueError(f"weight must be 2-D [V, D], got shape {tuple(weight.shape)}")
+    if weight.shape[1] != input.shape[-1]:
+        raise ValueError(
+            f"weight has {weight.shape[1]} features per class but input has {input.shape[-1]}"
+        )
+    if target.dtype != torch.int64:
+        raise TypeError(f"target must be an int64 tensor of class ids, got {target.dtype}")
+    if target.device != input.device:
+        raise ValueError(f"target is on {target.device} but input is on {input.device}")
+
+
+def check_reduction(reduction) -> None:
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+
+def check_count(value, name: str) -> int:
+    """A positive int (bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"{name} must be positive, got {value}")
+    return value
+
+
+def target_2d(target: Tensor, lead: Tuple[int, ...], num_true: Optional[int]) -> Tensor:
+    """target [*] or [*, T] -> [N, T]; num_true=None infers T from the shape."""
+    if num_true is not None and (isinstance(num_true, bool) or not isinstance(num_true, int)
+                                 or num_true < 1):
+        raise ValueError(f"num_true must be a positive int, got {num_true!r}")
+    if tuple(target.shape) == lead and num_true in (None, 1):
+        return target.reshape(-1, 1)
+    if (target.dim() == len(lead) + 1 and tuple(target.shape[:-1]) == lead
+            and (num_true is None or target.shape[-1] == num_true)):
+        return target.reshape(-1, target.shape[-1])
+    want = f"{lead} or {lead + (num_true,)}" if num_true in (None, 1) else f"{lead + (num_true,)}"
+    raise ValueError(
+        f"target must have shape {want} for input of shape {lead} + (D,), "
+        f"got {tuple(target.shape)}"
+    )
+
+
+def reduce_loss(loss: Tensor, target2d: Tensor, lead, reduction: str, ignore_index: int, dtype):
+    """Per-row losses [N] -> the reduction, in `dtype`. 'mean' divides by the rows whose first
+    target is not ignore_index (NaN when there are none, as F.cross_entropy)."""
+    if torch.is_autocast_enabled(loss.device.type):
+        dtype = loss.dtype  # float32 under autocast, as F.cross_entropy
+    if reduction == "none":
+        return loss.reshape(lead).to(dtype)
+    total = loss.sum()
+    if reduction == "sum":
+        return total.to(dtype)
+    count = (target2d[:, 0] != ignore_index).sum()
+    return (total / count).to(dtype)

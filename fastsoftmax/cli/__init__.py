@@ -1,0 +1,101 @@
+"""Command lines: thin argparse layers over the public APIs of fastsoftmax.models.
+
+    python -m fastsoftmax.cli.lm       (console script fastsoftmax-lm)
+    python -m fastsoftmax.cli.seq2seq  (console script fastsoftmax-seq2seq)
+
+Every command prints its defaults in --help, answers bad input with one "error: ..." line
+on stderr and exit status 2 (never a traceback), and never overwrites a file it did not
+write in the same run unless told to (--force).
+"""
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+_UNSET = object()
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults shown after every optional option; descriptions keep their line breaks."""
+
+    def _get_help_string(self, action):
+        if action.required:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def given_options(build: Callable[[], argparse.ArgumentParser], command: str,
+                  argv: Sequence[str]) -> set:
+    """The destinations the user set on the command line for `command` (as opposed to
+    defaults): argv parsed again by a fresh parser (build(), whose `subcommands` maps names to
+    subparsers) with every default of `command` replaced by a sentinel."""
+    fresh = build()
+    sub = fresh.subcommands[command]
+    sub.set_defaults(**{a.dest: _UNSET for a in sub._actions if a.dest != "help"})
+    parsed = vars(fresh.parse_args(argv))
+    return {k for k, v in parsed.items() if v is not _UNSET and k != "command"}
+
+
+def run(func: Callable, args) -> int:
+    """func(args) with the errors a user can cause reported as one line: exit status 2."""
+    try:
+        func(args)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def add_threads(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threads", type=positive_int, default=None,
+                        help="torch intra-op threads (None: torch's choice); 1 is often fastest "
+                             "for small models on a busy machine")
+
+
+def new_parser(prog: str, description: str):
+    """(parser, add_command): add_command(name, help) makes a subcommand parser with defaults
+    in its --help; the parser's `subcommands` maps names to them (see given_options)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     formatter_class=HelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    parser.subcommands = {}
+
+    def add_command(name: str, help: str) -> argparse.ArgumentParser:
+        parser.subcommands[name] = sub.add_parser(name, help=help, formatter_class=HelpFormatter)
+        return parser.subcommands[name]
+
+    return parser, add_command
+
+
+def add_run_options(parser: argparse.ArgumentParser, defaults, kind: str, may_change,
+                    overwrites: str) -> None:
+    """The options every `train` shares: data encoding, device, where the checkpoint goes,
+    resuming, overwriting, the progress bar. `defaults` is the command's TrainConfig()."""
+    parser.add_argument("--encoding", default=defaults.encoding,
+                        help="text encoding of the data files")
+    parser.add_argument("--device", default=defaults.device,
+                        help="cpu, cuda or cuda:N (None: cuda when available, else cpu)")
+    parser.add_argument("--checkpoint", default=defaults.checkpoint,
+                        help=f"written after every epoch; None: a new {kind}-<output>-<time>.pt "
+                             f"here (on resume: the resumed file)")
+    parser.add_argument("--resume", default=defaults.resume,
+                        help="checkpoint to continue from; may change: "
+                             + ", ".join("--" + k.replace("_", "-") for k in may_change))
+    parser.add_argument("--force", action="store_true",
+                        help=f"overwrite an existing --checkpoint or {overwrites}")
+    parser.add_argument("--progress", dest="progress", action="store_true",
+                        default=defaults.progress,
+                        help="progress bar even when stderr is not a terminal (None: terminal "
+                             "only)")
+    parser.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="no progress bar")

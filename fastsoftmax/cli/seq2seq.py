@@ -1,0 +1,176 @@
+"""Train, evaluate and run attention seq2seq models.
+
+    fastsoftmax-seq2seq train --data FILE --task {pairs,chars} \\
+        --attention {dot,general,concat,none} --output {full,sampled,...} [--checkpoint CKPT]
+    fastsoftmax-seq2seq train --resume CKPT [--epochs N]
+    fastsoftmax-seq2seq translate --checkpoint CKPT < sources.txt
+    fastsoftmax-seq2seq eval --checkpoint CKPT [--data FILE]
+
+(or python -m fastsoftmax.cli.seq2seq). Training holds out a seeded fraction of the data
+(--valid-fraction) and reports, per epoch, the training loss, the exact held-out cross
+entropy, exact-match accuracy and, for word tasks, corpus BLEU. It always checkpoints, after
+every epoch, to --checkpoint or a new seq2seq-<output>-<time>.pt here, and prints the path;
+`eval` and --resume see the same held-out split. translate answers every input line, one
+output line each; a line it cannot translate (empty) gets an empty output line and is named
+on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import torch
+
+from ..models import seq2seq as s2s
+from ..nn import HEADS
+from . import add_run_options, add_threads, given_options, new_parser, positive_int, run
+
+
+def cmd_train(args, argv) -> None:
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)
+    given = given_options(build_parser, "train", argv)
+    fields = {k: v for k, v in vars(args).items() if k in s2s.TrainConfig.__dataclass_fields__}
+    res = s2s.fit(s2s.TrainConfig(**fields), given=given & set(fields), log=log)
+    if args.heatmap:
+        _heatmap(res["model"], res["data"], args.heatmap, args.heatmap_index,
+                 res["config"].device, log, args.force)
+
+
+def cmd_translate(args, argv) -> None:
+    model, state, src_vocab, tgt_vocab = s2s.load_checkpoint(args.checkpoint, args.device)
+    lines = [ln.rstrip("\n") for ln in sys.stdin]
+    outputs, bad = s2s.translate_lines(
+        model, lines, state["train_config"]["task"], src_vocab, tgt_vocab,
+        beam_size=args.beam_size, alpha=args.alpha, max_len=args.max_len, device=args.device)
+    for out in outputs:
+        print(out)
+    for number, reason in bad:
+        print(f"warning: input line {number}: {reason}; its output line is empty",
+              file=sys.stderr)
+
+
+def cmd_eval(args, argv) -> None:
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)
+    model, state, src_vocab, tgt_vocab = s2s.load_checkpoint(args.checkpoint, args.device)
+    s = state["train_config"]
+    task = s["task"]
+    if args.data:
+        pairs = s2s.read_pairs(args.data, task, max_words=s.get("max_words"),
+                               encoding=args.encoding)
+        data = {"task": task, "valid_pairs": pairs, "src_vocab": src_vocab,
+                "tgt_vocab": tgt_vocab,
+                "valid": s2s.encode_pairs(pairs, task, src_vocab, tgt_vocab)}
+        src_oov = src_vocab.oov_rate([t for p, _ in pairs for t in s2s.tokenize(p, task)])
+        tgt_oov = tgt_vocab.oov_rate([t for _, p in pairs for t in s2s.tokenize(p, task)])
+        log(f"{args.data}: {src_oov:.1%} of the source and {tgt_oov:.1%} of the target tokens "
+            f"are outside the model's vocabularies")
+    else:
+        data = s2s.load_task(s["data"], task, max_words=s.get("max_words"),
+                             valid_fraction=s["valid_fraction"], seed=s["seed"],
+                             limit=s.get("limit"), vocabs=(src_vocab, tgt_vocab),
+                             encoding=s.get("encoding", "utf-8"))
+    ev = s2s.evaluate(model, data["valid_pairs"], data["valid"], task, tgt_vocab,
+                      beam_size=args.beam_size, alpha=args.alpha, device=args.device)
+    print(f"pairs {len(data['valid'])}  loss {ev['loss']:.4f}  exact match {ev['exact']:.2f}%"
+          + (f"  BLEU {ev['bleu']:.2f}" if "bleu" in ev else ""))
+    if args.heatmap:
+        _heatmap(model, data, args.heatmap, args.heatmap_index, args.device, log, args.force)
+
+
+def _heatmap(model, data, path, index, device, log, force):
+    import os
+
+    if os.path.exists(path) and not force:
+        raise ValueError(f"heatmap {path} already exists; choose another --heatmap or pass "
+                         f"--force to overwrite it")
+    pairs = data["valid_pairs"] or data.get("train_pairs", [])
+    if not pairs:
+        raise ValueError("no example to draw a heatmap for")
+    if not 0 <= index < len(pairs):
+        raise ValueError(f"--heatmap-index {index} is outside the {len(pairs)} held-out pairs")
+    src, ref = pairs[index]
+    out = s2s.save_heatmap(model, src, data["task"], data["src_vocab"], data["tgt_vocab"], path,
+                           device=device)
+    log(f"heatmap of {src!r} → {out!r} (reference {ref!r}) written to {path}")
+
+
+def _train_parser(t: argparse.ArgumentParser) -> None:
+    d = s2s.TrainConfig()
+    t.add_argument("--data", default=None, help="pair file (source TAB target, or "
+                                                 "source_target); on resume: the checkpoint's")
+    t.add_argument("--task", default=d.task, choices=s2s.TASKS,
+                   help="pairs: words, TAB-separated; chars: characters, source_target")
+    t.add_argument("--attention", default=d.attention,
+                   choices=["dot", "general", "concat", "none"], help="Luong score")
+    t.add_argument("--output", default=d.output, choices=tuple(HEADS), help="output layer")
+    t.add_argument("--num-sampled", type=positive_int, default=d.num_sampled,
+                   help="samples per step of the sampled heads")
+    t.add_argument("--embed-dim", type=positive_int, default=d.embed_dim,
+                   help="token embedding size")
+    t.add_argument("--hidden-size", type=positive_int, default=d.hidden_size, help="LSTM units")
+    t.add_argument("--num-layers", type=positive_int, default=d.num_layers, help="LSTM layers")
+    t.add_argument("--bidirectional", action="store_true", help="encoder reads both ways")
+    t.add_argument("--reverse-source", action="store_true",
+                   help="encoder reads the source back to front")
+    t.add_argument("--peeky", action="store_true",
+                   help="encoder summary fed to every decoder step")
+    t.add_argument("--dropout", type=float, default=d.dropout, help="dropout rate")
+    t.add_argument("--epochs", type=positive_int, default=d.epochs, help="total epochs of the run")
+    t.add_argument("--batch-size", type=positive_int, default=d.batch_size, help="pairs per step")
+    t.add_argument("--lr", type=float, default=d.lr, help="Adam learning rate")
+    t.add_argument("--clip", type=float, default=d.clip, help="max gradient norm")
+    t.add_argument("--max-words", type=positive_int, default=d.max_words,
+                   help="drop pairs with more words than this on either side (word tasks)")
+    t.add_argument("--src-vocab-size", type=positive_int, default=d.src_vocab_size,
+                   help="most frequent source tokens kept (None: all)")
+    t.add_argument("--tgt-vocab-size", type=positive_int, default=d.tgt_vocab_size,
+                   help="most frequent target tokens kept (None: all)")
+    t.add_argument("--limit", type=positive_int, default=d.limit, help="use the first N pairs")
+    t.add_argument("--valid-fraction", type=float, default=d.valid_fraction,
+                   help="seeded share of the pairs held out")
+    t.add_argument("--seed", type=int, default=d.seed, help="seed of the split and training")
+    t.add_argument("--beam-size", type=positive_int, default=d.beam_size,
+                   help="decoding for held-out scores")
+    t.add_argument("--heatmap", help="write the attention heatmap of one held-out example here")
+    t.add_argument("--heatmap-index", type=int, default=0, help="held-out pair drawn")
+    add_run_options(t, d, "seq2seq", s2s.MAY_CHANGE_ON_RESUME, "--heatmap")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p, command = new_parser("fastsoftmax-seq2seq", __doc__)
+    t = command("train", "train (or resume) a model on a pair file")
+    _train_parser(t)
+    r = command("translate", "translate lines read from stdin")
+    r.add_argument("--checkpoint", required=True, help="checkpoint written by train")
+    r.add_argument("--beam-size", type=positive_int, default=1, help="1: greedy")
+    r.add_argument("--alpha", type=float, default=1.0, help="length normalisation exponent")
+    r.add_argument("--max-len", type=positive_int, default=100, help="longest output")
+    r.add_argument("--device", default="cpu", help="cpu or cuda")
+    e = command("eval", "score a checkpoint on its held-out split (or on --data)")
+    e.add_argument("--checkpoint", required=True, help="checkpoint written by train")
+    e.add_argument("--data", help="score all of this file instead of the held-out split")
+    e.add_argument("--encoding", default="utf-8", help="text encoding of --data")
+    e.add_argument("--beam-size", type=positive_int, default=1, help="1: greedy")
+    e.add_argument("--alpha", type=float, default=1.0, help="length normalisation exponent")
+    e.add_argument("--heatmap", help="PNG of one pair's attention")
+    e.add_argument("--heatmap-index", type=int, default=0, help="pair drawn")
+    e.add_argument("--force", action="store_true", help="overwrite an existing --heatmap")
+    e.add_argument("--device", default="cpu", help="cpu or cuda")
+    for parser, func in ((t, cmd_train), (r, cmd_translate), (e, cmd_eval)):
+        add_threads(parser)
+        parser.set_defaults(func=func)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    return run(lambda a: a.func(a, argv), args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

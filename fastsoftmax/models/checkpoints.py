@@ -1,0 +1,120 @@
+"""One checkpoint format for every model: a dict saved by torch.save with a format name, a
+kind tag ('lm', 'seq2seq', ...) and a version, written atomically and refused with one
+sentence naming the file when it is of another kind, truncated or not a checkpoint."""
+
+import os
+import random
+import time
+from typing import Optional
+
+import torch
+
+FORMAT = "fastsoftmax-checkpoint"
+VERSION = 1
+KIND_NAMES = {"lm": "language-model", "seq2seq": "seq2seq"}
+
+
+def save_checkpoint(path: str, kind: str, state: dict) -> str:
+    """Write `state` with the format, kind and version tags; a crash never leaves half a file
+    at `path` (the bytes go to a temporary file renamed over it)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    torch.save(dict(state, format=FORMAT, kind=kind, version=VERSION), tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def rng_state() -> dict:
+    """Every random stream training draws from: torch's CPU generator (dropout on CPU and the
+    samplers' Philox seeds), CUDA's, Python's."""
+    state = dict(torch=torch.get_rng_state(), python=random.getstate())
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def load_checkpoint(path: str, kind: str, map_location="cpu") -> dict:
+    """The state saved by save_checkpoint(path, kind, ...), or a ValueError that names the
+    file and what is wrong with it."""
+    name = KIND_NAMES.get(kind, kind)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such checkpoint: {path}")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as exc:  # torch raises many types for a damaged file
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(
+            f"{path} is not a fastsoftmax {name} checkpoint: it cannot be read (truncated or "
+            f"not written by torch.save: {reason})"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a fastsoftmax {name} checkpoint")
+    if state.get("kind") != kind:
+        other = KIND_NAMES.get(state.get("kind"), state.get("kind"))
+        raise ValueError(f"{path} is not a fastsoftmax {name} checkpoint: it holds a {other} model")
+    if not isinstance(state.get("version"), int) or state["version"] > VERSION:
+        raise ValueError(
+            f"{path} has checkpoint version {state.get('version')!r}; this fastsoftmax reads "
+            f"versions up to {VERSION}"
+        )
+    return state
+
+
+# ---------------------------------------------------------------------------------------
+# Rules every training command shares: resuming, where to save, never overwriting.
+# ---------------------------------------------------------------------------------------
+def flag(name: str) -> str:
+    """The command-line spelling of an option name."""
+    return "--" + name.replace("_", "-")
+
+
+def resume_values(values: dict, given, saved: dict, *, resume: str, may_change,
+                  run_options) -> dict:
+    """The options of a resumed run: the checkpoint's `saved` ones, except run_options (this
+    invocation's own) and the `given` ones listed in may_change. A given option outside both
+    that differs from the checkpoint is refused, naming its flag."""
+    conflicts = [
+        f"{flag(k)} {values[k]} (the checkpoint has {saved[k]})"
+        for k in sorted(given)
+        if k not in tuple(run_options) + tuple(may_change) and k in saved and values[k] != saved[k]
+    ]
+    if conflicts:
+        raise ValueError(
+            f"cannot resume {resume} with {', '.join(conflicts)}: these options define the model "
+            f"and its training; only {', '.join(flag(k) for k in may_change)} may change on resume"
+        )
+    out = dict(values)
+    for k, v in saved.items():
+        if k in out and k not in run_options and not (k in may_change and k in given):
+            out[k] = v
+    return out
+
+
+def default_path(kind: str, output: str) -> str:
+    """A new checkpoint file in the working directory: <kind>-<output>-<time>[-n].pt."""
+    stem = os.path.abspath(f"{kind}-{output}-{time.strftime('%Y%m%d-%H%M%S')}")
+    path, n = f"{stem}.pt", 1
+    while os.path.exists(path):
+        n += 1
+        path = f"{stem}-{n}.pt"
+    return path
+
+
+def refuse_overwrite(path: str, what: str, option: str, force: bool,
+                     resume: Optional[str] = None) -> None:
+    """ValueError if `path` exists (and is not the file being resumed) and not `force`."""
+    if not path or not os.path.exists(path) or force:
+        return
+    if resume is not None and os.path.exists(resume) and os.path.samefile(path, resume):
+        return
+    hint = "resume it with --resume, " if what == "checkpoint" else ""
+    raise ValueError(f"{what} {path} already exists; {hint}choose another {option}, or pass "
+                     f"--force to overwrite it")

@@ -1,0 +1,307 @@
+"""Training a language model: one epoch of truncated BPTT, exact evaluation, the learning-rate
+schedule and `fit(config)`, the whole run that `fastsoftmax-lm train` and bench/bench_lm.py
+drive (data-parallel under torchrun: gloo on CPU, nccl on GPU)."""
+
+import math
+import os
+import time
+from typing import Callable, Dict, Optional
+
+import torch
+from torch import Tensor, nn
+
+from ...optim import clip_grad_norm, make_optimizer
+from ..progress import progress_bar
+from .config import TrainConfig, resolve
+from .checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint, set_rng_state
+from .data import Corpus, batchify, bptt_batches, num_bptt_batches, shard_rows
+from .model import Hidden, RNNLanguageModel, detach_hidden
+
+
+def train_epoch(model: nn.Module, data: Tensor, optimizer, *, bptt: int, clip: float = 0.0,
+                max_steps: Optional[int] = None, world_size: int = 1, progress=None,
+                hidden: Optional[Hidden] = None, totals: Optional[Dict[str, float]] = None,
+                on_step: Optional[Callable] = None) -> Dict[str, float]:
+    """One pass over `data` [B, L] with truncated BPTT; the hidden state is carried from batch
+    to batch (detached) and starts at zero each epoch. `model` may be DDP-wrapped; `clip` > 0
+    clips the global gradient norm (sparse gradients included). The epoch ends early once
+    totals["steps"] reaches `max_steps`. Returns mean training loss, tokens, seconds, steps.
+
+    An epoch interrupted by a mid-epoch checkpoint continues from the `hidden` state and the
+    running `totals` (loss_sum, steps, tokens, seconds) saved with it, after the
+    totals["steps"] steps already taken. `on_step(step, hidden, totals)` runs after every step
+    (checkpointing); `progress` is a tqdm bar."""
+    core = model.module if hasattr(model, "module") else model
+    core.train()
+    totals = dict(totals or dict(loss_sum=0.0, steps=0, tokens=0, seconds=0.0))
+    start = time.perf_counter() - totals["seconds"]
+    if progress is not None:
+        progress.update(totals["steps"])
+    for x, y in bptt_batches(data[:, totals["steps"] * bptt :], bptt):
+        if max_steps is not None and totals["steps"] >= max_steps:
+            break
+        hidden = detach_hidden(hidden)
+        optimizer.zero_grad(set_to_none=True)
+        loss, hidden = model(x, y, hidden)
+        loss.backward()
+        if clip > 0:
+            clip_grad_norm(core.parameters(), clip)
+        optimizer.step()
+        totals["loss_sum"] += loss.item()
+        totals["steps"] += 1
+        totals["tokens"] += y.numel() * world_size
+        totals["seconds"] = time.perf_counter() - start
+        if progress is not None:
+            rate = totals["tokens"] / max(totals["seconds"], 1e-9)
+            progress.set_postfix_str(
+                f"{rate:,.0f} tok/s loss {totals['loss_sum'] / totals['steps']:.3f}", refresh=False
+            )
+            progress.update(1)
+        if on_step is not None:
+            on_step(totals["steps"], hidden, totals)
+    if progress is not None:
+        progress.close()
+    steps = max(totals["steps"], 1)
+    return dict(loss=totals["loss_sum"] / steps, tokens=totals["tokens"],
+                seconds=time.perf_counter() - start, steps=totals["steps"])
+
+
+@torch.no_grad()
+def evaluate(model: RNNLanguageModel, data: Tensor, bptt: int = 35) -> float:
+    """Exact full-softmax perplexity of `data` [B, L], hidden state carried over the stream;
+    the mean is over every predicted token."""
+    was_training = model.training
+    model.eval()
+    hidden = None
+    total, count = 0.0, 0
+    for x, y in bptt_batches(data, bptt):
+        feats, hidden = model.features(x, hidden)
+        total += model.head.full_loss(feats, y, reduction="sum").double().item()
+        count += y.numel()
+    model.train(was_training)
+    return math.exp(total / count)
+
+
+class LRSchedule:
+    """Divide the learning rate by `factor` when validation perplexity stops improving, and,
+    with `decay_after`, at the end of every epoch after that one (Zaremba et al.'s fixed
+    schedule: 4 epochs at lr 1, then halved each epoch)."""
+
+    def __init__(self, lr: float, factor: float = 2.0, decay_after: Optional[int] = None):
+        if factor < 1.0:
+            raise ValueError(f"the learning-rate divisor must be ≥ 1, got {factor}")
+        self.lr, self.factor, self.decay_after = lr, factor, decay_after
+        self.best = math.inf
+
+    def step(self, epoch: int, val_ppl: float) -> float:
+        """Called after `epoch` (1-based) with its validation perplexity; returns the new lr."""
+        stalled = val_ppl >= self.best
+        self.best = min(self.best, val_ppl)
+        if stalled or (self.decay_after is not None and epoch >= self.decay_after):
+            self.lr /= self.factor
+        return self.lr
+
+    def apply(self, optimizer) -> None:
+        for group in optimizer.param_groups:
+            group["lr"] = self.lr
+
+    def state_dict(self) -> dict:
+        return dict(lr=self.lr, factor=self.factor, decay_after=self.decay_after, best=self.best)
+
+    def load_state_dict(self, state: dict) -> None:
+        """The lr and best perplexity so far; factor and decay_after stay as constructed (they
+        may change on resume)."""
+        self.lr, self.best = state["lr"], state["best"]
+
+
+def _dist_env():
+    return (int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0")),
+            int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def _device(name: Optional[str], local_rank: int) -> torch.device:
+    device = torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", local_rank)
+    return device
+
+
+def _map_hidden(hidden, fn):
+    if hidden is None:
+        return None
+    return tuple(fn(h) for h in hidden) if isinstance(hidden, (tuple, list)) else fn(hidden)
+
+
+def _gather_streams(h: Tensor, world: int) -> Tensor:
+    """[layers, B/world, H] on each rank → [layers, B, H], the ranks' streams in order (a
+    collective: every rank must call it)."""
+    if world == 1:
+        return h
+    import torch.distributed as dist
+
+    parts = [torch.empty_like(h) for _ in range(world)]
+    dist.all_gather(parts, h.contiguous())
+    return torch.cat(parts, dim=1)
+
+
+def fit(config: TrainConfig, *, given=None, log: Callable = print) -> dict:
+    """Train (or, with config.resume, continue) a language model as `fastsoftmax-lm train`
+    does; returns dict(history, test_ppl, model, vocab, config, checkpoint).
+
+    The run always checkpoints, after every epoch (and every config.save_every steps) to
+    config.checkpoint or, by default, to a new file in the working directory whose path is
+    logged. On resume, the options in `given` (by default, those differing from TrainConfig's
+    defaults) must agree with the checkpoint, except those of config.MAY_CHANGE_ON_RESUME."""
+    world, rank, local_rank = _dist_env()
+    device = _device(config.device, local_rank)
+    say = (lambda *parts: log(*parts)) if rank == 0 else (lambda *parts: None)
+    resume = load_checkpoint(config.resume) if config.resume else None
+    config = resolve(config, resume, given)
+    if world > 1:
+        import torch.distributed as dist
+
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    if resume is not None:
+        model, vocab = model_from_checkpoint(resume)
+        corpus = Corpus(config.data, vocab=vocab, encoding=config.encoding)
+        say(f"resuming {config.resume}: {resume['epoch']} epochs done"
+            + (f", epoch {resume['position']['epoch']} at step {resume['position']['step']}"
+               if resume.get("position") else "") + f", training to epoch {config.epochs}")
+    else:
+        corpus = Corpus(config.data, encoding=config.encoding)
+        vocab = corpus.vocab
+        torch.manual_seed(config.seed)
+        model = RNNLanguageModel(
+            len(vocab), config.embed_dim, config.hidden_size, config.layers,
+            rnn_type=config.rnn, dropout=config.dropout, tie_weights=config.tie_weights,
+            projection=config.projection, output=config.output, num_sampled=config.num_sampled,
+            sampler=config.sampler, counts=vocab.counts, power=config.power,
+            init_range=config.init_range, sparse=config.sparse,
+        )
+    model.to(device)
+    optimizer = make_optimizer(model, config.optimizer, config.lr, model.sparse_parameters())
+    schedule = LRSchedule(config.lr, config.lr_decay, config.decay_after)
+    history, start_epoch, position = [], 0, None
+    if resume is not None:
+        optimizer.load_state_dict(resume["optimizer"])
+        schedule.load_state_dict(resume["schedule"])
+        history, start_epoch = resume["history"], resume["epoch"]
+        position = resume.get("position")
+        set_rng_state(resume["rng"])
+    schedule.apply(optimizer)
+
+    train_data = shard_rows(batchify(corpus["train"], config.batch_size), rank, world).to(device)
+    valid_data = batchify(corpus["valid"], config.eval_batch_size).to(device)
+    test_data = batchify(corpus["test"], config.eval_batch_size).to(device)
+    runner = model
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        runner = DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+    if resume is None:
+        nparams = sum(p.numel() for p in model.parameters())
+        say(f"vocab {len(vocab)}  train {corpus['train'].numel()} tokens  params {nparams:,}  "
+            f"output {config.output}  processes {world}  device {device}")
+    say(f"checkpoint: {config.checkpoint}")
+    steps_per_epoch = num_bptt_batches(train_data, config.bptt)
+    steps_done = sum(h.get("steps", 0) for h in history)
+
+    def checkpoint(finished_epochs: int, position: Optional[dict] = None) -> None:
+        if rank == 0:
+            save_checkpoint(config.checkpoint, model=model, vocab=vocab, optimizer=optimizer,
+                            schedule=schedule, epoch=finished_epochs, history=history,
+                            train_config=config.to_dict(), position=position)
+
+    for epoch in range(start_epoch + 1, config.epochs + 1):
+        if config.max_steps is not None and steps_done >= config.max_steps:
+            say(f"stopping: the {config.max_steps} steps of --max-steps are done")
+            break
+        budget = None if config.max_steps is None else config.max_steps - steps_done
+        if budget is not None and position is not None:
+            budget += position["totals"]["steps"]
+        bar = progress_bar(min(steps_per_epoch, budget or steps_per_epoch), f"epoch {epoch}",
+                           enabled=config.progress if rank == 0 else False)
+        resumed = {}
+        if position is not None:
+            # The global batch's hidden state, saved by rank 0: take this rank's streams.
+            resumed = dict(hidden=_map_hidden(position["hidden"], lambda h: shard_rows(
+                h, rank, world, dim=1).contiguous().to(device)), totals=position["totals"])
+            position = None
+
+        def save_mid_epoch(step, hidden, totals, epoch=epoch):
+            if not config.save_every or step % config.save_every or step >= steps_per_epoch:
+                return
+            hidden = _map_hidden(hidden, lambda h: _gather_streams(h.detach(), world).cpu())
+            checkpoint(epoch - 1, dict(epoch=epoch, step=step, hidden=hidden, totals=dict(totals)))
+
+        stats = train_epoch(runner, train_data, optimizer, bptt=config.bptt, clip=config.clip,
+                            max_steps=budget, world_size=world, progress=bar,
+                            on_step=save_mid_epoch, **resumed)
+        steps_done += stats["steps"]
+        # Every rank evaluates the whole validation set on its identical replica: the same
+        # number everywhere drives the same learning-rate decision without a collective.
+        val_ppl = evaluate(model, valid_data, config.eval_bptt or config.bptt)
+        row = dict(epoch=epoch, train_loss=stats["loss"], val_ppl=val_ppl, lr=schedule.lr,
+                   seconds=stats["seconds"], steps=stats["steps"],
+                   tokens_per_s=stats["tokens"] / max(stats["seconds"], 1e-9))
+        history.append(row)
+        say(f"epoch {epoch:3d} | train loss {stats['loss']:.3f} | valid ppl {val_ppl:9.2f} | "
+            f"lr {row['lr']:.4g} | {stats['seconds']:.1f} s | {row['tokens_per_s']:,.0f} tok/s")
+        schedule.step(epoch, val_ppl)
+        schedule.apply(optimizer)
+        checkpoint(epoch)
+    test_ppl = evaluate(model, test_data, config.eval_bptt or config.bptt)
+    say(f"test ppl {test_ppl:.2f}")
+    say(f"saved {config.checkpoint}")
+    if rank == 0 and config.plot and history:
+        from .plots import plot_runs
+
+        plot_runs([(config.output, history)], config.plot, overwrite=True,
+                  title=f"{config.output} head on {os.path.basename(os.path.normpath(config.data))}")
+        say(f"wrote {config.plot}")
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+    return dict(history=history, test_ppl=test_ppl, model=model, vocab=vocab,
+                config=config, checkpoint=config.checkpoint)
+
+
+
+def evaluate_checkpoint(path: str, data: str, *, split: str = "test",
+                        batch_size: Optional[int] = None, bptt: Optional[int] = None,
+                        device: Optional[str] = None, encoding: str = "utf-8",
+                        allow_vocab_mismatch: bool = False) -> dict:
+    """Exact perplexity of a checkpoint on `split` of the `data` folder, with the fraction of
+    that split's words outside the checkpoint's vocabulary (`oov`). Batch size and BPTT
+    default to training's, so the figure matches the run's "test ppl" line.
+
+    The data's own vocabulary (of its train split, when it has one) must be the checkpoint's:
+    otherwise the perplexity counts every unknown word as the one easy word <unk> and is not
+    comparable to anything; ValueError unless allow_vocab_mismatch."""
+    state = load_checkpoint(path)
+    model, vocab = model_from_checkpoint(state)
+    model.to(_device(device, 0))
+    splits = (split,) if split == "train" else ("train", split)
+    try:
+        corpus = Corpus(data, vocab=vocab, splits=splits, encoding=encoding)
+    except FileNotFoundError:
+        if split == "train":
+            raise
+        corpus = Corpus(data, vocab=vocab, splits=(split,), encoding=encoding)
+    if "train" in corpus.paths and corpus.oov["train"] > 0 and not allow_vocab_mismatch:
+        raise ValueError(
+            f"the vocabulary of {data} does not match the checkpoint {path}: "
+            f"{corpus.oov['train']:.1%} of the words of {corpus.paths['train']} are not in the "
+            f"checkpoint's {len(vocab)} words, so the perplexity would count them all as <unk>; "
+            f"evaluate on the data the model was trained on, or pass --allow-vocab-mismatch"
+        )
+    trained = state.get("train_config", {})
+    rows = batchify(corpus[split], batch_size or trained.get("eval_batch_size", 10))
+    ppl = evaluate(model, rows.to(next(model.parameters()).device),
+                   bptt or trained.get("eval_bptt") or trained.get("bptt", 35))
+    return dict(ppl=ppl, oov=corpus.oov[split], tokens=corpus[split].numel(), split=split,
+                path=corpus.paths[split])

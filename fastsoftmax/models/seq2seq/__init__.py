@@ -1,0 +1,44 @@
+"""Attention encoder–decoder models whose output layer is any head of fastsoftmax.nn.
+
+    data.py        pair files, tokens, vocabularies, batches
+    model.py       Seq2Seq (encoder, Luong attention, decoder, head from the registry, search)
+    training.py    TrainConfig, fit(config), checkpoints (kind 'seq2seq')
+    generation.py  evaluate (exact loss, exact match, BLEU), translate_lines, save_heatmap
+
+The command line is fastsoftmax.cli.seq2seq (`fastsoftmax-seq2seq`).
+"""
+
+from ..vocabulary import Vocabulary
+from .data import (
+    BOS,
+    EOS,
+    PAD,
+    SPECIALS,
+    TASKS,
+    UNK,
+    Batch,
+    batches,
+    build_vocabulary,
+    decode_output,
+    detokenize,
+    encode_pairs,
+    load_task,
+    parse_pairs,
+    read_pairs,
+    split_indices,
+    split_task,
+    target_counts,
+    tokenize,
+)
+from .generation import corpus_bleu, evaluate, save_heatmap, translate_lines
+from .model import ATTENTIONS, Seq2Seq
+from .training import MAY_CHANGE_ON_RESUME, TrainConfig, fit, load_checkpoint, save_checkpoint
+
+__all__ = [
+    "ATTENTIONS", "BOS", "EOS", "MAY_CHANGE_ON_RESUME", "PAD", "SPECIALS", "TASKS", "UNK",
+    "Batch", "Seq2Seq", "TrainConfig", "Vocabulary", "batches", "build_vocabulary",
+    "corpus_bleu", "decode_output", "detokenize", "encode_pairs", "evaluate", "fit",
+    "load_checkpoint", "load_task", "parse_pairs", "read_pairs", "save_checkpoint",
+    "save_heatmap", "split_indices", "split_task", "target_counts", "tokenize",
+    "translate_lines",
+]

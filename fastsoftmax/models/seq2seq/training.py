@@ -1,0 +1,199 @@
+"""Training a seq2seq model: `fit(config)`, the run `fastsoftmax-seq2seq train` and
+bench/bench_seq2seq.py drive, and its checkpoints (kind 'seq2seq')."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Optional
+
+import torch
+
+from ...optim import clip_grad_norm
+from .. import checkpoints
+from ..checkpoints import (default_path, refuse_overwrite, resume_values, rng_state,
+                           set_rng_state)
+from ..progress import progress_bar
+from ..vocabulary import Vocabulary
+from .data import batches, load_task, target_counts
+from .generation import evaluate
+from .model import Seq2Seq
+
+KIND = "seq2seq"
+RUN_OPTIONS = ("resume", "force", "device", "progress", "checkpoint")
+MAY_CHANGE_ON_RESUME = ("epochs", "beam_size", "encoding")
+
+
+@dataclass
+class TrainConfig:
+    """Every option of a run (the command line's flags, with - for _). checkpoint: written
+    after every epoch; None picks a new seq2seq-<output>-<time>.pt in the working directory,
+    and an existing file other than the resumed one is never overwritten unless force.
+    progress None draws the bar only when stderr is a terminal."""
+
+    data: Optional[str] = None
+    task: str = "pairs"
+    attention: Optional[str] = "general"
+    output: str = "full"
+    num_sampled: int = 64
+    embed_dim: int = 64
+    hidden_size: int = 128
+    num_layers: int = 1
+    bidirectional: bool = False
+    reverse_source: bool = False
+    peeky: bool = False
+    dropout: float = 0.0
+    epochs: int = 10
+    batch_size: int = 64
+    lr: float = 1e-3
+    clip: float = 5.0
+    max_words: Optional[int] = None
+    src_vocab_size: Optional[int] = None
+    tgt_vocab_size: Optional[int] = None
+    limit: Optional[int] = None
+    valid_fraction: float = 0.1
+    seed: int = 0
+    beam_size: int = 1
+    encoding: str = "utf-8"
+    device: str = "cpu"
+    checkpoint: Optional[str] = None
+    resume: Optional[str] = None
+    force: bool = False
+    progress: Optional[bool] = None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+MODEL_KEYS = ("embed_dim", "hidden_size", "num_layers", "bidirectional", "reverse_source",
+              "attention", "peeky", "output", "num_sampled", "dropout")
+
+
+def save_checkpoint(path: str, *, model: Seq2Seq, optimizer, epoch: int, history: list,
+                    config: TrainConfig, src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> str:
+    return checkpoints.save_checkpoint(path, KIND, dict(
+        model=model.state(), optimizer=optimizer.state_dict(), epoch=epoch, history=history,
+        train_config=config.to_dict(), src_vocab=src_vocab.state_dict(),
+        tgt_vocab=tgt_vocab.state_dict(), rng=rng_state()))
+
+
+def load_checkpoint(path: str, device="cpu"):
+    """(model in eval mode, checkpoint state, source vocabulary, target vocabulary)."""
+    state = checkpoints.load_checkpoint(path, KIND)
+    model = Seq2Seq.from_state(state["model"]).to(device).eval()
+    return (model, state, Vocabulary.from_state_dict(state["src_vocab"]),
+            Vocabulary.from_state_dict(state["tgt_vocab"]))
+
+
+def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterable[str]],
+             has_data: bool) -> TrainConfig:
+    if given is None:
+        default = TrainConfig()
+        given = {f.name for f in dataclasses.fields(config)
+                 if getattr(config, f.name) != getattr(default, f.name)}
+    values = config.to_dict()
+    if state is not None:
+        values = resume_values(values, set(given), state["train_config"], resume=config.resume,
+                               may_change=MAY_CHANGE_ON_RESUME, run_options=RUN_OPTIONS)
+        if values["checkpoint"] is None:
+            values["checkpoint"] = config.resume
+    if values["device"] is None:
+        values["device"] = "cuda" if torch.cuda.is_available() else "cpu"
+    if values["data"] is None and not has_data:
+        raise ValueError("training needs --data (a pair file)")
+    if values["checkpoint"] is None:
+        values["checkpoint"] = default_path(KIND, values["output"])
+    refuse_overwrite(values["checkpoint"], "checkpoint", "--checkpoint", config.force,
+                     config.resume)
+    return TrainConfig(**values)
+
+
+def fit(config: TrainConfig | dict, *, data: Optional[dict] = None, given=None,
+        log: Callable = print, eval_every: int = 1, eval_limit: Optional[int] = None) -> dict:
+    """Trains (or, with config.resume, continues) a model; returns dict(model, history, data,
+    config, checkpoint). `data` may be given ready-made (split_task's dict) instead of
+    config.data. The run checkpoints after every epoch (see TrainConfig.checkpoint); on
+    resume the options in `given` (default: those differing from the defaults) must agree
+    with the checkpoint except MAY_CHANGE_ON_RESUME. Held-out scores every `eval_every`
+    epochs and after the last, on the first `eval_limit` held-out pairs."""
+    if isinstance(config, dict):
+        config = TrainConfig(**config)
+    state = checkpoints.load_checkpoint(config.resume, KIND) if config.resume else None
+    config = _resolve(config, state, given, data is not None)
+    torch.manual_seed(config.seed)
+    if data is None:
+        vocabs = None
+        if state is not None:
+            vocabs = (Vocabulary.from_state_dict(state["src_vocab"]),
+                      Vocabulary.from_state_dict(state["tgt_vocab"]))
+        data = load_task(config.data, config.task, max_words=config.max_words,
+                         valid_fraction=config.valid_fraction, seed=config.seed,
+                         limit=config.limit, src_vocab_size=config.src_vocab_size,
+                         tgt_vocab_size=config.tgt_vocab_size, vocabs=vocabs,
+                         encoding=config.encoding)
+    task, src_vocab, tgt_vocab = data["task"], data["src_vocab"], data["tgt_vocab"]
+    attention = None if config.attention == "none" else config.attention
+    if state is not None:
+        model = Seq2Seq.from_state(state["model"])
+    else:
+        kw = {k: getattr(config, k) for k in MODEL_KEYS}
+        counts = None if kw["output"] == "full" else target_counts(data["train"], len(tgt_vocab))
+        model = Seq2Seq(len(src_vocab), len(tgt_vocab), counts=counts, **dict(kw, attention=attention))
+    model.to(config.device)
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+    history, start_epoch = [], 0
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+        history, start_epoch = state["history"], state["epoch"]
+        set_rng_state(state["rng"])
+        log(f"resuming {config.resume}: {start_epoch} epochs done, training to epoch "
+            f"{config.epochs}")
+    valid_pairs, valid = data["valid_pairs"], data["valid"]
+    if eval_limit is not None:
+        valid_pairs, valid = valid_pairs[:eval_limit], valid[:eval_limit]
+    log(f"{task}: {len(data['train'])} train / {len(valid)} held-out pairs, vocab "
+        f"{len(src_vocab)} → {len(tgt_vocab)}, {sum(p.numel() for p in model.parameters())} "
+        f"parameters, output {model.config['output']}, attention {model.attention}")
+    log(f"checkpoint: {config.checkpoint}")
+    for epoch in range(start_epoch, config.epochs):
+        model.train()
+        bar = progress_bar(math.ceil(len(data["train"]) / config.batch_size),
+                           f"epoch {epoch + 1}", enabled=config.progress)
+        t0 = time.perf_counter()
+        loss_sum, seen = 0.0, 0
+        for b in batches(data["train"], config.batch_size, shuffle=True, seed=config.seed + epoch):
+            b.to(config.device)
+            loss = model(b.src, b.src_len, b.tgt_in, b.tgt_out)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            clip_grad_norm(model.parameters(), config.clip)
+            opt.step()
+            loss_sum += loss.item()
+            seen += 1
+            bar.set_postfix_str(f"loss {loss_sum / seen:.4f}", refresh=False)
+            bar.update(1)
+        bar.close()
+        if str(config.device).startswith("cuda"):
+            torch.cuda.synchronize()
+        train_time = time.perf_counter() - t0
+        row = {"epoch": epoch + 1, "train_loss": loss_sum / max(seen, 1), "train_s": train_time,
+               "examples_per_s": len(data["train"]) / train_time}
+        if valid and ((epoch + 1) % eval_every == 0 or epoch + 1 == config.epochs):
+            ev = evaluate(model, valid_pairs, valid, task, tgt_vocab,
+                          beam_size=config.beam_size or 1, device=config.device)
+            row.update(valid_loss=ev["loss"], exact=ev["exact"])
+            if "bleu" in ev:
+                row["bleu"] = ev["bleu"]
+        history.append(row)
+        log("epoch {epoch}: train loss {train_loss:.4f} ({train_s:.1f} s, {examples_per_s:.0f} "
+            "ex/s)".format(**row)
+            + (f", held-out loss {row['valid_loss']:.4f}, exact match {row['exact']:.2f}%"
+               if "exact" in row else "")
+            + (f", BLEU {row['bleu']:.2f}" if "bleu" in row else ""))
+        save_checkpoint(config.checkpoint, model=model, optimizer=opt, epoch=epoch + 1,
+                        history=history, config=config, src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+    log(f"saved {config.checkpoint}")
+    return {"model": model, "history": history, "data": data, "config": config,
+            "checkpoint": config.checkpoint}
