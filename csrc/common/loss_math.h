@@ -59,6 +59,35 @@ struct PairGroup {
   const scalar_t* src = nullptr;  // source row n = src + n * src_row_stride
   int64_t src_row_stride = 0;
 
+  // Named builders: PairGroup::of(rows, per_row, ids, ids_row_stride)
+  //   .weighted_by(coef, coef_row_stride).scaled_by(scale).rows_of(src, src_row_stride)
+  FS_LOSS_HD static PairGroup of(int64_t rows, int64_t per_row, const int64_t* ids,
+                                 int64_t ids_row_stride) {
+    PairGroup g;
+    g.rows = rows;
+    g.per_row = per_row;
+    g.ids = ids;
+    g.ids_row_stride = ids_row_stride;
+    return g;
+  }
+  FS_LOSS_HD PairGroup weighted_by(const acc_t* c, int64_t row_stride) const {
+    PairGroup g = *this;
+    g.coef = c;
+    g.coef_row_stride = row_stride;
+    return g;
+  }
+  FS_LOSS_HD PairGroup scaled_by(const acc_t* s) const {
+    PairGroup g = *this;
+    g.scale = s;
+    return g;
+  }
+  FS_LOSS_HD PairGroup rows_of(const scalar_t* s, int64_t row_stride) const {
+    PairGroup g = *this;
+    g.src = s;
+    g.src_row_stride = row_stride;
+    return g;
+  }
+
   FS_LOSS_HD int64_t size() const { return rows * per_row; }
   FS_LOSS_HD int64_t id(int64_t n, int64_t j) const { return ids[n * ids_row_stride + j]; }
   FS_LOSS_HD acc_t weight(int64_t n, int64_t j) const {

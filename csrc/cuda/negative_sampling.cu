@@ -167,18 +167,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cuda(
         }
         PairGroups<scalar_t, acc_t> pairs;
         pairs.num = 2;
-        pairs.g[0] = {N, T, p.target, T, p.coef, J, p.grad_loss, p.input, D};
+        using Pairs = PairGroup<scalar_t, acc_t>;
+        pairs.g[0] =
+            Pairs::of(N, T, p.target, T).weighted_by(p.coef, J).scaled_by(p.grad_loss).rows_of(
+                p.input, D);
         at::Tensor keys, grad_shared;
         if (shared) {
           grad_shared = (coef.slice(1, T) * grad_loss.unsqueeze(1))
                             .to(input.scalar_type())
                             .t()
                             .mm(input);  // [K, D]
-          pairs.g[1] = {K, 1, p.negatives, 1, nullptr, 0, nullptr,
-                        grad_shared.data_ptr<scalar_t>(), D};
+          pairs.g[1] =
+              Pairs::of(K, 1, p.negatives, 1).rows_of(grad_shared.data_ptr<scalar_t>(), D);
           keys = at::cat({target.reshape(-1), negatives});
         } else {
-          pairs.g[1] = {N, K, p.negatives, neg_stride, p.coef + T, J, p.grad_loss, p.input, D};
+          pairs.g[1] = Pairs::of(N, K, p.negatives, neg_stride)
+                           .weighted_by(p.coef + T, J)
+                           .scaled_by(p.grad_loss)
+                           .rows_of(p.input, D);
           keys = at::cat({target.reshape(-1), negatives.reshape(-1)});
         }
         if (sorted) {

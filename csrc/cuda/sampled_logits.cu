@@ -205,9 +205,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sampled_logits_backwa
         }
         PairGroups<scalar_t, acc_t> pairs;
         pairs.num = 2;
-        pairs.g[0] = {S, 1, sampled.data_ptr<int64_t>(), 1, nullptr, 0, nullptr,
-                      grad_Ws.data_ptr<scalar_t>(), D};
-        pairs.g[1] = {N, T, tg, T, gt, T, g, input.data_ptr<scalar_t>(), D};
+        using Pairs = PairGroup<scalar_t, acc_t>;
+        // Each sampled class adds its row of grad_Ws; each true pair g_n gt_nt h_n.
+        pairs.g[0] = Pairs::of(S, 1, sampled.data_ptr<int64_t>(), 1)
+                         .rows_of(grad_Ws.data_ptr<scalar_t>(), D);
+        pairs.g[1] = Pairs::of(N, T, tg, T).weighted_by(gt, T).scaled_by(g).rows_of(
+            input.data_ptr<scalar_t>(), D);
         if (sorted) {
           const at::Tensor keys = at::cat({sampled, target.reshape(-1)});
           std::tie(grad_weight, ids) =

@@ -235,7 +235,8 @@ at::Tensor word2vec_train_cuda(at::Tensor& syn0, at::Tensor& syn1neg, const at::
                        : cuda::multiprocessor_count() *
                              cuda::resident_blocks_per_sm(train_kernel, warps_per_block * 32, smem);
   at::Tensor scratch;
-  if (global_scratch) scratch = at::empty({int64_t{blocks} * warps_per_block, 2, D}, syn0.options());
+  if (global_scratch)
+    scratch = at::empty({int64_t{blocks} * warps_per_block, 2, D}, syn0.options());
   const Params p{syn0.data_ptr<float>(),
                  syn1neg.data_ptr<float>(),
                  kept_ids.data_ptr<int32_t>(),

@@ -259,8 +259,9 @@ uint64_t warp_collective(Collective kind, const char* name, unsigned mask, uint6
     fail(where(t) + " calls " + name + " with mask " + hex(mask) +
          ", which does not include the calling lane");
   if (mask & ~w.existing)
-    fail(where(t) + " calls " + name + " with mask " + hex(mask) + " on a partial warp: only lanes " +
-         hex(w.existing) + " exist (blockDim is not a multiple of 32)");
+    fail(where(t) + " calls " + name + " with mask " + hex(mask) +
+         " on a partial warp: only lanes " + hex(w.existing) +
+         " exist (blockDim is not a multiple of 32)");
   if (src >= 0 && !((mask >> src) & 1u))
     fail(where(t) + " calls " + name + " reading lane " + std::to_string(src) +
          ", which is not in mask " + hex(mask));

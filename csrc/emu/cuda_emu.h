@@ -271,7 +271,9 @@ T fs_emu_atomic_cas(T* address, T compare, T val) {
   return fs_emu_atomic_update<T>(address, [=](T old) -> T { return old == compare ? val : old; });
 }
 inline int atomicCAS(int* a, int c, int v) { return fs_emu_atomic_cas(a, c, v); }
-inline unsigned atomicCAS(unsigned* a, unsigned c, unsigned v) { return fs_emu_atomic_cas(a, c, v); }
+inline unsigned atomicCAS(unsigned* a, unsigned c, unsigned v) {
+  return fs_emu_atomic_cas(a, c, v);
+}
 inline unsigned long long atomicCAS(unsigned long long* a, unsigned long long c,
                                     unsigned long long v) {
   return fs_emu_atomic_cas(a, c, v);
