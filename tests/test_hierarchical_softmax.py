@@ -389,10 +389,12 @@ class TestErrors:
 
     def test_raw_op_guards_its_reads(self):
         fwd = OP.hierarchical_softmax_forward
-        links = self.tree.links.clone()
-        links[3] = 10**6
-        with pytest.raises(ValueError, match=r"links values must lie in \[-1"):
-            fwd(self.h, self.w, self.t, links, self.tree.max_depth, -100, False)
+        t = self.t.clamp_min(0)
+        for value, match in ((10**6, r"links values must lie in \[-1"), (-1, "never the root")):
+            links = self.tree.links.clone()
+            links[t[0]] = value  # a link the kernel reads
+            with pytest.raises(ValueError, match=match):
+                fwd(self.h, self.w, t, links, self.tree.max_depth, -100, False)
         with pytest.raises(ValueError, match="does not reach the root within max_depth"):
             fwd(self.h, self.w, self.t.clamp_min(0), self.tree.links, 1, -100, False)
 
@@ -410,3 +412,23 @@ class TestErrors:
         m = fs.HierarchicalSoftmaxLoss(D, V, torch.ones(V))
         with pytest.raises(ValueError, match="features in its last dimension"):
             m.log_prob(torch.randn(2, D + 1))
+
+
+def test_large_dense_gradient_matches_sparse():
+    # Above 4 MB the CPU's dense weight gradient is lazily zeroed memory, only touched rows
+    # written: every other row must still read as zero, also after in-place accumulation.
+    v, d = 5000, 256
+    tree = fs.ClassTree.huffman(torch.arange(v, 0, -1))
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(64, d, generator=g)
+    w = torch.randn(v - 1, d, generator=g) * 0.1
+    t = torch.randint(0, v, (64,), generator=g)
+    _, coef, nodes = OP.hierarchical_softmax_forward(h, w, t, tree.links, tree.max_depth, -100,
+                                                     False)
+    grad = torch.rand(64, generator=g)
+    dense = OP.hierarchical_softmax_backward(grad, h, w, nodes, coef, False)[1]
+    _, rows, ids = OP.hierarchical_softmax_backward(grad, h, w, nodes, coef, True)
+    expected = torch.zeros(v - 1, d).index_copy_(0, ids, rows)
+    assert torch.equal(dense, expected)
+    dense += expected
+    assert torch.equal(dense, 2 * expected)

@@ -28,12 +28,23 @@ FS_LOSS_HD T step_coef(T s, int bit) {
   return loss::sigmoid(s) - (bit ? T(0) : T(1));
 }
 
+// Messages of a links tensor whose values are out of range (bad_value) or that marks a
+// class as the root (class_is_root).
+inline void check_link_flags(bool bad_value, bool class_is_root, int64_t V) {
+  TORCH_CHECK_VALUE(!bad_value, "links values must lie in [-1, ", 2 * (V - 1),
+                    "): build the tree with fastsoftmax.ClassTree");
+  TORCH_CHECK_VALUE(!class_is_root, "links of a class (the first V entries) must not be -1: a "
+                                    "class is a leaf, never the root");
+}
+
 // Forward: shapes, dtypes and devices, then one host synchronisation for the value checks
-// of target and links (ranges only: links from fastsoftmax.ClassTree are fully validated
-// when the tree is built; these checks keep every read in bounds for any input).
+// of target and, with check_link_values (CUDA), of links. Only ranges: links from
+// fastsoftmax.ClassTree are fully validated when the tree is built; these checks keep every
+// read in bounds for any input. The CPU kernel checks each link it reads instead (through
+// check_link_flags), which saves two passes over 2V - 1 entries per call.
 inline void check_forward(const at::Tensor& input, const at::Tensor& weight,
                           const at::Tensor& target, const at::Tensor& links, int64_t max_depth,
-                          int64_t ignore_index) {
+                          int64_t ignore_index, bool check_link_values) {
   loss::check_dense(input, weight);
   loss::check_ids_tensor(target, "target", input);
   TORCH_CHECK_VALUE(target.dim() == 1 && target.size(0) == input.size(0),
@@ -51,18 +62,18 @@ inline void check_forward(const at::Tensor& input, const at::Tensor& weight,
   TORCH_CHECK_VALUE(max_depth >= 1 && max_depth <= V - 1, "max_depth must lie in [1, ", V - 1,
                     "] for ", V, " classes, got ", max_depth);
   std::vector<at::Tensor> flags;
-  flags.push_back(((links < -1) | (links >= 2 * (V - 1))).any());
-  flags.push_back((links.narrow(0, 0, V) < 0).any());
   const bool has_target = target.numel() > 0;
   if (has_target)
     flags.push_back((((target < 0) | (target >= V)) & (target != ignore_index)).any());
+  if (check_link_values) {
+    flags.push_back(((links < -1) | (links >= 2 * (V - 1))).any());
+    flags.push_back((links.narrow(0, 0, V) < 0).any());
+  }
+  if (flags.empty()) return;
   const at::Tensor bad = at::stack(flags).cpu();
   const bool* b = bad.data_ptr<bool>();
-  TORCH_CHECK_VALUE(!b[0], "links values must lie in [-1, ", 2 * (V - 1),
-                    "): build the tree with fastsoftmax.ClassTree");
-  TORCH_CHECK_VALUE(!b[1], "links of a class (the first V entries) must not be -1: a class "
-                           "is a leaf, never the root");
-  if (has_target && b[2]) {
+  if (check_link_values) check_link_flags(b[has_target], b[has_target + 1], V);
+  if (has_target && b[0]) {
     const at::Tensor out = target.masked_select(((target < 0) | (target >= V)) &
                                                 (target != ignore_index));
     TORCH_CHECK_VALUE(false, "target ids must lie in [0, ", V, ") or equal ignore_index (",

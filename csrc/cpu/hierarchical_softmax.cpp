@@ -10,6 +10,8 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <sys/mman.h>
+
 #include <atomic>
 
 #include "../common/hsoftmax_host.h"
@@ -26,7 +28,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_forward_cpu(
     const at::Tensor& input_, const at::Tensor& weight_, const at::Tensor& target_,
     const at::Tensor& links_, int64_t max_depth, int64_t ignore_index,
     bool /*sparse: read by the backward*/) {
-  hsoftmax::check_forward(input_, weight_, target_, links_, max_depth, ignore_index);
+  hsoftmax::check_forward(input_, weight_, target_, links_, max_depth, ignore_index,
+                          /*check_link_values=*/false);
   const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
   const at::Tensor target = target_.contiguous(), links = links_.contiguous();
   const int64_t N = input.size(0), D = input.size(1), V = weight.size(0) + 1;
@@ -36,6 +39,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_forward_cpu(
   at::Tensor coef = at::empty({N, L}, input.options().dtype(acc_type));
   at::Tensor nodes = at::empty({N, L}, input.options().dtype(at::kLong));
   std::atomic<int64_t> unterminated{-1};
+  std::atomic<bool> bad_link{false}, class_is_root{false};
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, input.scalar_type(), "hierarchical_softmax_forward_cpu", [&] {
         using acc_t = at::opmath_type<scalar_t>;
@@ -57,7 +61,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_forward_cpu(
               // every weight row of the path as soon as its id is known; the bit waits in cn.
               for (int64_t x = tg[n];;) {
                 const int32_t e = up[x];
-                if (e < 0) break;
+                if (e < -1 || e >= 2 * (V - 1)) {
+                  bad_link = true;
+                  break;
+                }
+                if (e < 0) {
+                  if (x < V) class_is_root = true;
+                  break;
+                }
                 if (len == L) {
                   unterminated = tg[n];
                   break;
@@ -85,6 +96,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_forward_cpu(
           }
         });
       });
+  hsoftmax::check_link_flags(bad_link.load(), class_is_root.load(), V);
   TORCH_CHECK_VALUE(unterminated.load() < 0, "the path of class ", unterminated.load(),
                     " does not reach the root within max_depth = ", max_depth,
                     " steps: links and max_depth must describe one tree (build it with "
@@ -92,11 +104,28 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_forward_cpu(
   return {loss, coef, nodes};
 }
 
+// A [rows, D] tensor of zeros in which only the rows written later cost anything. Anonymous
+// mmap memory is zero-filled by the kernel lazily, page by page, so a dense weight gradient
+// pays only for the pages of the inner nodes a batch touched; at::zeros writes all of them
+// (at V = 10^5, D = 256 a 100 MB fill, most of the backward's time). Small tensors, and any
+// platform without anonymous mmap, take at::zeros.
+at::Tensor lazy_zeros(int64_t rows, int64_t D, const at::TensorOptions& options) {
+  const size_t bytes = static_cast<size_t>(rows * D) * c10::elementSize(options.dtype().toScalarType());
+#if defined(MAP_ANONYMOUS)
+  if (bytes >= (size_t(1) << 22)) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED)
+      return at::from_blob(p, {rows, D}, [bytes](void* q) { munmap(q, bytes); }, options);
+  }
+#endif
+  return at::zeros({rows, D}, options);
+}
+
 // grad_W[i] = sum over the (row n, step j) pairs with nodes[n, j] = i of
 // g_n coef_nj h_n, padding (the sentinel id num_inner) left out. Deterministic for any
 // thread count: a stable counting sort by inner id, then each touched row sums its pairs in
-// (row, step) order, one row per task. Dense: [num_inner, D], untouched rows zero (written in
-// the same pass). Sparse: the touched rows [U, D] and their ids [U], ascending.
+// (row, step) order, one row per task. Dense: [num_inner, D], untouched rows zero (never
+// written: lazy_zeros). Sparse: the touched rows [U, D] and their ids [U], ascending.
 template <class scalar_t, class acc_t>
 std::tuple<at::Tensor, at::Tensor> scatter_paths(const int64_t* nodes, const acc_t* coef,
                                                  const acc_t* grad_loss, const scalar_t* h,
@@ -116,26 +145,22 @@ std::tuple<at::Tensor, at::Tensor> scatter_paths(const int64_t* nodes, const acc
   for (int64_t p = 0; p < P; ++p)
     if (nodes[p] < num_inner) order[fill[nodes[p]]++] = p;
   const int64_t U = static_cast<int64_t>(touched.size());
-  at::Tensor out = at::empty({sparse ? U : num_inner, D}, options);
+  at::Tensor out = sparse ? at::empty({U, D}, options) : lazy_zeros(num_inner, D, options);
   at::Tensor ids = at::empty({sparse ? U : 0}, options.dtype(at::kLong));
   if (sparse) std::copy(touched.begin(), touched.end(), ids.data_ptr<int64_t>());
   scalar_t* o = out.data_ptr<scalar_t>();
   const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
-  at::parallel_for(0, sparse ? U : num_inner, 16, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, U, 16, [&](int64_t begin, int64_t end) {
     std::vector<acc_t> acc(D);
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t i = sparse ? touched[u] : u;
-      if (start[i] == start[i + 1]) {
-        std::fill(o + u * D, o + (u + 1) * D, scalar_t(0));
-        continue;
-      }
+      const int64_t i = touched[u];
       std::fill(acc.begin(), acc.end(), acc_t(0));
       for (int64_t q = start[i]; q < start[i + 1]; ++q) {
         if (q + 2 < start[i + 1]) prefetch_row(h + (order[q + 2] / L) * D, row_bytes);
         const int64_t p = order[q], n = p / L;
         axpy(acc.data(), coef[p] * grad_loss[n], h + n * D, D);
       }
-      store(o + u * D, acc.data(), D);
+      store(o + (sparse ? u : i) * D, acc.data(), D);
     }
   });
   return {out, ids};

@@ -148,7 +148,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_forward_cuda
     const at::Tensor& input_, const at::Tensor& weight_, const at::Tensor& target_,
     const at::Tensor& links_, int64_t max_depth, int64_t ignore_index,
     bool /*sparse: read by the backward*/) {
-  hsoftmax::check_forward(input_, weight_, target_, links_, max_depth, ignore_index);
+  hsoftmax::check_forward(input_, weight_, target_, links_, max_depth, ignore_index,
+                          /*check_link_values=*/true);
   const c10::cuda::CUDAGuard guard(input_.device());
   const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
   const at::Tensor target = target_.contiguous(), links = links_.contiguous();
