@@ -432,3 +432,12 @@ def test_large_dense_gradient_matches_sparse():
     assert torch.equal(dense, expected)
     dense += expected
     assert torch.equal(dense, 2 * expected)
+
+
+def test_huffman_counts_above_word2vec_placeholder():
+    # word2vec.c marks inner nodes not created yet with count 1e15 and would merge one of
+    # them before a larger leaf; here they count as +infinity, as the reference loop.
+    counts = [4 * 10**15, 3 * 10**15, 2 * 10**15, 10**15]
+    tree = fs.ClassTree.huffman(counts)
+    assert _lists(*tree.paths()) == R.huffman_reference(counts)
+    assert float((2.0 ** -tree.lengths.double()).sum()) == 1.0
