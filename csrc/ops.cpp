@@ -76,7 +76,9 @@ void define_ops(torch::Library& m) {
   // log sigmoid((1 - 2 b) w_i.h), b the branch bit taken at i (word2vec.c: code 0 is the
   // sigmoid's side). max_depth is the longest code length: coef [N, max_depth] holds
   // dloss/d(w_i.h) and nodes [N, max_depth] the inner ids along the path from the class up
-  // (padding: id V - 1 and coefficient 0), both kept for the backward.
+  // (padding: id V - 1 and coefficient 0), both kept for the backward. A path that does not
+  // reach the root within max_depth (links not from one tree) raises on the CPU and gives a
+  // NaN loss on CUDA.
   m.def(
       "hierarchical_softmax_forward(Tensor input, Tensor weight, Tensor target, Tensor links,"
       " int max_depth, int ignore_index, bool sparse) -> (Tensor loss, Tensor coef,"

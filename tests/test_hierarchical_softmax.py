@@ -207,11 +207,11 @@ def test_gradcheck_float64():
 def test_opcheck(device):
     h, w, t, tree = make_case(device, torch.float32)
     h, w = h.detach(), w.detach()
-    fwd = OP.hierarchical_softmax_forward.default
+    fwd = fs.ops._op("hierarchical_softmax_forward")
     for sparse in (False, True):
         torch.library.opcheck(fwd, (h, w, t, tree.links, tree.max_depth, -100, sparse))
         loss, coef, nodes = fwd(h, w, t, tree.links, tree.max_depth, -100, sparse)
-        torch.library.opcheck(OP.hierarchical_softmax_backward.default,
+        torch.library.opcheck(fs.ops._op("hierarchical_softmax_backward"),
                               (torch.rand_like(loss), h, w, nodes, coef, sparse))
     counts = torch.tensor([5, 3, 2, 2, 1])
     torch.library.opcheck(OP.huffman_tree.default, (counts, True))
@@ -219,11 +219,12 @@ def test_opcheck(device):
 
 def test_sparse_gradient_equals_dense(device):
     h, w, t, tree = make_case(device, torch.float32)
-    _, coef, nodes = OP.hierarchical_softmax_forward(h, w, t, tree.links, tree.max_depth, -100,
-                                                     True)
+    fwd = fs.ops._op("hierarchical_softmax_forward")
+    bwd = fs.ops._op("hierarchical_softmax_backward")
+    _, coef, nodes = fwd(h, w, t, tree.links, tree.max_depth, -100, True)
     g = torch.rand(N, device=device)
-    _, rows, ids = OP.hierarchical_softmax_backward(g, h, w, nodes, coef, True)
-    _, dense, _ = OP.hierarchical_softmax_backward(g, h, w, nodes, coef, False)
+    _, rows, ids = bwd(g, h, w, nodes, coef, True)
+    _, dense, _ = bwd(g, h, w, nodes, coef, False)
     touched = nodes[(t != -100)].unique()
     touched = touched[touched < V - 1]
     assert torch.equal(ids, touched)  # exactly the inner nodes on a path, ascending
@@ -441,3 +442,15 @@ def test_huffman_counts_above_word2vec_placeholder():
     tree = fs.ClassTree.huffman(counts)
     assert _lists(*tree.paths()) == R.huffman_reference(counts)
     assert float((2.0 ** -tree.lengths.double()).sum()) == 1.0
+
+
+def test_cuda_path_beyond_max_depth_is_nan(cuda_backend):
+    # CUDA cannot raise from the kernel: a path longer than max_depth gives a NaN loss there
+    # (the CPU raises, see TestErrors).
+    device, enter = cuda_backend
+    h, w, t, tree = make_case(device, torch.float32, ignore=False)
+    with enter():
+        loss = fs.ops._op("hierarchical_softmax_forward")(h, w, t, tree.links, 1, -100, False)[0]
+    deep = (tree.lengths[t] > 1).cpu()
+    assert bool(deep.any()) and bool(torch.isnan(loss.cpu()[deep]).all())
+    assert not bool(torch.isnan(loss.cpu()[~deep]).any())

@@ -6,19 +6,16 @@
 //   grad_h_n = g_n sum_j coef_nj w_{i_j},   grad_w_i += g_n coef_nj h_n.
 // The backward computes grad_h and, unless determinism or a sparse gradient is asked for,
 // adds into grad_W with atomics in the same pass. Otherwise the (row, step) pairs are stably
-// sorted by inner id and summed per inner node in pair order (loss_cuda.cuh), bit-identical
-// run to run. Padding steps carry the sentinel id V - 1 and are never scattered.
+// sorted by inner id and summed per inner node in pair order, bit-identical run to run. Padding steps carry the sentinel id V - 1 and are never scattered.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
 #include <limits>
 
 #include "../common/hsoftmax_host.h"
 #include "loss_cuda.cuh"
+#include "runtime.cuh"
 
 namespace fastsoftmax {
 namespace {
@@ -115,33 +112,56 @@ __global__ void hs_backward_kernel(HsParams<scalar_t, acc_t> p) {
   }
 }
 
-// The sorted scatter of loss_cuda.cuh over every (row, step) pair but the padding ones:
-// sorted by inner id, the padding (sentinel, the largest id) sorts last and is cut off.
-template <class scalar_t>
-std::tuple<at::Tensor, at::Tensor> scatter_paths_sorted(
-    const PairGroups<scalar_t, at::opmath_type<scalar_t>>& pairs, const at::Tensor& nodes,
-    int64_t num_inner, int64_t D, bool sparse, const at::TensorOptions& options) {
-  using acc_t = at::opmath_type<scalar_t>;
-  at::Tensor empty_ids = at::empty({0}, options.dtype(at::kLong));
+// The deterministic weight gradient: the (row, step) pairs stably sorted by inner id, then
+// the first position of each run of equal ids sums that run's pairs in pair order (the scheme
+// of loss_cuda.cuh's scatter_sorted_kernel). Padding pairs carry the sentinel id num_inner,
+// the largest, so they sort last and their run is skipped. out row = the id (dense) or
+// run_row[q] (sparse, compact).
+template <class scalar_t, class acc_t>
+__global__ void hs_scatter_sorted_kernel(HsParams<scalar_t, acc_t> p, int64_t P,
+                                         const int64_t* sorted_ids, const int64_t* order,
+                                         const int64_t* run_row, scalar_t* out) {
+  const int64_t num_inner = p.V - 1;
+  for (int64_t q = blockIdx.x; q < P; q += gridDim.x) {
+    const int64_t id = sorted_ids[q];
+    if (id >= num_inner || (q > 0 && sorted_ids[q - 1] == id)) continue;
+    scalar_t* row = out + (run_row ? run_row[q] : id) * p.D;
+    for (int64_t d = threadIdx.x; d < p.D; d += blockDim.x) {
+      acc_t acc = 0;
+      for (int64_t r = q; r < P && sorted_ids[r] == id; ++r) {
+        const int64_t n = order[r] / p.L;  // pair (n, j) has index n * L + j
+        acc += p.grad_loss[n] * p.coef[order[r]] * static_cast<acc_t>(p.input[n * p.D + d]);
+      }
+      row[d] = static_cast<scalar_t>(acc);
+    }
+  }
+}
+
+// Dense: no host synchronisation. Sparse: one, for the number of touched inner nodes.
+template <class scalar_t, class acc_t>
+std::tuple<at::Tensor, at::Tensor> scatter_paths_sorted(const HsParams<scalar_t, acc_t>& p,
+                                                        const at::Tensor& nodes, bool sparse,
+                                                        const at::TensorOptions& options) {
+  const int64_t num_inner = p.V - 1, P = nodes.numel();
+  at::Tensor ids = at::empty({0}, options.dtype(at::kLong)), run_row, out;
+  if (P == 0) return {sparse ? at::empty({0, p.D}, options) : at::zeros({num_inner, p.D}, options), ids};
   at::Tensor sorted, order;
   std::tie(sorted, order) =
       at::sort(nodes.reshape(-1), /*stable=*/true, /*dim=*/0, /*descending=*/false);
-  at::Tensor unique_ids, inverse, counts;
-  std::tie(unique_ids, inverse, counts) =
-      at::unique_consecutive(sorted, /*return_inverse=*/false, /*return_counts=*/true);
-  int64_t U = unique_ids.numel();
-  if (U > 0 && unique_ids[U - 1].item<int64_t>() == num_inner) --U;
-  unique_ids = unique_ids.narrow(0, 0, U);
-  at::Tensor out = sparse ? at::empty({U, D}, options) : at::zeros({num_inner, D}, options);
-  if (U == 0) return {out, sparse ? unique_ids : empty_ids};
-  const at::Tensor offsets = at::cat({at::zeros({1}, counts.options()), counts.cumsum(0)});
-  const int threads = D >= 256 ? 256 : (D >= 128 ? 128 : 64);
-  scatter_sorted_kernel<scalar_t, acc_t>
-      <<<blocks_for(U, 1), threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-          pairs, D, U, unique_ids.data_ptr<int64_t>(), offsets.data_ptr<int64_t>(),
-          order.data_ptr<int64_t>(), sparse, out.data_ptr<scalar_t>());
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {out, sparse ? unique_ids : empty_ids};
+  if (sparse) {
+    const at::Tensor starts = at::ones({P}, nodes.options().dtype(at::kBool));
+    starts.slice(0, 1).copy_(sorted.slice(0, 1) != sorted.slice(0, 0, P - 1));
+    run_row = at::cumsum(starts, 0) - 1;  // the sentinel's run, if any, is the last
+    ids = sorted.masked_select(starts & (sorted < num_inner));
+    out = at::empty({ids.numel(), p.D}, options);
+  } else {
+    out = at::zeros({num_inner, p.D}, options);
+  }
+  const int threads = p.D >= 256 ? 256 : (p.D >= 128 ? 128 : 64);
+  FS_LAUNCH((hs_scatter_sorted_kernel<scalar_t, acc_t>), blocks_for(P, 1), threads, 0, p, P,
+            sorted.data_ptr<int64_t>(), order.data_ptr<int64_t>(),
+            sparse ? run_row.data_ptr<int64_t>() : nullptr, out.data_ptr<scalar_t>());
+  return {out, ids};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_forward_cuda(
@@ -150,7 +170,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_forward_cuda
     bool /*sparse: read by the backward*/) {
   hsoftmax::check_forward(input_, weight_, target_, links_, max_depth, ignore_index,
                           /*check_link_values=*/true);
-  const c10::cuda::CUDAGuard guard(input_.device());
+  const cuda::DeviceGuard guard(input_.device());
   const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
   const at::Tensor target = target_.contiguous(), links = links_.contiguous();
   const int64_t N = input.size(0), L = max_depth;
@@ -167,9 +187,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_forward_cuda
                                     target.data_ptr<int64_t>(), links.data_ptr<int32_t>(),
                                     loss.data_ptr<acc_t>(), coef.data_ptr<acc_t>(),
                                     nodes.data_ptr<int64_t>(), nullptr, nullptr, nullptr};
-        hs_forward_kernel<scalar_t, acc_t>
-            <<<blocks_for(N, kThreads / kWarp), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(p);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        FS_LAUNCH((hs_forward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp),
+                  kThreads, 0, p);
       });
   return {loss, coef, nodes};
 }
@@ -178,7 +197,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_backward_cud
     const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
     const at::Tensor& nodes_, const at::Tensor& coef_, bool sparse) {
   hsoftmax::check_backward(grad_loss_, input_, weight_, nodes_, coef_);
-  const c10::cuda::CUDAGuard guard(input_.device());
+  const cuda::DeviceGuard guard(input_.device());
   const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
   const at::Tensor nodes = nodes_.contiguous(), coef = coef_.contiguous();
   const int64_t N = input.size(0), D = input.size(1), num_inner = weight.size(0);
@@ -200,27 +219,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_backward_cud
                                     grad_input.data_ptr<scalar_t>(),
                                     sorted ? nullptr : acc_buf.data_ptr<acc_t>()};
         if (N > 0) {
-          hs_backward_kernel<scalar_t, acc_t>
-              <<<blocks_for(N, kThreads / kWarp), kThreads, 0,
-                 c10::cuda::getCurrentCUDAStream()>>>(p);
-          C10_CUDA_KERNEL_LAUNCH_CHECK();
+          FS_LAUNCH((hs_backward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp),
+                    kThreads, 0, p);
         }
         if (!sorted) {
           grad_weight = acc_buf.to(input.scalar_type());
           return;
         }
-        PairGroups<scalar_t, acc_t> pairs;
-        pairs.num = 1;
-        pairs.g[0] = {N, L, p.nodes, L, p.coef, L, p.grad_loss, p.input, D};
-        std::tie(grad_weight, ids) =
-            scatter_paths_sorted<scalar_t>(pairs, nodes, num_inner, D, sparse, weight.options());
+        std::tie(grad_weight, ids) = scatter_paths_sorted(p, nodes, sparse, weight.options());
       });
   return {grad_input, grad_weight, ids};
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, m) {
+FS_CUDA_IMPL(m) {
   m.impl("hierarchical_softmax_forward", &hierarchical_softmax_forward_cuda);
   m.impl("hierarchical_softmax_backward", &hierarchical_softmax_backward_cuda);
 }
