@@ -228,7 +228,8 @@ def test_sparse_gradient_equals_dense(device):
     touched = nodes[(t != -100)].unique()
     touched = touched[touched < V - 1]
     assert torch.equal(ids, touched)  # exactly the inner nodes on a path, ascending
-    assert torch.equal(dense[ids], rows)
+    # (equal up to summation order: the dense CUDA gradient adds with atomics)
+    torch.testing.assert_close(dense[ids], rows)
     untouched = torch.ones(V - 1, dtype=torch.bool, device=device)
     untouched[ids] = False
     assert bool((dense[untouched] == 0).all())

@@ -5,8 +5,8 @@
 //   coef_nj = sigmoid(s_j) - (1 - b_j),
 //   grad_h_n = g_n sum_j coef_nj w_{i_j},   grad_w_i += g_n coef_nj h_n.
 // The backward computes grad_h and, unless determinism or a sparse gradient is asked for,
-// adds into grad_W with atomics in the same pass. Otherwise the (row, step) pairs are stably
-// sorted by inner id and summed per inner node in pair order, bit-identical run to run. Padding steps carry the sentinel id V - 1 and are never scattered.
+// adds into grad_W with atomics in the same pass. Otherwise the (row, step) pairs go through
+// loss_cuda.cuh's sorted scatter, bit-identical run to run. Padding steps carry the sentinel id V - 1 and are never scattered.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <torch/library.h>
@@ -112,56 +112,26 @@ __global__ void hs_backward_kernel(HsParams<scalar_t, acc_t> p) {
   }
 }
 
-// The deterministic weight gradient: the (row, step) pairs stably sorted by inner id, then
-// the first position of each run of equal ids sums that run's pairs in pair order (the scheme
-// of loss_cuda.cuh's scatter_sorted_kernel). Padding pairs carry the sentinel id num_inner,
-// the largest, so they sort last and their run is skipped. out row = the id (dense) or
-// run_row[q] (sparse, compact).
-template <class scalar_t, class acc_t>
-__global__ void hs_scatter_sorted_kernel(HsParams<scalar_t, acc_t> p, int64_t P,
-                                         const int64_t* sorted_ids, const int64_t* order,
-                                         const int64_t* run_row, scalar_t* out) {
-  const int64_t num_inner = p.V - 1;
-  for (int64_t q = blockIdx.x; q < P; q += gridDim.x) {
-    const int64_t id = sorted_ids[q];
-    if (id >= num_inner || (q > 0 && sorted_ids[q - 1] == id)) continue;
-    scalar_t* row = out + (run_row ? run_row[q] : id) * p.D;
-    for (int64_t d = threadIdx.x; d < p.D; d += blockDim.x) {
-      acc_t acc = 0;
-      for (int64_t r = q; r < P && sorted_ids[r] == id; ++r) {
-        const int64_t n = order[r] / p.L;  // pair (n, j) has index n * L + j
-        acc += p.grad_loss[n] * p.coef[order[r]] * static_cast<acc_t>(p.input[n * p.D + d]);
-      }
-      row[d] = static_cast<scalar_t>(acc);
-    }
-  }
-}
-
-// Dense: no host synchronisation. Sparse: one, for the number of touched inner nodes.
+// The deterministic weight gradient: loss_cuda.cuh's sorted scatter over every (row, step)
+// pair, into num_inner + 1 rows. Padding pairs carry the sentinel id num_inner, one past the
+// last inner node, so they land on an extra last row, which is cut off: a view for the dense
+// gradient, the last touched id for the sparse one (ids ascend, so it is the last).
 template <class scalar_t, class acc_t>
 std::tuple<at::Tensor, at::Tensor> scatter_paths_sorted(const HsParams<scalar_t, acc_t>& p,
                                                         const at::Tensor& nodes, bool sparse,
                                                         const at::TensorOptions& options) {
-  const int64_t num_inner = p.V - 1, P = nodes.numel();
-  at::Tensor ids = at::empty({0}, options.dtype(at::kLong)), run_row, out;
-  if (P == 0) return {sparse ? at::empty({0, p.D}, options) : at::zeros({num_inner, p.D}, options), ids};
-  at::Tensor sorted, order;
-  std::tie(sorted, order) =
-      at::sort(nodes.reshape(-1), /*stable=*/true, /*dim=*/0, /*descending=*/false);
-  if (sparse) {
-    const at::Tensor starts = at::ones({P}, nodes.options().dtype(at::kBool));
-    starts.slice(0, 1).copy_(sorted.slice(0, 1) != sorted.slice(0, 0, P - 1));
-    run_row = at::cumsum(starts, 0) - 1;  // the sentinel's run, if any, is the last
-    ids = sorted.masked_select(starts & (sorted < num_inner));
-    out = at::empty({ids.numel(), p.D}, options);
-  } else {
-    out = at::zeros({num_inner, p.D}, options);
-  }
-  const int threads = p.D >= 256 ? 256 : (p.D >= 128 ? 128 : 64);
-  FS_LAUNCH((hs_scatter_sorted_kernel<scalar_t, acc_t>), blocks_for(P, 1), threads, 0, p, P,
-            sorted.data_ptr<int64_t>(), order.data_ptr<int64_t>(),
-            sparse ? run_row.data_ptr<int64_t>() : nullptr, out.data_ptr<scalar_t>());
-  return {out, ids};
+  const int64_t num_inner = p.V - 1;
+  PairGroups<scalar_t, acc_t> pairs;
+  pairs.num = 1;
+  pairs.g[0] = {p.N, p.L, p.nodes, p.L, p.coef, p.L, p.grad_loss, p.input, p.D};
+  at::Tensor grad, ids;
+  std::tie(grad, ids) = scatter_pairs_sorted_cuda<scalar_t>(pairs, nodes.reshape(-1),
+                                                            num_inner + 1, p.D, sparse, options);
+  if (!sparse) return {grad.narrow(0, 0, num_inner), ids};
+  const int64_t U = ids.numel();
+  if (U > 0 && ids[U - 1].item<int64_t>() == num_inner)
+    return {grad.narrow(0, 0, U - 1), ids.narrow(0, 0, U - 1)};
+  return {grad, ids};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_forward_cuda(
