@@ -64,7 +64,7 @@ void define_ops(torch::Library& m) {
       " bool shrink_windows, float alpha, float min_alpha, float total_words,"
       " int num_workers) -> Tensor");
 
-  // Hierarchical softmax (issue 12). The tree is given as links int32 [2V - 1]: nodes
+  // Hierarchical softmax. The tree is given as links int32 [2V - 1]: nodes
   // 0..V-1 are the classes (leaves), node V + i is inner node i, links[x] = 2 * (inner id of
   // x's parent) + (branch bit of x), -1 at the root (see csrc/cpu/huffman_tree.cpp).
   // huffman_tree builds word2vec.c's Huffman tree from class counts (int64 or float64 [V],

@@ -65,7 +65,7 @@ __all__ = [
     "sampled_softmax_loss",
 ]
 
-# Hierarchical softmax (issue 12).
+# Hierarchical softmax.
 from .hierarchical import HierarchicalSoftmaxLoss, hierarchical_softmax_loss  # noqa: E402
 from .tree import ClassTree  # noqa: E402
 

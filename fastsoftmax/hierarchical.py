@@ -80,12 +80,14 @@ def hierarchical_softmax_loss(
     *,
     reduction: str = "mean",
     ignore_index: int = -100,
+    sparse: bool = False,
 ) -> Tensor:
     """-log p(target | input) of the hierarchical softmax over `tree`: input [*, D], weight
     [V - 1, D] (one row per inner node), target int64 [*]. A fused native kernel walks each
     row's path (dot, log-sigmoid, gradient) without any [N, L, D] tensor. Exact: the same
-    loss serves training and evaluation."""
-    return _hierarchical_softmax(input, weight, target, tree, reduction, ignore_index, False)
+    loss serves training and evaluation. `sparse`: a sparse COO gradient of weight (the
+    touched inner nodes only)."""
+    return _hierarchical_softmax(input, weight, target, tree, reduction, ignore_index, sparse)
 
 
 def _level_log_probs(tree: ClassTree, weight: Tensor, h: Tensor, dtype) -> Tensor:
@@ -174,10 +176,13 @@ class HierarchicalSoftmaxLoss(nn.Module):
         return _hierarchical_softmax(input, self.weight, target, self.tree, self.reduction,
                                      self.ignore_index, self.sparse)
 
-    def full_loss(self, input: Tensor, target: Tensor) -> Tensor:
-        """The exact loss with this layer's reduction: for a hierarchical softmax it is the
-        training loss itself (the same as `forward`)."""
-        return self.forward(input, target)
+    def full_loss(self, input: Tensor, target: Tensor, *, reduction: Optional[str] = None
+                  ) -> Tensor:
+        """The exact loss with this layer's reduction (or the one given): for a hierarchical
+        softmax it is the training loss itself (`forward`)."""
+        return _hierarchical_softmax(input, self.weight, target, self.tree,
+                                     self.reduction if reduction is None else reduction,
+                                     self.ignore_index, self.sparse)
 
     def _rows_per_chunk(self) -> int:
         # Per row: V - 1 scores and two log-sigmoids, 2V - 1 node log-probabilities, V out.

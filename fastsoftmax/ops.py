@@ -241,7 +241,7 @@ def _word2vec_train_fake(syn0, syn1neg, tokens, sentence_ends, words_before, kee
 
 
 # ---------------------------------------------------------------------------------------
-# Hierarchical softmax (issue 12): the tree is `links` int32 [2V - 1] (see csrc/ops.cpp and
+# Hierarchical softmax: the tree is `links` int32 [2V - 1] (see csrc/ops.cpp and
 # fastsoftmax.tree.ClassTree); the forward keeps the path ids and dloss/dscore of every row.
 # ---------------------------------------------------------------------------------------
 

@@ -292,7 +292,7 @@ def w2v_train_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob,
 
 
 # ---------------------------------------------------------------------------------------
-# Hierarchical softmax (issue 12)
+# Hierarchical softmax
 # ---------------------------------------------------------------------------------------
 
 

@@ -296,8 +296,10 @@ def test_log_prob_is_exact_and_normalised(device, dtype):
     for train in (True, False):
         m.train(train)
         torch.testing.assert_close(m(x, t), picked.mean(), **tol)
-    m.reduction = "none"
-    torch.testing.assert_close(m.full_loss(x, t), picked, **tol)
+    torch.testing.assert_close(m.full_loss(x, t, reduction="none"), picked, **tol)
+    torch.testing.assert_close(
+        FF.hierarchical_softmax_loss(x, m.weight, t, m.tree, reduction="sum", sparse=True),
+        picked.sum(), **tol)
 
 
 def test_module_state_and_device(device, tmp_path):
