@@ -1,10 +1,16 @@
-"""Forward+backward time and peak memory of the sampled losses against full softmax
-(F.linear + F.cross_entropy) and against the same loss written in plain PyTorch.
+"""Forward+backward time and peak memory of the sampled losses and the hierarchical softmax
+against full softmax (F.linear + F.cross_entropy, and PyTorch's exact
+F.linear_cross_entropy, unchunked and chunked) and against the same loss written in plain
+PyTorch.
 
     python bench/bench_losses.py                 # CPU, shapes scaled down (see SHAPES)
     python bench/bench_losses.py --device cuda   # full-size shapes, CUDA events
 
-Correctness is checked (ours vs plain PyTorch: loss and gradients) before anything is timed.
+Correctness is checked (ours vs plain PyTorch, linear_cross_entropy vs F.cross_entropy: loss
+and gradients) before anything is timed. The chunked linear_cross_entropy is slow on CPU (with
+the automatic chunk size its chunks are a few rows, each re-reading the [V, D] weight
+gradient), so both chunked variants are timed once, without warm-up, their peak memory taken
+in that same run.
 Times are medians over --repeat runs after a warm-up, with the min and max as the spread.
 Peak memory is the extra memory a forward+backward allocates beyond its inputs: on CUDA from
 the caching allocator's peak statistics, on the CPU from the resident-set high-water mark.
@@ -27,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import fastsoftmax as fs  # noqa: E402
 from common import device_name, sync, time_it, write_results  # noqa: E402
+from peers import check_lce, hs_ours, hs_plain, lce_loss, lce_variants, make_hs  # noqa: E402
 from fastsoftmax import functional as FF  # noqa: E402
 
 # (rows, D, V, K) for word2vec and (N, D, V, S) for the LM case. CPU shapes are scaled
@@ -35,16 +42,19 @@ SHAPES = {
     "cuda": {
         "word2vec": [(2**20, 100, 100_000, 5), (2**20, 300, 100_000, 5)],
         "lm": [(8192, 1024, 100_000, 8192), (8192, 1024, 800_000, 8192)],
+        "hs": [(8192, 1024, 100_000), (8192, 1024, 800_000)],
         "dtypes": [torch.float32, torch.bfloat16],
     },
     "cpu": {
         "word2vec": [(2**16, 100, 100_000, 5), (2**16, 300, 100_000, 5)],
         "lm": [(1024, 256, 100_000, 1024)],
+        "hs": [(2048, 256, 100_000)],
         "dtypes": [torch.float32],
     },
     "smoke": {  # --smoke: seconds, to check that the script runs
         "word2vec": [(4096, 64, 5000, 5)],
         "lm": [(256, 64, 5000, 256)],
+        "hs": [(256, 64, 5000)],
         "dtypes": [torch.float32, torch.bfloat16],
     },
 }
@@ -126,6 +136,36 @@ def peak_extra_mb(fn, fargs, params, device):
     return (_proc_status_kib("VmHWM") - base) / 1024
 
 
+def measure(name, fn, fargs, params, device, args):
+    """(median, min, max, peak extra MiB) of one provider. The chunked linear_cross_entropy
+    runs once, its peak taken in the timed run."""
+    if not name.startswith("lce_chunked"):
+        repeat = args.repeat if not name.startswith(("full", "lce")) else max(3, args.repeat // 3)
+        med, lo, hi = time_step(fn, fargs, params, device, repeat, args.warmup)
+        return med, lo, hi, peak_extra_mb(fn, fargs, params, device)
+    t0 = time.perf_counter()
+    mem = peak_extra_mb(fn, fargs, params, device)
+    sync(device)
+    ms = (time.perf_counter() - t0) * 1e3
+    return ms, ms, ms, mem
+
+
+RATIOS = ("speedup_vs_plain", "speedup_vs_full", "speedup_vs_lce", "speedup_vs_lce_chunked_auto",
+          "speedup_vs_lce_chunked")
+
+
+def add_ratios(ours_row, results):
+    for name in ("plain", "full_softmax", "lce", "lce_chunked_auto", "lce_chunked"):
+        if name in results:
+            key = "speedup_vs_full" if name == "full_softmax" else f"speedup_vs_{name}"
+            ours_row[key] = results[name] / results["ours"]
+
+
+def lce_providers(h, w, b, t, device, args):
+    return [(name, lce_loss(options), (h, w, b, t))
+            for name, options in lce_variants(h.shape[0], w.shape[0], device, args.lce_rows)]
+
+
 def copy_bandwidth_gbs(device):
     x = torch.empty(2**28, dtype=torch.uint8, device=device)
     y = torch.empty_like(x)
@@ -197,16 +237,19 @@ def bench_word2vec(device, dtype, shape, args, rows):
              + 3 * n * j * 8)
     bound_ms = moved / (args.bandwidth * 1e9) * 1e3 if args.bandwidth else float("nan")
     results = {}
-    for name, fn in (("ours", ns_ours), ("plain", ns_plain)):
-        med, lo, hi = time_step(fn, (h, w, t, neg), params, device, args.repeat, args.warmup)
-        mem = peak_extra_mb(fn, (h, w, t, neg), params, device)
+    providers = [("ours", ns_ours, (h, w, t, neg)), ("plain", ns_plain, (h, w, t, neg))]
+    if args.lce:  # the full softmax of the same weight on the first true class
+        providers += lce_providers(h, w, None, t, device, args)
+    first = len(rows)
+    for name, fn, fargs in providers:
+        med, lo, hi, mem = measure(name, fn, fargs, params, device, args)
         results[name] = med
         rows.append(dict(case="negative_sampling", provider=name, dtype=str(dtype)[6:],
                          shape=f"N={n} D={d} V={v} K={k}", median_ms=med, min_ms=lo, max_ms=hi,
                          peak_extra_mb=mem))
         if name == "ours" and math.isfinite(bound_ms):
             rows[-1]["bound_ms"] = bound_ms
-    rows[-2]["speedup_vs_plain"] = results["plain"] / results["ours"]
+    add_ratios(rows[first], results)
 
 
 def bench_lm(device, dtype, shape, args, rows):
@@ -219,17 +262,40 @@ def bench_lm(device, dtype, shape, args, rows):
     providers = [("ours", ss_ours, (h, w, b, t, sampled)),
                  ("plain", ss_plain, (h, w, b, t, sampled)),
                  ("full_softmax", full_softmax, (h, w, b, t))]
+    if args.lce:
+        providers += lce_providers(h, w, b, t, device, args)
+    first = len(rows)
     for name, fn, fargs in providers:
-        repeat = args.repeat if name != "full_softmax" else max(3, args.repeat // 3)
-        med, lo, hi = time_step(fn, fargs, params, device, repeat, args.warmup)
-        mem = peak_extra_mb(fn, fargs, params, device)
+        med, lo, hi, mem = measure(name, fn, fargs, params, device, args)
         results[name] = med
         rows.append(dict(case="sampled_softmax", provider=name, dtype=str(dtype)[6:],
                          shape=f"N={n} D={d} V={v} S={s}", median_ms=med, min_ms=lo, max_ms=hi,
                          peak_extra_mb=mem))
-    ours_row = rows[-3]
-    ours_row["speedup_vs_plain"] = results["plain"] / results["ours"]
-    ours_row["speedup_vs_full"] = results["full_softmax"] / results["ours"]
+    add_ratios(rows[first], results)
+
+
+def bench_hs(device, dtype, shape, args, rows):
+    """Hierarchical softmax (word2vec.c's Huffman tree over Zipfian counts) against the same
+    loss in plain PyTorch and against the exact full softmax of linear_cross_entropy."""
+    n, d, v = shape
+    c = make_hs(device, dtype, shape)
+    h, w, t, tree, w_full = c["h"], c["w"], c["t"], c["tree"], c["w_full"]
+    plain_args = (h, w, t, c["points"], c["signs"], c["valid"])
+    check_close((hs_ours, (h, w, t, tree)), (hs_plain, plain_args), [h, w], dtype,
+                "hierarchical softmax")
+    providers = [("ours", hs_ours, (h, w, t, tree), [h, w]),
+                 ("plain", hs_plain, plain_args, [h, w])]
+    if args.lce:
+        providers += [p + ([h, w_full],) for p in lce_providers(h, w_full, None, t, device, args)]
+    results = {}
+    first = len(rows)
+    for name, fn, fargs, params in providers:
+        med, lo, hi, mem = measure(name, fn, fargs, params, device, args)
+        results[name] = med
+        rows.append(dict(case="hierarchical_softmax", provider=name, dtype=str(dtype)[6:],
+                         shape=f"N={n} D={d} V={v} depth={c['mean_depth']:.1f}", median_ms=med,
+                         min_ms=lo, max_ms=hi, peak_extra_mb=mem))
+    add_ratios(rows[first], results)
 
 
 def main():
@@ -237,7 +303,11 @@ def main():
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--cases", default="word2vec,lm")
+    parser.add_argument("--cases", default="word2vec,lm,hs")
+    parser.add_argument("--no-lce", dest="lce", action="store_false",
+                        help="leave out the F.linear_cross_entropy providers")
+    parser.add_argument("--lce-rows", type=int, default=256,
+                        help="batch_chunk_size of the explicitly chunked linear_cross_entropy")
     parser.add_argument("--out", default=None)
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, no result file")
     args = parser.parse_args()
@@ -247,17 +317,21 @@ def main():
     args.bandwidth = copy_bandwidth_gbs(device) if device.type == "cuda" else None
     rows = []
     for dtype in shapes["dtypes"]:
+        if args.lce:
+            check_lce(device, dtype, args.lce_rows)
         if "word2vec" in args.cases:
             for shape in shapes["word2vec"]:
                 bench_word2vec(device, dtype, shape, args, rows)
         if "lm" in args.cases:
             for shape in shapes["lm"]:
                 bench_lm(device, dtype, shape, args, rows)
+        if "hs" in args.cases:
+            for shape in shapes["hs"]:
+                bench_hs(device, dtype, shape, args, rows)
     long_rows = []
     for r in rows:
         shape = f"{r['dtype']} {r['shape']}"
-        for metric in ("median_ms", "min_ms", "max_ms", "peak_extra_mb", "speedup_vs_plain",
-                       "speedup_vs_full", "bound_ms"):
+        for metric in ("median_ms", "min_ms", "max_ms", "peak_extra_mb", "bound_ms") + RATIOS:
             if metric in r:
                 long_rows.append(dict(case=r["case"], provider=r["provider"], shape=shape,
                                       metric=metric, value=round(r[metric], 3)))
@@ -267,9 +341,8 @@ def main():
     out = os.devnull if args.smoke else args.out
     out = write_results("losses", device, long_rows, out)
     for r in rows:
-        extra = " ".join(f"{k}={r[k]:.2f}" for k in ("speedup_vs_plain", "speedup_vs_full")
-                         if k in r)
-        print(f"{r['case']:18s} {r['provider']:13s} {r['dtype']:9s} {r['shape']:28s} "
+        extra = " ".join(f"{k[11:]}={r[k]:.2f}x" for k in RATIOS if k in r)
+        print(f"{r['case']:20s} {r['provider']:16s} {r['dtype']:9s} {r['shape']:32s} "
               f"median {r['median_ms']:9.2f} ms [{r['min_ms']:.2f}, {r['max_ms']:.2f}] "
               f"peak +{r['peak_extra_mb']:.0f} MiB {extra}")
     print(f"wrote {len(rows)} rows to {out}")

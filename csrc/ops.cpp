@@ -63,6 +63,30 @@ void define_ops(torch::Library& m) {
       " int first_token, bool sg, bool cbow_mean, int window, int negative,"
       " bool shrink_windows, float alpha, float min_alpha, float total_words,"
       " int num_workers) -> Tensor");
+
+  // Hierarchical softmax. The tree is given as links int32 [2V - 1]: nodes
+  // 0..V-1 are the classes (leaves), node V + i is inner node i, links[x] = 2 * (inner id of
+  // x's parent) + (branch bit of x), -1 at the root (see csrc/cpu/huffman_tree.cpp).
+  // huffman_tree builds word2vec.c's Huffman tree from class counts (int64 or float64 [V],
+  // CPU): (links, code lengths int64 [V]); `sort` orders the classes by falling count first
+  // (ties by rising id), as word2vec.c sorts its vocabulary.
+  m.def("huffman_tree(Tensor counts, bool sort) -> (Tensor links, Tensor lengths)");
+  // input [N, D], weight [V - 1, D] (one row per inner node), target [N] (ignore_index
+  // allowed). The loss of row n is -sum over the inner nodes i on its class's path of
+  // log sigmoid((1 - 2 b) w_i.h), b the branch bit taken at i (word2vec.c: code 0 is the
+  // sigmoid's side). max_depth is the longest code length: coef [N, max_depth] holds
+  // dloss/d(w_i.h) and nodes [N, max_depth] the inner ids along the path from the class up
+  // (padding: id V - 1 and coefficient 0), both kept for the backward. A path that does not
+  // reach the root within max_depth (links not from one tree) raises on the CPU and gives a
+  // NaN loss on CUDA.
+  m.def(
+      "hierarchical_softmax_forward(Tensor input, Tensor weight, Tensor target, Tensor links,"
+      " int max_depth, int ignore_index, bool sparse) -> (Tensor loss, Tensor coef,"
+      " Tensor nodes)");
+  m.def(
+      "hierarchical_softmax_backward(Tensor grad_loss, Tensor input, Tensor weight,"
+      " Tensor nodes, Tensor coef, bool sparse) -> (Tensor grad_input, Tensor grad_weight,"
+      " Tensor grad_weight_ids)");
 }
 
 }  // namespace

@@ -64,3 +64,9 @@ __all__ = [
     "negative_sampling_loss",
     "sampled_softmax_loss",
 ]
+
+# Hierarchical softmax.
+from .hierarchical import HierarchicalSoftmaxLoss, hierarchical_softmax_loss  # noqa: E402
+from .tree import ClassTree  # noqa: E402
+
+__all__ += ["ClassTree", "HierarchicalSoftmaxLoss", "hierarchical_softmax_loss"]

@@ -358,3 +358,8 @@ __all__ = [
     "sampled_softmax_loss",
     "streaming_logsumexp",
 ]
+
+# The hierarchical softmax lives in its own module; exported from here as well.
+from .hierarchical import hierarchical_softmax_loss  # noqa: E402
+
+__all__ += ["hierarchical_softmax_loss"]

@@ -311,3 +311,8 @@ __all__ = [
     "make_head",
     "register_head",
 ]
+
+# The hierarchical softmax lives in its own module; exported from here as well.
+from .hierarchical import HierarchicalSoftmaxLoss  # noqa: E402
+
+__all__ += ["HierarchicalSoftmaxLoss"]

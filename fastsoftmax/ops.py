@@ -240,6 +240,64 @@ def _word2vec_train_fake(syn0, syn1neg, tokens, sentence_ends, words_before, kee
     return syn0.new_empty(3, dtype=torch.float64)
 
 
+# ---------------------------------------------------------------------------------------
+# Hierarchical softmax: the tree is `links` int32 [2V - 1] (see csrc/ops.cpp and
+# fastsoftmax.tree.ClassTree); the forward keeps the path ids and dloss/dscore of every row.
+# ---------------------------------------------------------------------------------------
+
+
+def huffman_tree(counts: Tensor, sort: bool) -> Tuple[Tensor, Tensor]:
+    """word2vec.c's Huffman tree of int64 or float64 CPU counts [V]: (links, code lengths).
+    A host algorithm with a CPU kernel only: always the fastsoftmax namespace."""
+    return torch.ops.fastsoftmax.huffman_tree.default(counts, bool(sort))
+
+
+def hierarchical_softmax_forward(
+    input: Tensor, weight: Tensor, target: Tensor, links: Tensor, max_depth: int,
+    ignore_index: int, sparse: bool,
+) -> Tuple[Tensor, Tensor, Tensor]:
+    return _op("hierarchical_softmax_forward")(
+        input, weight, target, links, int(max_depth), int(ignore_index), bool(sparse)
+    )
+
+
+def _huffman_tree_fake(counts, sort):
+    torch._check(counts.dim() == 1, lambda: "counts must be 1-D")
+    v = counts.shape[0]
+    return counts.new_empty(2 * v - 1, dtype=torch.int32), counts.new_empty(v, dtype=torch.int64)
+
+
+def _hierarchical_softmax_forward_fake(input, weight, target, links, max_depth, ignore_index,
+                                       sparse):
+    torch._check(input.dim() == 2 and weight.dim() == 2 and target.dim() == 1)
+    n, acc = input.shape[0], _acc_dtype(input.dtype)
+    return (
+        input.new_empty(n, dtype=acc),
+        input.new_empty(n, max_depth, dtype=acc),
+        input.new_empty(n, max_depth, dtype=torch.int64),
+    )
+
+
+def _hierarchical_softmax_backward_fake(grad_loss, input, weight, nodes, coef, sparse):
+    grad_weight, ids = _sparse_rows_fake(weight, sparse)
+    return torch.empty_like(input), grad_weight, ids
+
+
+def _hierarchical_softmax_setup(ctx, inputs, output):
+    input, weight, _, _, _, _, sparse = inputs
+    ctx.sparse = sparse
+    ctx.save_for_backward(input, weight, output[2], output[1])
+
+
+def _hierarchical_softmax_backward(backward_op, ctx, grad_loss, grad_coef, grad_nodes):
+    input, weight, nodes, coef = ctx.saved_tensors
+    grad_input, grad_weight, ids = backward_op(
+        grad_loss.contiguous(), input, weight, nodes, coef, ctx.sparse
+    )
+    return (grad_input, _weight_grad(grad_weight, ids, weight, ctx.sparse),
+            None, None, None, None, None)
+
+
 _FAKES = {
     "alias_build": _alias_build_fake,
     "sample": _sample_fake,
@@ -249,6 +307,9 @@ _FAKES = {
     "sampled_logits_forward": _sampled_logits_forward_fake,
     "sampled_logits_backward": _sampled_logits_backward_fake,
     "word2vec_train": _word2vec_train_fake,
+    "huffman_tree": _huffman_tree_fake,
+    "hierarchical_softmax_forward": _hierarchical_softmax_forward_fake,
+    "hierarchical_softmax_backward": _hierarchical_softmax_backward_fake,
 }
 _AUTOGRAD = {  # forward op: (backward op, backward, setup_context)
     "negative_sampling_forward": (
@@ -256,6 +317,10 @@ _AUTOGRAD = {  # forward op: (backward op, backward, setup_context)
     ),
     "sampled_logits_forward": (
         "sampled_logits_backward", _sampled_logits_backward, _sampled_logits_setup,
+    ),
+    "hierarchical_softmax_forward": (
+        "hierarchical_softmax_backward", _hierarchical_softmax_backward,
+        _hierarchical_softmax_setup,
     ),
 }
 

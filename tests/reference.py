@@ -289,3 +289,73 @@ def w2v_train_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob,
                     syn0[kept[j]] += grad_h
                 examples += 1
     return syn0, syn1, loss, examples, kept_total
+
+
+# ---------------------------------------------------------------------------------------
+# Hierarchical softmax
+# ---------------------------------------------------------------------------------------
+
+
+def huffman_reference(counts, sort=True):
+    """word2vec.c's CreateBinaryTree, one node at a time: (codes, points) as lists of lists,
+    root first. With `sort`, the vocabulary order is falling count, ties by rising id."""
+    V = len(counts)
+    order = sorted(range(V), key=lambda v: (-counts[v], v)) if sort else list(range(V))
+    count = [counts[v] for v in order] + [math.inf] * (V - 1)
+    parent, bit = [None] * (2 * V - 1), [0] * (2 * V - 1)
+    leaf, inner = V - 1, V
+    for a in range(V - 1):
+        picked = []
+        for _ in range(2):
+            # the leaf head wins only when strictly smaller than the inner head
+            if leaf >= 0 and count[leaf] < count[inner]:
+                picked.append(leaf)
+                leaf -= 1
+            else:
+                picked.append(inner)
+                inner += 1
+        count[V + a] = count[picked[0]] + count[picked[1]]
+        parent[picked[0]] = parent[picked[1]] = V + a
+        bit[picked[1]] = 1
+    codes, points = [None] * V, [None] * V
+    for position, cls in enumerate(order):
+        code, point, x = [], [], position
+        while parent[x] is not None:
+            code.append(bit[x])
+            point.append(parent[x] - V)
+            x = parent[x]
+        codes[cls], points[cls] = code[::-1], point[::-1]
+    return codes, points
+
+
+def _padded_paths(codes, points):
+    L = max(len(p) for p in points)
+    c = torch.tensor([list(r) + [0] * (L - len(r)) for r in codes], dtype=torch.int64)
+    p = torch.tensor([list(r) + [-1] * (L - len(r)) for r in points], dtype=torch.int64)
+    return c, p
+
+
+def hierarchical_softmax_reference(input, weight, target, codes, points, ignore_index=-100,
+                                   dtype=torch.float64):
+    """Per-row -sum_j log sigmoid((1 - 2 code_j) w_{point_j}.h) [N], gathering the [N, L, D]
+    path weights. codes/points: lists of lists (root first) or padded tensors (points -1)."""
+    c, p = (codes, points) if isinstance(points, torch.Tensor) else _padded_paths(codes, points)
+    c, p = c.to(input.device).long(), p.to(input.device)
+    h, w = input.to(dtype), weight.to(dtype)
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    node, code = p[safe], c[safe]  # [N, L]
+    valid = node >= 0
+    scores = (w[node.clamp_min(0)] * h[:, None, :]).sum(-1)  # [N, L]
+    terms = torch.nn.functional.logsigmoid((1 - 2 * code).to(dtype) * scores)
+    loss = -(terms * valid).sum(1)
+    return torch.where(keep, loss, torch.zeros_like(loss))
+
+
+def hierarchical_log_prob_reference(input, weight, codes, points, dtype=torch.float64):
+    """log p(c | h) of every class [N, V], each class's path summed separately."""
+    V = len(points) if not isinstance(points, torch.Tensor) else points.shape[0]
+    every = torch.arange(V, device=input.device).repeat(input.shape[0])
+    h = input.repeat_interleave(V, 0)
+    loss = hierarchical_softmax_reference(h, weight, every, codes, points, dtype=dtype)
+    return -loss.reshape(input.shape[0], V)

@@ -1,0 +1,211 @@
+// Hierarchical softmax on CUDA: one warp per row walks the class's path from its leaf up to
+// the root, a fused dot-log-sigmoid per inner node, no [N, L, D] tensor. The maths is that of
+// csrc/cpu/hierarchical_softmax.cpp:
+//   loss_n = sum_j softplus(b_j ? s_j : -s_j),   s_j = w_{i_j}.h,
+//   coef_nj = sigmoid(s_j) - (1 - b_j),
+//   grad_h_n = g_n sum_j coef_nj w_{i_j},   grad_w_i += g_n coef_nj h_n.
+// The backward computes grad_h and, unless determinism or a sparse gradient is asked for,
+// adds into grad_W with atomics in the same pass. Otherwise the (row, step) pairs go through
+// loss_cuda.cuh's sorted scatter, bit-identical run to run. Padding steps carry the sentinel id V - 1 and are never scattered.
+#include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
+#include <torch/library.h>
+
+#include <limits>
+
+#include "../common/hsoftmax_host.h"
+#include "loss_cuda.cuh"
+#include "runtime.cuh"
+
+namespace fastsoftmax {
+namespace {
+
+using namespace loss;
+using hsoftmax::step_coef;
+using hsoftmax::step_loss;
+
+template <class scalar_t, class acc_t>
+struct HsParams {
+  int64_t N, D, V, L, ignore_index;
+  const scalar_t* input;   // [N, D]
+  const scalar_t* weight;  // [V - 1, D]
+  const int64_t* target;   // [N]
+  const int32_t* links;    // [2V - 1]
+  acc_t* loss;             // [N]
+  acc_t* coef;             // [N, L]
+  int64_t* nodes;          // [N, L]
+  const acc_t* grad_loss;  // [N]
+  scalar_t* grad_input;    // [N, D]
+  acc_t* grad_weight_acc;  // [V - 1, D] or nullptr: no atomic weight update
+};
+
+template <class scalar_t, class acc_t>
+__global__ void hs_forward_kernel(HsParams<scalar_t, acc_t> p) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarp;
+  for (int64_t n = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+       n < p.N; n += warps) {
+    acc_t* cn = p.coef + n * p.L;
+    int64_t* in = p.nodes + n * p.L;
+    const scalar_t* h = p.input + n * p.D;
+    const int64_t t = p.target[n];
+    int64_t len = 0;
+    acc_t sum = 0;
+    bool reached_root = true;
+    if (t != p.ignore_index) {
+      for (int64_t x = t;;) {
+        const int32_t e = p.links[x];  // the same address in every lane: one broadcast read
+        if (e < 0) break;
+        if (len == p.L) {
+          reached_root = false;
+          break;
+        }
+        const int64_t i = e >> 1;
+        const scalar_t* w = p.weight + i * p.D;
+        acc_t s = 0;
+        for (int64_t d = lane; d < p.D; d += kWarp)
+          s += static_cast<acc_t>(h[d]) * static_cast<acc_t>(w[d]);
+        s = warp_sum(s);  // every lane holds the score
+        sum += step_loss(s, e & 1);
+        if (lane == 0) {
+          cn[len] = step_coef(s, e & 1);
+          in[len] = i;
+        }
+        x = p.V + i;
+        ++len;
+      }
+    }
+    for (int64_t j = len + lane; j < p.L; j += kWarp) {
+      cn[j] = acc_t(0);
+      in[j] = p.V - 1;
+    }
+    // A path longer than max_depth (links not from one tree: the host checks only ranges)
+    // cannot raise from here; its loss is NaN rather than a silently truncated sum.
+    if (lane == 0) p.loss[n] = reached_root ? sum : std::numeric_limits<acc_t>::quiet_NaN();
+  }
+}
+
+template <class scalar_t, class acc_t>
+__global__ void hs_backward_kernel(HsParams<scalar_t, acc_t> p) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t num_inner = p.V - 1;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarp;
+  for (int64_t n = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+       n < p.N; n += warps) {
+    const acc_t g = p.grad_loss[n];
+    const acc_t* cn = p.coef + n * p.L;
+    const int64_t* in = p.nodes + n * p.L;
+    const scalar_t* h = p.input + n * p.D;
+    for (int64_t d = lane; d < p.D; d += kWarp) {
+      const acc_t hd = static_cast<acc_t>(h[d]);
+      acc_t acc = 0;
+      for (int64_t j = 0; j < p.L; ++j) {
+        const int64_t i = in[j];
+        if (i >= num_inner) break;  // padding from here on
+        const acc_t c = g * cn[j];
+        acc += c * static_cast<acc_t>(p.weight[i * p.D + d]);
+        if (p.grad_weight_acc != nullptr && c != acc_t(0))
+          atomicAdd(p.grad_weight_acc + i * p.D + d, c * hd);
+      }
+      p.grad_input[n * p.D + d] = static_cast<scalar_t>(acc);
+    }
+  }
+}
+
+// The deterministic weight gradient: loss_cuda.cuh's sorted scatter over every (row, step)
+// pair, into num_inner + 1 rows. Padding pairs carry the sentinel id num_inner, one past the
+// last inner node, so they land on an extra last row, which is cut off: a view for the dense
+// gradient, the last touched id for the sparse one (ids ascend, so it is the last).
+template <class scalar_t, class acc_t>
+std::tuple<at::Tensor, at::Tensor> scatter_paths_sorted(const HsParams<scalar_t, acc_t>& p,
+                                                        const at::Tensor& nodes, bool sparse,
+                                                        const at::TensorOptions& options) {
+  const int64_t num_inner = p.V - 1;
+  PairGroups<scalar_t, acc_t> pairs;
+  pairs.num = 1;
+  pairs.g[0] = {p.N, p.L, p.nodes, p.L, p.coef, p.L, p.grad_loss, p.input, p.D};
+  at::Tensor grad, ids;
+  std::tie(grad, ids) = scatter_pairs_sorted_cuda<scalar_t>(pairs, nodes.reshape(-1),
+                                                            num_inner + 1, p.D, sparse, options);
+  if (!sparse) return {grad.narrow(0, 0, num_inner), ids};
+  const int64_t U = ids.numel();
+  if (U > 0 && ids[U - 1].item<int64_t>() == num_inner)
+    return {grad.narrow(0, 0, U - 1), ids.narrow(0, 0, U - 1)};
+  return {grad, ids};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_forward_cuda(
+    const at::Tensor& input_, const at::Tensor& weight_, const at::Tensor& target_,
+    const at::Tensor& links_, int64_t max_depth, int64_t ignore_index,
+    bool /*sparse: read by the backward*/) {
+  hsoftmax::check_forward(input_, weight_, target_, links_, max_depth, ignore_index,
+                          /*check_link_values=*/true);
+  const cuda::DeviceGuard guard(input_.device());
+  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
+  const at::Tensor target = target_.contiguous(), links = links_.contiguous();
+  const int64_t N = input.size(0), L = max_depth;
+  const auto acc_type = at::toOpMathType(input.scalar_type());
+  at::Tensor loss = at::empty({N}, input.options().dtype(acc_type));
+  at::Tensor coef = at::empty({N, L}, input.options().dtype(acc_type));
+  at::Tensor nodes = at::empty({N, L}, input.options().dtype(at::kLong));
+  if (N == 0) return {loss, coef, nodes};
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, input.scalar_type(), "hierarchical_softmax_forward_cuda", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        HsParams<scalar_t, acc_t> p{N, input.size(1), weight.size(0) + 1, L, ignore_index,
+                                    input.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(),
+                                    target.data_ptr<int64_t>(), links.data_ptr<int32_t>(),
+                                    loss.data_ptr<acc_t>(), coef.data_ptr<acc_t>(),
+                                    nodes.data_ptr<int64_t>(), nullptr, nullptr, nullptr};
+        FS_LAUNCH((hs_forward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp),
+                  kThreads, 0, p);
+      });
+  return {loss, coef, nodes};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_backward_cuda(
+    const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
+    const at::Tensor& nodes_, const at::Tensor& coef_, bool sparse) {
+  hsoftmax::check_backward(grad_loss_, input_, weight_, nodes_, coef_);
+  const cuda::DeviceGuard guard(input_.device());
+  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
+  const at::Tensor nodes = nodes_.contiguous(), coef = coef_.contiguous();
+  const int64_t N = input.size(0), D = input.size(1), num_inner = weight.size(0);
+  const int64_t L = nodes.size(1);
+  const auto acc_type = at::toOpMathType(input.scalar_type());
+  const at::Tensor grad_loss = grad_loss_.to(acc_type).contiguous();
+  const bool sorted = sparse || at::globalContext().deterministicAlgorithms();
+  at::Tensor grad_input = at::empty_like(input);
+  at::Tensor grad_weight, ids = at::empty({0}, input.options().dtype(at::kLong));
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, input.scalar_type(), "hierarchical_softmax_backward_cuda", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        at::Tensor acc_buf;
+        if (!sorted) acc_buf = at::zeros({num_inner, D}, input.options().dtype(acc_type));
+        HsParams<scalar_t, acc_t> p{N, D, num_inner + 1, L, 0,
+                                    input.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(),
+                                    nullptr, nullptr, nullptr, coef.data_ptr<acc_t>(),
+                                    nodes.data_ptr<int64_t>(), grad_loss.data_ptr<acc_t>(),
+                                    grad_input.data_ptr<scalar_t>(),
+                                    sorted ? nullptr : acc_buf.data_ptr<acc_t>()};
+        if (N > 0) {
+          FS_LAUNCH((hs_backward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp),
+                    kThreads, 0, p);
+        }
+        if (!sorted) {
+          grad_weight = acc_buf.to(input.scalar_type());
+          return;
+        }
+        std::tie(grad_weight, ids) = scatter_paths_sorted(p, nodes, sparse, weight.options());
+      });
+  return {grad_input, grad_weight, ids};
+}
+
+}  // namespace
+
+FS_CUDA_IMPL(m) {
+  m.impl("hierarchical_softmax_forward", &hierarchical_softmax_forward_cuda);
+  m.impl("hierarchical_softmax_backward", &hierarchical_softmax_backward_cuda);
+}
+
+}  // namespace fastsoftmax
