@@ -198,6 +198,7 @@ def test_learning_rate_schedule():
             events.append("end")
 
     m.progress = lambda s: seen.append((s["words_done"], s["words_total"], s["lr"]))
+    m.batch_words = 1250  # 10,000 words per call: 8 jobs of 1,250 for the one worker
     m.train(sentences, epochs=3, callbacks=[Callback()])
     assert events == ["begin", "end"] * 3
     total = 3 * 600 * 50

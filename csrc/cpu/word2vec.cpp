@@ -214,6 +214,10 @@ __attribute__((always_inline)) inline void train_sentences_body(const TrainArgs&
         prefetch_row(a.syn0 + static_cast<int64_t>(sen[lo == i ? lo + 1 : lo]) * D, D);
       } else {
         draw_negatives(a, gid[i] * static_cast<uint64_t>(K), K, buf);
+        // The context rows: most are cached from the previous center, the ones that enter
+        // the (randomly shrunk) window are not.
+        for (int j = lo; j < hi; ++j)
+          if (j != i) prefetch_row(a.syn0 + static_cast<int64_t>(sen[j]) * D, D);
       }
       prefetch_row(a.syn1 + static_cast<int64_t>(sen[i]) * D, D);
       for (int k = 0; k < K; ++k) prefetch_row(a.syn1 + static_cast<int64_t>(buf[k]) * D, D);

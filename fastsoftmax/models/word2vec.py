@@ -288,7 +288,11 @@ class Word2Vec:
         self.running_training_loss = 0.0
         trained = raw_total = 0
         cache = [] if isinstance(corpus, (list, tuple)) else None
-        limit = self.batch_words * max(1, self.workers) if self.device.type == "cpu" else 1 << 21
+        # Words per native call. CPU: eight jobs of batch_words per worker, so that the wait
+        # for the slowest worker at the end of a call (at most one run of ~2k tokens) stays
+        # small on a shared machine. CUDA: a warp per sentence needs tens of thousands.
+        limit = (self.batch_words * max(1, self.workers) * 8 if self.device.type == "cpu"
+                 else 1 << 21)
         start = last_log = time.perf_counter()
         logger.info("training model with %i workers on %i vocabulary and %i features, using "
                     "sg=%s hs=0 sample=%s negative=%s window=%s shrink_windows=%s", self.workers,
