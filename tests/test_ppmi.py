@@ -77,6 +77,17 @@ def test_planted_groups_are_neighbours_and_evaluation_calls_work(tmp_path):
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("m0_0\tm0_1\t9\nm0_0\tm1_1\t1\nm2_0\tm2_3\t8\nm3_1\tc4_2\t2\n")
     assert m.wv.evaluate_word_pairs(str(pairs))[1] > 0.5
+    # A small analogy file made for this test (none ships here): a member of group 0 is to
+    # another as a member of group 1 is to a third. With 3CosAdd the answer must at least
+    # come from group 1, and the evaluation must count every question.
+    questions = tmp_path / "analogies.txt"
+    questions.write_text(": planted\nm0_0 m0_1 m1_0 m1_1\nm2_0 m2_2 m3_0 m3_2\n"
+                         ": unknown\nm0_0 m0_1 zz m1_1\n")
+    acc, sections = m.wv.evaluate_word_analogies(str(questions))
+    total = sections[-1]
+    assert len(total["correct"]) + len(total["incorrect"]) == 2 and 0.0 <= acc <= 1.0
+    guess = m.wv.most_similar(positive=["m0_1", "m1_0"], negative=["m0_0"], topn=1)[0][0]
+    assert guess.startswith(("m1_", "c1_"))
     path = tmp_path / "ppmi.npz"
     m.save(str(path))
     again = PPMIVectors.load(str(path))
