@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from itertools import chain, repeat
 
 import numpy as np
@@ -190,8 +191,10 @@ def randomized_svd(m: torch.Tensor, q: int, power_iterations: int, seed: int):
     m and m^T are held as CSR, whose products with a dense [V, q] block run on all threads."""
     V = m.shape[1]
     q = min(q, min(m.shape))
-    a_csr = m.float().coalesce().to_sparse_csr()
-    at_csr = a_csr.to_sparse_csc().t()  # m^T as CSR (a CSC's transpose), no re-sort
+    with warnings.catch_warnings():  # torch flags its CSR support as beta on every use
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        a_csr = m.float().coalesce().to_sparse_csr()
+        at_csr = a_csr.to_sparse_csc().t()  # m^T as CSR (a CSC's transpose), no re-sort
     gen = torch.Generator().manual_seed(seed)
     basis = torch.linalg.qr(a_csr @ torch.randn(V, q, generator=gen)).Q
     for _ in range(power_iterations):
