@@ -120,7 +120,8 @@ class Word2Vec:
         if sentences is not None or corpus_file is not None:
             self.build_vocab(sentences, corpus_file=corpus_file, trim_rule=trim_rule)
             self.train(sentences, corpus_file=corpus_file, total_examples=self.corpus_count,
-                       total_words=self.corpus_total_words, epochs=self.epochs)
+                       total_words=self.corpus_total_words, epochs=self.epochs,
+                       compute_loss=self.compute_loss)
         elif trim_rule is not None:
             _refuse("trim_rule", "given without a corpus would be lost: pass it to "
                     "build_vocab instead")
@@ -283,7 +284,7 @@ class Word2Vec:
         per_epoch = int(total_examples if by_sentence else
                         (total_words or self.corpus_total_words))
         total = float(max(1, epochs * per_epoch))
-        self.compute_loss = bool(compute_loss) or self.compute_loss
+        self.compute_loss = bool(compute_loss)  # per call, as gensim
         callbacks = self.callbacks + tuple(callbacks)
         self.running_training_loss = 0.0
         trained = raw_total = 0
