@@ -89,6 +89,25 @@ def _run(seed, workers, sg=1, V=50, D=16):
     return a0, a1, stats
 
 
+@pytest.mark.parametrize("sg", [1, 0])
+def test_op_skips_scores_outside_the_logistic_range(device, sg):
+    """gensim's MAX_EXP rule: a prediction scored outside (-6, 6) updates nothing (its loss
+    still counts); with every score at 16 the tables stay as they were."""
+    V, D = 4, 4
+    prob, alias = _table([5, 4, 3, 2])
+    tokens, ends = _batch([np.array([0, 1, 2, 3, 0, 1])])
+    for value, changes in ((2.0, False), (0.1, True)):
+        a0 = torch.full((V, D), value, device=device)
+        a1 = torch.full((V, D), value, device=device)
+        stats = ops.word2vec_train(
+            a0, a1, tokens.to(device), ends.to(device), torch.zeros(1, dtype=torch.int64,
+                                                                     device=device),
+            torch.ones(V, device=device), prob.to(device), alias.to(device), 3, 0, sg, True,
+            2, 3, False, 0.5, 0.5, 10.0, 1).cpu()
+        moved = not (torch.all(a0 == value) and torch.all(a1 == value))
+        assert moved == changes and stats[0].item() > 0
+
+
 def test_op_reproducible_for_a_seed():
     a, b = _run(3, 1), _run(3, 1)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) and torch.equal(a[2], b[2])
