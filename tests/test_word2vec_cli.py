@@ -74,7 +74,7 @@ def test_cli_errors_are_one_line_and_come_before_training(tmp_path, corpus, caps
         _fails(capsys, base + ["-device", "cuda"], "CUDA is not available")
     existing = tmp_path / "keep.txt"
     existing.write_text("precious")
-    _fails(capsys, base[:3] + [str(existing)] + SMALL, "already exists", "-overwrite")
+    _fails(capsys, base[:3] + [str(existing)] + SMALL, "already exists", "-force")
     assert existing.read_text() == "precious" and not trained
 
 
@@ -90,6 +90,6 @@ def test_cli_non_utf8_corpus(tmp_path, capsys):
     assert cli.main(["-train", str(path), "-output", str(out), "-quiet", "-encoding",
                      "latin-1"] + SMALL) == 0
     assert "caf\xe9" in KeyedVectors.load_word2vec_format(str(out))
-    assert cli.main(["-train", str(path), "-output", str(out), "-quiet", "-overwrite",
+    assert cli.main(["-train", str(path), "-output", str(out), "-quiet", "-force",
                      "-decode-errors", "replace"] + SMALL) == 0
     assert "caf\ufffd" in KeyedVectors.load_word2vec_format(str(out))

@@ -6,7 +6,7 @@
 (installed as ``fastsoftmax-word2vec``). The corpus is a whitespace-tokenised text file, one
 sentence per line, streamed. Besides word2vec.c's flags: -device (cpu, cuda), -seed,
 -encoding and -decode-errors (how the corpus bytes are read), -eval-pairs FILE (word-similarity
-pairs, tab-separated), -eval-analogies FILE (questions-words.txt format), -overwrite, -verbose
+pairs, tab-separated), -eval-analogies FILE (questions-words.txt format), -force, -verbose
 (gensim-style progress logs) and -quiet (no progress bar). As in word2vec.c the default
 learning rate is 0.05 for CBOW and 0.025 for skip-gram, decaying to 1e-4 of it.
 
@@ -33,7 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-train", required=True, metavar="FILE", help="training corpus (text)")
     p.add_argument("-output", required=True, metavar="FILE", help="where to write the vectors")
-    p.add_argument("-overwrite", action="store_true", help="replace -output if it exists")
+    p.add_argument("-force", action="store_true",
+                   help="replace -output (and -save-vocab) if they exist")
     p.add_argument("-size", type=int, default=100, help="vector size")
     p.add_argument("-window", type=int, default=5, help="max skip length")
     p.add_argument("-sample", type=float, default=1e-3, help="subsampling threshold")
@@ -69,11 +70,11 @@ class UsageError(Exception):
     """A problem with the command line's input, reported as one line."""
 
 
-def _check_writable(path: str, what: str, overwrite: bool) -> None:
+def _check_writable(path: str, what: str, force: bool) -> None:
     if os.path.isdir(path):
         raise UsageError(f"{what} {path!r} is a directory; give a file name")
-    if os.path.exists(path) and not overwrite:
-        raise UsageError(f"{what} {path!r} already exists; remove it or pass -overwrite")
+    if os.path.exists(path) and not force:
+        raise UsageError(f"{what} {path!r} already exists; remove it or pass -force")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise UsageError(f"{what} {path!r}: folder {folder!r} does not exist")
@@ -99,9 +100,9 @@ def _check(args) -> None:
     for flag in ("eval_pairs", "eval_analogies"):
         if getattr(args, flag):
             _check_readable(getattr(args, flag), "-" + flag.replace("_", "-"))
-    _check_writable(args.output, "-output", args.overwrite)
+    _check_writable(args.output, "-output", args.force)
     if args.save_vocab:
-        _check_writable(args.save_vocab, "-save-vocab", args.overwrite)
+        _check_writable(args.save_vocab, "-save-vocab", args.force)
     if args.hs != 0:
         raise UsageError("-hs 1 (hierarchical softmax) is not available yet; use -hs 0 "
                          "-negative 5")
