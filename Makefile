@@ -4,7 +4,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
-DEPS := numpy scipy pytest pytest-benchmark ninja setuptools wheel matplotlib tqdm
+DEPS := numpy scipy pytest pytest-benchmark ninja setuptools wheel matplotlib tqdm gensim==4.4.0
 # Builds run the venv's ninja: a system ninja of another version would find the other's build
 # log "too old" and recompile everything (make demo followed by make test did).
 WITH_VENV := PATH="$(CURDIR)/$(BIN):$$PATH"

@@ -1,22 +1,28 @@
-"""word2vec side by side with gensim: same corpus, parameters and threads, in one run.
+"""word2vec side by side with gensim, and count-based PPMI vectors, in one run.
 
-    python bench/bench_word2vec.py [--threads 2] [--corpora wikitext2,ptb] [--models sg,cbow]
+    python bench/bench_word2vec.py [--threads 2] [--corpus wikitext2] [--models sg,cbow]
+        [--epochs 1,3,5] [--seeds 1,2,3] [--ppmi] [--analogies FILE]
 
-For each corpus (WikiText-2 train, PTB train) and model (skip-gram, CBOW): 5 epochs,
-vector_size 100, window 5, negative 5, sample 1e-3, min_count 5, alpha 0.025 -> 1e-4 (gensim's
-defaults). Both libraries get the same in-memory list of token lists. Reported:
-  * words/s: raw corpus words (OOV included, as gensim counts them) x epochs / seconds spent
-    in train() (vocabulary building excluded for both);
-  * WordSim-353 Spearman (and Pearson, OOV %) of the trained vectors, both scored with the
-    same function (fastsoftmax's evaluate_word_pairs, which tests hold equal to gensim's).
-Rows go to bench/results/word2vec-<device>.csv with the command line and the load average
-(the machine may be shared: compare the two columns of one run, not runs).
+Settings (gensim's defaults unless said): vector_size 100, window 5, negative 5, sample 1e-3,
+min_count 5, alpha 0.025 -> 1e-4, for skip-gram and CBOW. Both libraries get the same
+in-memory list of token lists and the same seed; for each seed fastsoftmax and gensim run one
+after the other, so both see the same machine load. Reported per (model, epochs, library):
+  * WS-353 Spearman: mean and spread (sample std) over the seeds, and each seed's value,
+    both scored with the same function (fastsoftmax's evaluate_word_pairs, held equal to
+    gensim's by the tests);
+  * words/s: raw corpus words (OOV included) x epochs / seconds in train() (vocabulary
+    excluded), median over seeds, and ours / gensim's;
+  * with --ppmi: PPMIVectors (window 5, cds 0.75, eig 0.5, d = 100) build time and scores;
+  * with --analogies FILE (questions-words.txt format): 3CosAdd accuracy of every model.
+Rows go to bench/results/word2vec-seeds-<device>.csv with the command and load average. The machine
+may be shared: compare the columns of one run (the ratios), not runs.
 """
 
 import argparse
 import datetime
 import os
 import platform
+import statistics
 import sys
 import time
 
@@ -26,21 +32,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from common import append_rows  # noqa: E402
+from common import append_rows, command_line  # noqa: E402
 
-from fastsoftmax.models import KeyedVectors, Word2Vec  # noqa: E402
+from fastsoftmax.models import KeyedVectors, PPMIVectors, Word2Vec  # noqa: E402
 
-DATA = os.environ.get(
-    "FASTSOFTMAX_DATA",
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"),
-)
+DATA = os.environ.get("FASTSOFTMAX_DATA", os.path.join(ROOT, "..", "..", "shared", "data"))
 CORPORA = {
     "wikitext2": os.path.join(DATA, "wikitext-2", "wiki.train.tokens"),
     "ptb": os.path.join(DATA, "ptb", "ptb.train.txt"),
 }
 WS353 = os.path.join(DATA, "word-similarity", "wordsim353.tsv")
-PARAMS = dict(vector_size=100, window=5, negative=5, sample=1e-3, min_count=5, epochs=5,
-              alpha=0.025, min_alpha=1e-4)
+PARAMS = dict(vector_size=100, window=5, negative=5, sample=1e-3, min_count=5, alpha=0.025,
+              min_alpha=1e-4)
 
 
 def load(path):
@@ -59,86 +62,117 @@ def cpu_name():
     return platform.processor() or "cpu"
 
 
-def run_ours(sentences, sg, threads, device, seed):
-    m = Word2Vec(sg=sg, workers=threads, device=device, seed=seed, **PARAMS)
+def train(impl, sentences, sg, epochs, threads, seed, device):
+    """(KeyedVectors, raw words per epoch, seconds in train())."""
+    if impl == "fastsoftmax":
+        m = Word2Vec(sg=sg, workers=threads, seed=seed, epochs=epochs, device=device,
+                     **PARAMS)
+    else:
+        from gensim.models import Word2Vec as GWord2Vec
+
+        m = GWord2Vec(sg=sg, workers=threads, seed=seed, epochs=epochs, **PARAMS)
     m.build_vocab(sentences)
     t = time.perf_counter()
-    m.train(sentences)
+    m.train(sentences, total_examples=m.corpus_count, total_words=m.corpus_total_words,
+            epochs=epochs)
     seconds = time.perf_counter() - t
-    return m.wv, m.corpus_total_words, seconds
-
-
-def run_gensim(sentences, sg, threads, seed):
-    from gensim.models import Word2Vec as GWord2Vec
-
-    p = dict(PARAMS)
-    m = GWord2Vec(sg=sg, workers=threads, seed=seed, **p)
-    m.build_vocab(sentences)
-    t = time.perf_counter()
-    m.train(sentences, total_examples=m.corpus_count, epochs=p["epochs"])
-    seconds = time.perf_counter() - t
-    kv = KeyedVectors(p["vector_size"], 0)
-    kv.index_to_key = list(m.wv.index_to_key)
-    kv.key_to_index = dict(m.wv.key_to_index)
-    kv.vectors = np.array(m.wv.vectors, dtype=np.float32)
+    kv = KeyedVectors(PARAMS["vector_size"])
+    kv.add_vectors(list(m.wv.index_to_key), np.asarray(m.wv.vectors, dtype=np.float32))
     return kv, m.corpus_total_words, seconds
+
+
+def scores(kv, analogies):
+    spearman = kv.evaluate_word_pairs(WS353)[1]
+    acc = kv.evaluate_word_analogies(analogies)[0] if analogies else float("nan")
+    return spearman, acc
+
+
+def spread(values):
+    return statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--corpora", default="wikitext2,ptb")
+    ap.add_argument("--corpus", default="wikitext2", choices=sorted(CORPORA))
     ap.add_argument("--models", default="sg,cbow")
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--epochs", default="1,3,5")
+    ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--no-gensim", action="store_true")
+    ap.add_argument("--ppmi", action="store_true", help="add the PPMI + SVD row")
+    ap.add_argument("--analogies", metavar="FILE", help="questions-words.txt to score")
     args = ap.parse_args()
     import torch
 
     device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else cpu_name()
     tag = "cuda" if args.device.startswith("cuda") else "cpu"
-    out = os.path.join(ROOT, "bench", "results", f"word2vec-{tag}.csv")
-    command = "python " + " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
-    have_gensim = False
+    out = os.path.join(ROOT, "bench", "results", f"word2vec-seeds-{tag}.csv")
+    impls = ["fastsoftmax"]
     if not args.no_gensim:
         try:
             import gensim
 
-            have_gensim = True
-            gensim_version = gensim.__version__
+            impls.append(f"gensim-{gensim.__version__}")
         except ImportError:
-            print("gensim is not installed: fastsoftmax only (pip install gensim)")
-    rows = []
-    for corpus in args.corpora.split(","):
-        sentences = load(CORPORA[corpus])
-        for model in args.models.split(","):
-            sg = 1 if model == "sg" else 0
-            impls = ["fastsoftmax"] + ([f"gensim-{gensim_version}"] if have_gensim else [])
+            print("gensim is not installed (pip install gensim==4.4.0): fastsoftmax only")
+    torch.set_num_threads(args.threads)
+    sentences = load(CORPORA[args.corpus])
+    seeds = [int(s) for s in args.seeds.split(",")]
+    rows, summary = [], []
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    base = dict(date=stamp, device=device_name, threads=args.threads, corpus=args.corpus,
+                command=command_line())
+    for model in args.models.split(","):
+        sg = 1 if model == "sg" else 0
+        for epochs in [int(e) for e in args.epochs.split(",")]:
+            runs = {impl: [] for impl in impls}
+            for seed in seeds:
+                for impl in impls:
+                    load_before = os.getloadavg()[0]
+                    kv, raw, seconds = train(impl.split("-")[0], sentences, sg, epochs,
+                                             args.threads, seed, args.device)
+                    assert np.isfinite(kv.vectors).all(), f"{impl}: non-finite vectors"
+                    ws, acc = scores(kv, args.analogies)
+                    wps = raw * epochs / seconds
+                    runs[impl].append((ws, acc, wps))
+                    rows.append(dict(base, model=model, epochs=epochs, seed=seed, impl=impl,
+                                     words_per_s=round(wps), train_seconds=round(seconds, 2),
+                                     ws353_spearman=round(ws, 4), analogy_accuracy=round(acc, 4),
+                                     vocab=len(kv), corpus_words=raw,
+                                     load_avg_1min=f"{load_before:.1f}/{os.getloadavg()[0]:.1f}"))
+                    print(f"{model:4s} {epochs} ep seed {seed} {impl:14s} {wps:11,.0f} words/s "
+                          f"{seconds:6.1f} s  WS-353 {ws:.4f}  (load {rows[-1]['load_avg_1min']})",
+                          flush=True)
             for impl in impls:
-                load_before = os.getloadavg()[0]
-                if impl == "fastsoftmax":
-                    kv, raw, seconds = run_ours(sentences, sg, args.threads, args.device,
-                                                args.seed)
-                else:
-                    kv, raw, seconds = run_gensim(sentences, sg, args.threads, args.seed)
-                assert np.isfinite(kv.vectors).all(), f"{impl} produced non-finite vectors"
-                pearson, spearman, oov = kv.evaluate_word_pairs(WS353)
-                wps = raw * PARAMS["epochs"] / seconds
-                row = dict(
-                    date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                    device=device_name, threads=args.threads, corpus=corpus, model=model,
-                    impl=impl, words_per_s=round(wps), train_seconds=round(seconds, 2),
-                    ws353_spearman=round(spearman, 4), ws353_pearson=round(pearson, 4),
-                    oov_percent=round(oov, 1), vocab=len(kv), corpus_words=raw,
-                    load_avg_1min=f"{load_before:.1f}/{os.getloadavg()[0]:.1f}",
-                    command=command,
-                )
-                rows.append(row)
-                print(f"{corpus:10s} {model:4s} {impl:14s} {wps:11,.0f} words/s  "
-                      f"{seconds:7.1f} s  WS-353 spearman {spearman:.4f}  "
-                      f"(load {row['load_avg_1min']})", flush=True)
+                ws = [r[0] for r in runs[impl]]
+                summary.append((model, epochs, impl, ws, statistics.median(r[2] for r in
+                                                                           runs[impl]),
+                                statistics.mean(r[1] for r in runs[impl])))
+    if args.ppmi:
+        t = time.perf_counter()
+        ppmi = PPMIVectors(sentences, vector_size=100, window=5, min_count=5)
+        seconds = time.perf_counter() - t
+        ws, acc = scores(ppmi.wv, args.analogies)
+        rows.append(dict(base, model="ppmi-svd", epochs=0, seed=1, impl="fastsoftmax",
+                         words_per_s=0, train_seconds=round(seconds, 2),
+                         ws353_spearman=round(ws, 4), analogy_accuracy=round(acc, 4),
+                         vocab=len(ppmi.wv), corpus_words=int(ppmi.wv.counts.sum()),
+                         load_avg_1min=f"{os.getloadavg()[0]:.1f}"))
+        summary.append(("ppmi-svd", 0, "fastsoftmax", [ws], 0.0, acc))
+        print(f"PPMI + SVD: {seconds:.1f} s ({ {k: round(v, 1) for k, v in ppmi.seconds.items()} })"
+              f"  WS-353 {ws:.4f}", flush=True)
     append_rows(out, rows)
-    print(f"wrote {len(rows)} rows to {os.path.relpath(out, ROOT)}")
+    print(f"\nwrote {len(rows)} rows to {os.path.relpath(out, ROOT)}\n")
+    print("| model | epochs | library | WS-353 Spearman mean ± std (per seed) | analogies | "
+          "words/s (median) | ours / gensim |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    ours = {(m, e): w for m, e, i, _, w, _ in summary if i == "fastsoftmax"}
+    for model, epochs, impl, ws, wps, acc in summary:
+        ratio = "" if impl == "fastsoftmax" or not wps else f"{ours[(model, epochs)] / wps:.2f}×"
+        per_seed = ", ".join(f"{x:.3f}" for x in ws)
+        print(f"| {model} | {epochs or '-'} | {impl} | {statistics.mean(ws):.3f} ± "
+              f"{spread(ws):.3f} ({per_seed}) | {acc:.3f} | {wps:,.0f} | {ratio} |")
 
 
 if __name__ == "__main__":

@@ -229,14 +229,17 @@ def _sigmoid(f):
 
 def _w2v_step(h, center, negatives, syn1, lr):
     """One negative-sampling SGD step at hidden vector h: updates syn1 in place, returns the
-    update for h and the loss. A negative equal to the center word is skipped."""
+    update for h and the loss. A negative equal to the center word is skipped, and so is a
+    prediction whose score lies outside (-6, 6) (its loss still counts)."""
     grad_h, loss = np.zeros_like(h), 0.0
     for target, label in [(center, 1.0)] + [(int(n), 0.0) for n in negatives]:
         if label == 0.0 and target == center:
             continue
         f = float(h @ syn1[target])
-        g = (label - _sigmoid(f)) * lr
         loss += -math.log(_sigmoid(f if label else -f))
+        if abs(f) >= 6.0:  # gensim (word2vec_inner.pyx) skips scores outside (-6, 6)
+            continue
+        g = (label - _sigmoid(f)) * lr
         grad_h += g * syn1[target]
         syn1[target] += g * h
     return grad_h, loss

@@ -1,10 +1,8 @@
 """word2vec: native op against the plain reference, statistics against their formulas,
-planted-structure corpora, persistence, evaluation, command line and bad input."""
+planted-structure corpora, vocabulary (fresh and online update) and gensim keywords against
+gensim, persistence and bad input."""
 
 import math
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,19 +10,14 @@ import torch
 
 from fastsoftmax import UnigramSampler, ops
 from fastsoftmax.models import KeyedVectors, Word2Vec
+from fastsoftmax.models.w2v_batches import epoch_batches
 from fastsoftmax.models.word2vec import ops_learning_rate
 
 import reference as R
 
-try:
-    import gensim  # noqa: F401
+from w2v_helpers import GENSIM_MISSING, HAVE_GENSIM, planted_corpus
 
-    HAVE_GENSIM = True
-except ImportError:
-    HAVE_GENSIM = False
-requires_gensim = pytest.mark.skipif(not HAVE_GENSIM, reason="gensim not installed")
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+requires_gensim = pytest.mark.skipif(not HAVE_GENSIM, reason=GENSIM_MISSING)
 
 
 def _batch(sentences):
@@ -94,6 +87,25 @@ def _run(seed, workers, sg=1, V=50, D=16):
                                torch.full((V,), 0.9), prob, alias, seed, 0, sg, True, 4, 3, True,
                                0.05, 0.001, 1e4, workers)
     return a0, a1, stats
+
+
+@pytest.mark.parametrize("sg", [1, 0])
+def test_op_skips_scores_outside_the_logistic_range(device, sg):
+    """gensim's MAX_EXP rule: a prediction scored outside (-6, 6) updates nothing (its loss
+    still counts); with every score at 16 the tables stay as they were."""
+    V, D = 4, 4
+    prob, alias = _table([5, 4, 3, 2])
+    tokens, ends = _batch([np.array([0, 1, 2, 3, 0, 1])])
+    for value, changes in ((2.0, False), (0.1, True)):
+        a0 = torch.full((V, D), value, device=device)
+        a1 = torch.full((V, D), value, device=device)
+        stats = ops.word2vec_train(
+            a0, a1, tokens.to(device), ends.to(device), torch.zeros(1, dtype=torch.int64,
+                                                                     device=device),
+            torch.ones(V, device=device), prob.to(device), alias.to(device), 3, 0, sg, True,
+            2, 3, False, 0.5, 0.5, 10.0, 1).cpu()
+        moved = not (torch.all(a0 == value) and torch.all(a1 == value))
+        assert moved == changes and stats[0].item() > 0
 
 
 def test_op_reproducible_for_a_seed():
@@ -205,6 +217,7 @@ def test_learning_rate_schedule():
             events.append("end")
 
     m.progress = lambda s: seen.append((s["words_done"], s["words_total"], s["lr"]))
+    m.batch_words = 1250  # 10,000 words per call: 8 jobs of 1,250 for the one worker
     m.train(sentences, epochs=3, callbacks=[Callback()])
     assert events == ["begin", "end"] * 3
     total = 3 * 600 * 50
@@ -214,9 +227,13 @@ def test_learning_rate_schedule():
         assert lr == pytest.approx(0.05 - (0.05 - 0.001) * done / total)
     assert seen[-1][2] == pytest.approx(0.001)
     # The native op receives, per sentence, the raw words trained before it.
-    batches = list(m._epoch_batches(sentences, None))
-    befores = np.concatenate([b[2] for b in batches])
+    batches = list(epoch_batches(m.wv.key_to_index, sentences, 10000, 2, None))
+    befores = np.concatenate([b["words_before"] for b in batches])
     np.testing.assert_array_equal(befores, np.arange(600) * 50)
+    # With total_examples and no total_words the schedule runs over sentences (gensim).
+    seen.clear()
+    m.train(sentences, total_examples=600, epochs=1)
+    assert [d for d, _, _ in seen] == [200, 400, 600] and seen[0][1] == 600
     assert ops_learning_rate(0.05, 0.001, 2 * total, total) == 0.001  # clamped
 
 
@@ -225,28 +242,11 @@ def test_learning_rate_schedule():
 # ---------------------------------------------------------------------------------------
 
 
-def _planted_corpus(seed=0, groups=6, per_group=4, sentences=1500):
-    """Each group has 'member' words that only ever occur among that group's 'context' words.
-    Members of one group share contexts, so they must end up nearest neighbours."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(sentences):
-        g = rng.integers(groups)
-        words = []
-        for _ in range(8):
-            if rng.random() < 0.35:
-                words.append(f"m{g}_{rng.integers(per_group)}")
-            else:
-                words.append(f"c{g}_{rng.integers(6)}")
-        out.append(words)
-    return out
-
-
 @pytest.mark.parametrize("sg", [1, 0])
 def test_planted_structure_neighbours(sg):
-    corpus = _planted_corpus()
+    corpus = planted_corpus()
     m = Word2Vec(corpus, vector_size=24, window=3, min_count=1, sg=sg, negative=5, epochs=5,
-                 sample=0, workers=2, seed=2, alpha=0.025 if sg else 0.05)
+                 sample=0, workers=2, seed=2, alpha=0.025 if sg else 0.05, compute_loss=True)
     hits = 0
     for g in range(6):
         for k in range(4):
@@ -257,7 +257,7 @@ def test_planted_structure_neighbours(sg):
 
 
 def test_reproducible_training_one_worker():
-    corpus = _planted_corpus(sentences=300)
+    corpus = planted_corpus(sentences=300)
     a = Word2Vec(corpus, vector_size=8, min_count=1, workers=1, seed=7, epochs=2)
     b = Word2Vec(corpus, vector_size=8, min_count=1, workers=1, seed=7, epochs=2)
     c = Word2Vec(corpus, vector_size=8, min_count=1, workers=1, seed=8, epochs=2)
@@ -290,7 +290,7 @@ def test_vocabulary_order_counts_and_pruning():
 def test_vocabulary_and_keep_probabilities_match_gensim():
     from gensim.models import Word2Vec as GWord2Vec
 
-    corpus = _planted_corpus(sentences=400) + [["rare"], ["m0_0", "x", "x"]]
+    corpus = planted_corpus(sentences=400) + [["rare"], ["m0_0", "x", "x"]]
     ours = Word2Vec(vector_size=8, min_count=2, sample=1e-2)
     ours.build_vocab(corpus)
     theirs = GWord2Vec(vector_size=8, min_count=2, sample=1e-2)
@@ -307,7 +307,7 @@ def test_vocabulary_and_keep_probabilities_match_gensim():
 
 @pytest.fixture(scope="module")
 def small_model():
-    return Word2Vec(_planted_corpus(sentences=300), vector_size=12, min_count=1, workers=1,
+    return Word2Vec(planted_corpus(sentences=300), vector_size=12, min_count=1, workers=1,
                     epochs=2, seed=3)
 
 
@@ -320,7 +320,7 @@ def test_model_save_load_round_trip(small_model, tmp_path):
     assert np.array_equal(loaded.syn1neg, small_model.syn1neg)
     assert np.array_equal(loaded.wv.counts, small_model.wv.counts)
     assert loaded.window == small_model.window and loaded.sg == small_model.sg
-    loaded.train(_planted_corpus(sentences=50), epochs=1)  # training continues
+    loaded.train(planted_corpus(sentences=50), epochs=1)  # training continues
     assert not np.array_equal(loaded.wv.vectors, small_model.wv.vectors)
     kv_path = tmp_path / "kv.npz"
     small_model.wv.save(str(kv_path))
@@ -329,170 +329,6 @@ def test_model_save_load_round_trip(small_model, tmp_path):
     np.savez(str(tmp_path / "evil.npz"), meta=np.array([object()], dtype=object))
     with pytest.raises(ValueError):
         Word2Vec.load(str(tmp_path / "evil.npz"))
-
-
-@pytest.mark.parametrize("binary", [False, True])
-def test_word2vec_format_round_trip(small_model, tmp_path, binary):
-    path, again = tmp_path / "v", tmp_path / "v2"
-    small_model.wv.save_word2vec_format(str(path), binary=binary)
-    kv = KeyedVectors.load_word2vec_format(str(path), binary=binary)
-    assert kv.index_to_key == small_model.wv.index_to_key
-    assert np.array_equal(kv.vectors, small_model.wv.vectors)  # %.9g round-trips float32 too
-    kv.save_word2vec_format(str(again), binary=binary)
-    assert path.read_bytes() == again.read_bytes()
-
-
-@requires_gensim
-@pytest.mark.parametrize("binary", [False, True])
-def test_word2vec_format_against_gensim(small_model, tmp_path, binary):
-    from gensim.models import KeyedVectors as GKeyedVectors
-
-    ours_path, theirs_path = tmp_path / "ours", tmp_path / "theirs"
-    small_model.wv.save_word2vec_format(str(ours_path), binary=binary)
-    g = GKeyedVectors.load_word2vec_format(str(ours_path), binary=binary)
-    assert list(g.index_to_key) == small_model.wv.index_to_key
-    np.testing.assert_array_equal(g.vectors, small_model.wv.vectors)
-    g.save_word2vec_format(str(theirs_path), binary=binary)
-    kv = KeyedVectors.load_word2vec_format(str(theirs_path), binary=binary)
-    assert kv.index_to_key == small_model.wv.index_to_key
-    np.testing.assert_allclose(kv.vectors, small_model.wv.vectors, rtol=1e-6)
-
-
-def test_malformed_word2vec_files(tmp_path):
-    p = tmp_path / "bad.txt"
-    p.write_text("2 3\nhello 1 2 3\nworld 1 2\n")
-    with pytest.raises(ValueError, match="line 3"):
-        KeyedVectors.load_word2vec_format(str(p))
-    p.write_text("2 3\nhello 1 2 3\n")
-    with pytest.raises(ValueError, match="line 3.*1 of the 2"):
-        KeyedVectors.load_word2vec_format(str(p))
-    p.write_text("two 3\n")
-    with pytest.raises(ValueError, match="line 1"):
-        KeyedVectors.load_word2vec_format(str(p))
-    p.write_text("1 2\nhello 1 x\n")
-    with pytest.raises(ValueError, match="line 2.*not a number"):
-        KeyedVectors.load_word2vec_format(str(p))
-    b = tmp_path / "bad.bin"
-    b.write_bytes(b"2 2\nab " + np.ones(2, "<f4").tobytes() + b"\ncd " + b"\x00\x00")
-    with pytest.raises(ValueError, match="entry 2 of 2.*truncated"):
-        KeyedVectors.load_word2vec_format(str(b), binary=True)
-
-
-# ---------------------------------------------------------------------------------------
-# evaluation against hand-computed answers
-# ---------------------------------------------------------------------------------------
-
-
-def _toy_vectors():
-    kv = KeyedVectors(2, 5)
-    kv.index_to_key = ["king", "queen", "man", "woman", "Apple"]
-    kv.key_to_index = {k: i for i, k in enumerate(kv.index_to_key)}
-    # angles 10, 80, 0, 90 and 45 degrees on the unit circle (lengths vary: cosine ignores)
-    ang = np.radians([10, 80, 0, 90, 45])
-    kv.vectors = (np.stack([np.cos(ang), np.sin(ang)], 1) * [[1], [2], [3], [1], [5]]).astype(
-        np.float32)
-    return kv
-
-
-def test_similarity_and_most_similar():
-    kv = _toy_vectors()
-    assert kv.similarity("king", "man") == pytest.approx(math.cos(math.radians(10)), abs=1e-6)
-    best = kv.most_similar("king", topn=2)
-    assert [w for w, _ in best] == ["man", "Apple"]
-    # queen - woman + man: unit vectors at 80 - 90 + 0 degrees -> points near 'king' (10)
-    assert kv.most_similar(positive=["queen", "man"], negative=["woman"], topn=1)[0][0] == "king"
-    with pytest.raises(KeyError, match="banana"):
-        kv.most_similar("banana")
-    with pytest.raises(KeyError):
-        kv["banana"]
-    with pytest.raises(KeyError):
-        kv.similarity("king", "banana")
-
-
-def test_evaluate_word_pairs_by_hand(tmp_path):
-    kv = _toy_vectors()
-    f = tmp_path / "pairs.tsv"
-    f.write_text("# comment\nking\tman\t9\nKING\tqueen\t3\nman\twoman\t1\nman\tbanana\t5\n"
-                 "apple\tking\t6\n")
-    pearson, spearman, oov = kv.evaluate_word_pairs(str(f))
-    # model cosines: cos10, cos70, cos90 = 0, cos35 ; gold 9, 3, 1, 6; 1 OOV of 5
-    model = np.cos(np.radians([10, 70, 90, 35]))
-    gold = np.array([9, 3, 1, 6.0])
-    assert oov == pytest.approx(20.0)
-    assert spearman == pytest.approx(1.0)  # same order: 9 > 6 > 3 > 1 and cos10 > cos35 > ...
-    r = np.corrcoef(gold, model)[0, 1]
-    assert pearson == pytest.approx(r, abs=1e-6)
-    # case-sensitive: 'KING' and 'apple' are now unknown
-    assert kv.evaluate_word_pairs(str(f), case_insensitive=False)[2] == pytest.approx(60.0)
-    # restrict_vocab=2 leaves king and queen only
-    assert kv.evaluate_word_pairs(str(f), restrict_vocab=2)[2] == pytest.approx(80.0)
-
-
-def test_evaluate_word_analogies_by_hand(tmp_path):
-    kv = _toy_vectors()
-    f = tmp_path / "q.txt"
-    # 1: man:king = woman:? -> woman(90)+king(10)-man(0) = 100 deg -> queen (80) : correct
-    # 2: king:man = queen:? -> 0 + 80 - 10 = 70 -> queen excluded; nearest left: woman (90)
-    #    vs Apple (45): 70-45 = 25 < 20? no: |70-90| = 20 < 25 -> woman : correct
-    # 3: man:woman = king:apple -> 90 + 10 - 0 = 100 -> queen : incorrect
-    # 4: has an unknown word: skipped
-    f.write_text(": family\nman king woman queen\nking man queen woman\n"
-                 ": other\nman woman king apple\nman banana king queen\n")
-    acc, sections = kv.evaluate_word_analogies(str(f))
-    assert [s["section"] for s in sections] == ["family", "other", "Total accuracy"]
-    assert len(sections[0]["correct"]) == 2 and len(sections[1]["incorrect"]) == 1
-    assert acc == pytest.approx(2 / 3)
-    f.write_text("man king woman queen\n")
-    with pytest.raises(ValueError, match="line 1"):
-        kv.evaluate_word_analogies(str(f))
-
-
-@requires_gensim
-def test_evaluations_match_gensim(tmp_path):
-    from gensim.models import KeyedVectors as GKeyedVectors
-
-    kv = _toy_vectors()
-    g = GKeyedVectors(2)
-    g.add_vectors(kv.index_to_key, kv.vectors)
-    f = tmp_path / "q.txt"
-    f.write_text(": family\nman king woman queen\nking man queen woman\n"
-                 ": other\nman woman king apple\nman banana king queen\n")
-    assert kv.evaluate_word_analogies(str(f))[0] == pytest.approx(
-        g.evaluate_word_analogies(str(f))[0])
-    p = tmp_path / "pairs.tsv"
-    p.write_text("king\tman\t9\nKING\tqueen\t3\nman\twoman\t1\nman\tbanana\t5\napple\tking\t6\n")
-    ours, theirs = kv.evaluate_word_pairs(str(p)), g.evaluate_word_pairs(str(p))
-    assert ours[0] == pytest.approx(theirs[0][0], abs=1e-6)
-    assert ours[1] == pytest.approx(theirs[1][0], abs=1e-6)
-    assert ours[2] == pytest.approx(theirs[2])
-
-
-# ---------------------------------------------------------------------------------------
-# command line and bad input
-# ---------------------------------------------------------------------------------------
-
-
-def test_cli_smoke(tmp_path):
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(" ".join(s) for s in _planted_corpus(sentences=300)) + "\n")
-    pairs = tmp_path / "pairs.tsv"
-    pairs.write_text("m0_0\tm0_1\t9\nm0_0\tm1_1\t1\nm2_0\tm2_3\t8\nm3_1\tc4_2\t2\n")
-    out = tmp_path / "vec.bin"
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    res = subprocess.run(
-        [sys.executable, "-m", "fastsoftmax.word2vec", "-train", str(corpus), "-output",
-         str(out), "-size", "16", "-window", "3", "-cbow", "0", "-iter", "2", "-min-count",
-         "1", "-threads", "2", "-binary", "1", "-eval-pairs", str(pairs)],
-        capture_output=True, text=True, env=env, timeout=120)
-    assert res.returncode == 0, res.stderr
-    assert "words/s" in res.stderr and "lr " in res.stderr and "loss " in res.stderr
-    assert "vocabulary" in res.stdout and "spearman" in res.stdout
-    kv = KeyedVectors.load_word2vec_format(str(out), binary=True)
-    assert kv.vectors.shape == (len(kv), 16) and "m0_0" in kv
-    bad = subprocess.run([sys.executable, "-m", "fastsoftmax.word2vec", "-train",
-                          str(tmp_path / "missing.txt"), "-output", str(out)],
-                         capture_output=True, text=True, env=env, timeout=120)
-    assert bad.returncode != 0 and "missing.txt" in bad.stderr
 
 
 def test_bad_input(tmp_path):
@@ -519,7 +355,7 @@ def test_bad_input(tmp_path):
 
 
 def test_corpus_file_matches_sentences(tmp_path):
-    corpus = _planted_corpus(sentences=100)
+    corpus = planted_corpus(sentences=100)
     path = tmp_path / "c.txt"
     path.write_text("\n".join(" ".join(s) for s in corpus) + "\n")
     a = Word2Vec(corpus, vector_size=8, min_count=1, workers=1, epochs=1)

@@ -144,6 +144,7 @@ inline void draw_negatives(const TrainArgs& a, uint64_t counter, int count, int3
 }
 
 // One prediction: input vector `in` should score `target` high and each negative low.
+// A score outside (-6, 6) updates nothing (gensim's rule, w2v::prediction_error).
 // work accumulates the gradient for the input side: sum_t g_t * syn1[t] with
 // g_t = alpha * (label_t - sigma(in . syn1[t])) (the ascent direction of log sigma).
 // A negative equal to the target is skipped, as in word2vec.c and gensim.
@@ -156,8 +157,9 @@ inline void predict(const TrainArgs& a, const float* in, int32_t target, const i
     const float label = k == 0 ? 1.0f : 0.0f;
     float* out = a.syn1 + static_cast<int64_t>(t) * D;
     const float f = dot(in, out, D);
-    const float g = (label - fast_sigmoid(f)) * alpha;
     st.loss += fast_neg_log_sigmoid(k == 0 ? f : -f);
+    if (w2v::outside_logistic_range(f)) continue;  // gensim's rule, see word2vec.h
+    const float g = (label - fast_sigmoid(f)) * alpha;
     axpy(g, out, work, D);
     axpy(g, in, out, D);
   }
@@ -212,6 +214,10 @@ __attribute__((always_inline)) inline void train_sentences_body(const TrainArgs&
         prefetch_row(a.syn0 + static_cast<int64_t>(sen[lo == i ? lo + 1 : lo]) * D, D);
       } else {
         draw_negatives(a, gid[i] * static_cast<uint64_t>(K), K, buf);
+        // The context rows: most are cached from the previous center, the ones that enter
+        // the (randomly shrunk) window are not.
+        for (int j = lo; j < hi; ++j)
+          if (j != i) prefetch_row(a.syn0 + static_cast<int64_t>(sen[j]) * D, D);
       }
       prefetch_row(a.syn1 + static_cast<int64_t>(sen[i]) * D, D);
       for (int k = 0; k < K; ++k) prefetch_row(a.syn1 + static_cast<int64_t>(buf[k]) * D, D);

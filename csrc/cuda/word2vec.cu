@@ -88,7 +88,7 @@ __device__ __forceinline__ float update(const Params& p, const float* h, int32_t
   float part = 0.f;
   for (int64_t d = lane; d < p.D; d += 32) part += h[d] * out[d];
   const float f = warp_sum(part);
-  const float g = (label - w2v::sigmoid(f)) * alpha;
+  const float g = w2v::prediction_error(label, f) * alpha;
   for (int64_t d = lane; d < p.D; d += 32) {
     const float o = out[d];
     work[d] += g * o;

@@ -2,6 +2,8 @@
 
     python -m fastsoftmax.cli.lm       (console script fastsoftmax-lm)
     python -m fastsoftmax.cli.seq2seq  (console script fastsoftmax-seq2seq)
+    python -m fastsoftmax.cli.word2vec (console script fastsoftmax-word2vec; word2vec.c's
+                                        single-dash flags, -force to overwrite)
 
 Every command prints its defaults in --help, answers bad input with one "error: ..." line
 on stderr and exit status 2 (never a traceback), and never overwrites a file it did not

@@ -1,7 +1,9 @@
 """Models built on fastsoftmax losses."""
 
+from .keyedvectors import KeyedVectors
 from .lm import RNNLanguageModel
+from .ppmi import PPMIVectors
 from .seq2seq import Seq2Seq
-from .word2vec import KeyedVectors, Word2Vec
+from .word2vec import Word2Vec
 
-__all__ = ["KeyedVectors", "RNNLanguageModel", "Seq2Seq", "Word2Vec"]
+__all__ = ["KeyedVectors", "PPMIVectors", "RNNLanguageModel", "Seq2Seq", "Word2Vec"]

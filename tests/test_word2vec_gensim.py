@@ -1,0 +1,167 @@
+"""word2vec against gensim 4.4.0 beyond the vectors: online vocabulary update, every keyword
+of gensim's Word2Vec, build_vocab and train accepted or refused by name, the vocabulary
+keywords, training loss, progress logs, predict_output_word and estimate_memory."""
+
+import numpy as np
+import pytest
+
+from fastsoftmax.models import Word2Vec
+
+from w2v_helpers import GENSIM_MISSING, HAVE_GENSIM, planted_corpus
+
+requires_gensim = pytest.mark.skipif(not HAVE_GENSIM, reason=GENSIM_MISSING)
+
+
+# ---------------------------------------------------------------------------------------
+# online vocabulary update, gensim's keywords, loss, prediction, memory, logging
+# ---------------------------------------------------------------------------------------
+
+
+def _with_new_words():
+    """A second corpus: planted sentences plus two new words, n1 and n2, that only occur
+    among group 0's context words (so they should land near each other and group 0)."""
+    rng = np.random.default_rng(1)
+    extra = [[f"c0_{i}" for i in rng.integers(0, 6, 3)] + [f"n{rng.integers(1, 3)}"]
+             + [f"c0_{i}" for i in rng.integers(0, 6, 3)] for _ in range(200)]
+    return planted_corpus(seed=5, sentences=200) + extra
+
+
+def test_online_update_keeps_trained_vectors_and_grows_tables():
+    first = planted_corpus(sentences=600)
+    m = Word2Vec(first, vector_size=12, min_count=2, workers=1, epochs=3, seed=3, sample=0)
+    keys, vectors, syn1 = list(m.wv.index_to_key), m.wv.vectors.copy(), m.syn1neg.copy()
+    counts = m.wv.counts.copy()
+    second = _with_new_words()
+    m.build_vocab(second, update=True)
+    V = len(keys)
+    assert m.wv.index_to_key[:V] == keys and sorted(m.wv.index_to_key[V:]) == ["n1", "n2"]
+    assert np.array_equal(m.wv.vectors[:V], vectors) and np.array_equal(m.syn1neg[:V], syn1)
+    assert m.syn1neg.shape == (V + 2, 12) and not m.syn1neg[V:].any()
+    assert np.abs(m.wv.vectors[V:]).max() <= 1.0 / 12 and m.wv.vectors[V:].any()
+    assert m._ns_prob.numel() == V + 2 and m.keep_probabilities().shape == (V + 2,)
+    added = {w: sum(s.count(w) for s in second) for w in keys}
+    assert m.wv.counts[:V].tolist() == [counts[i] + added[w] for i, w in enumerate(keys)]
+    before = m.wv.vectors.copy()
+    m.train(second, total_examples=m.corpus_count, epochs=3)
+    assert not np.array_equal(m.wv.vectors[V:], before[V:])  # the new words are trained
+    nearest = [w for w, _ in m.wv.most_similar("n1", topn=30) if w[0] in "mn"][:3]
+    assert nearest[0] == "n2" and all(w.startswith("m0_") for w in nearest[1:])
+    with pytest.raises(RuntimeError, match="already has a vocabulary"):
+        Word2Vec(vector_size=4).build_vocab(first, update=True)
+
+
+@requires_gensim
+def test_online_update_vocabulary_matches_gensim():
+    from gensim.models import Word2Vec as GWord2Vec
+
+    ours, theirs = Word2Vec(vector_size=8, min_count=2), GWord2Vec(vector_size=8, min_count=2)
+    for m in (ours, theirs):
+        m.build_vocab(planted_corpus(sentences=300))
+        m.build_vocab(_with_new_words(), update=True)
+    assert ours.wv.index_to_key == theirs.wv.index_to_key
+    assert ours.wv.counts.tolist() == theirs.wv.expandos["count"].tolist()
+    sample_int = theirs.wv.expandos["sample_int"].astype(np.float64) / (2**32 - 1)
+    np.testing.assert_allclose(ours.keep_probabilities(), sample_int, rtol=1e-6)
+    # the first len(vocab) initial vectors are gensim's too (same generator and seed)
+    fresh = Word2Vec(vector_size=8, min_count=2)
+    fresh.build_vocab(planted_corpus(sentences=300))
+    g = GWord2Vec(vector_size=8, min_count=2)
+    g.build_vocab(planted_corpus(sentences=300))
+    np.testing.assert_array_equal(fresh.wv.vectors, g.wv.vectors)
+
+
+@requires_gensim
+def test_every_gensim_keyword_is_accepted_or_refused_by_name():
+    import inspect
+
+    from gensim.models import Word2Vec as GWord2Vec
+
+    for name in ("__init__", "build_vocab", "train", "build_vocab_from_freq"):
+        theirs = inspect.signature(getattr(GWord2Vec, name)).parameters
+        ours = inspect.signature(getattr(Word2Vec, name)).parameters
+        missing = [p for p, v in theirs.items() if p not in ours and v.kind != v.VAR_KEYWORD]
+        assert not missing, f"{name}: gensim keywords missing here: {missing}"
+        assert not any(v.kind == v.VAR_KEYWORD for v in ours.values()), name
+    corpus = [["a", "b", "a"]] * 3
+    with pytest.raises(TypeError, match="hs=1"):
+        Word2Vec(hs=1)
+    with pytest.raises(TypeError, match="hashfxn"):
+        Word2Vec(hashfxn=lambda s: 0)
+    with pytest.raises(TypeError, match="bogus"):
+        Word2Vec(bogus=1)
+    m = Word2Vec(vector_size=4, min_count=1)
+    with pytest.raises(TypeError, match="dry_run"):
+        m.build_vocab(corpus, dry_run=True)
+    with pytest.raises(TypeError, match="update_vocab"):
+        m.build_vocab(corpus, update_vocab=True)
+    m.build_vocab(corpus)
+    with pytest.raises(TypeError, match="word_count"):
+        m.train(corpus, epochs=1, word_count=5)
+    with pytest.raises(TypeError, match="trim_rule"):
+        Word2Vec(trim_rule=lambda w, c, mc: 0)
+
+
+@requires_gensim
+def test_vocabulary_keywords_match_gensim():
+    from gensim.models import Word2Vec as GWord2Vec
+
+    corpus = planted_corpus(sentences=200) + [["rare", "rare"], ["x"]]
+    rule = lambda w, c, mc: 1 if w.startswith("c0") else (2 if w == "x" else 0)  # noqa: E731
+    settings = [dict(min_count=3, trim_rule=rule), dict(max_final_vocab=10),
+                dict(sorted_vocab=0, min_count=1), dict(null_word=1, min_count=2),
+                dict(sample=50)]
+    for kw in settings:
+        trim = kw.pop("trim_rule", None)
+        ours, theirs = Word2Vec(vector_size=4, **kw), GWord2Vec(vector_size=4, **kw)
+        ours.build_vocab(corpus, trim_rule=trim)
+        theirs.build_vocab(corpus, trim_rule=trim)
+        assert ours.wv.index_to_key == theirs.wv.index_to_key, kw
+        sample_int = theirs.wv.expandos["sample_int"].astype(np.float64) / (2**32 - 1)
+        np.testing.assert_allclose(ours.keep_probabilities(), sample_int, rtol=1e-6)
+        assert ours.estimate_memory() == theirs.estimate_memory()
+    freq = {"a": 5, "b": 3, "c": 1}
+    ours, theirs = Word2Vec(vector_size=4, min_count=2), GWord2Vec(vector_size=4, min_count=2)
+    ours.build_vocab_from_freq(freq)
+    theirs.build_vocab_from_freq(freq)
+    assert ours.wv.index_to_key == theirs.wv.index_to_key
+
+
+def test_compute_loss_and_progress_logs(caplog):
+    import logging
+
+    corpus = planted_corpus(sentences=300)
+    m = Word2Vec(corpus, vector_size=8, min_count=1, workers=1, epochs=1)
+    assert m.get_latest_training_loss() == 0.0
+    losses = []
+    for _ in range(3):
+        with caplog.at_level(logging.INFO, logger="fastsoftmax.models.word2vec"):
+            m.train(corpus, total_examples=m.corpus_count, epochs=1, compute_loss=True,
+                    start_alpha=0.025, end_alpha=0.025)
+        losses.append(m.get_latest_training_loss())
+    assert losses[0] > losses[1] > losses[2] > 0  # it learns, and the loss is reset per call
+    text = caplog.text
+    assert "EPOCH 0: training on 2400 raw words (" in text and "effective words/s" in text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="fastsoftmax.models.word2vec"):
+        Word2Vec(vector_size=4, min_count=1).build_vocab(corpus)
+    assert "collected 60 word types from a corpus of 2400 raw words and 300 sentences" in (
+        caplog.text)
+
+
+@requires_gensim
+def test_predict_output_word_matches_gensim():
+    from gensim.models import Word2Vec as GWord2Vec
+
+    corpus = planted_corpus(sentences=300)
+    for cbow_mean in (1, 0):
+        ours = Word2Vec(corpus, vector_size=8, min_count=1, workers=1, epochs=2,
+                        cbow_mean=cbow_mean)
+        theirs = GWord2Vec(vector_size=8, min_count=1, cbow_mean=cbow_mean)
+        theirs.build_vocab(corpus)
+        theirs.wv.vectors[:] = ours.wv.vectors
+        theirs.syn1neg[:] = ours.syn1neg
+        context = ["c0_1", "m0_2", "unknown"]
+        a, b = ours.predict_output_word(context, topn=5), theirs.predict_output_word(context, 5)
+        assert [w for w, _ in a] == [w for w, _ in b]
+        np.testing.assert_allclose([p for _, p in a], [p for _, p in b], rtol=1e-4)
+    assert ours.predict_output_word(["nope"]) is None
