@@ -53,7 +53,7 @@ void define_ops(torch::Library& m) {
   // trained before each sentence (all epochs), which sets its learning rate on the linear
   // schedule alpha -> min_alpha over total_words; keep_prob: float32 [V] subsampling keep
   // probabilities; (ns_prob, ns_alias): the alias table of the negative distribution;
-  // first_token: global counter of tokens[0] (see csrc/common/word2vec.h); num_workers:
+  // first_token: global counter of tokens[0] (see csrc/common/word2vec_math.h); num_workers:
   // concurrent sentence walkers (CPU threads, CUDA warps); one worker walks the sentences in
   // order on either device (deterministic), more alert under torch's deterministic mode.
   // Returns float64 [3] = (summed loss, positive predictions, tokens kept after subsampling).

@@ -66,7 +66,8 @@ __all__ = [
 ]
 
 # Hierarchical softmax.
-from .hierarchical import HierarchicalSoftmaxLoss, hierarchical_softmax_loss  # noqa: E402
+from .hierarchical import hierarchical_softmax_loss  # noqa: E402
+from .nn import HierarchicalSoftmaxLoss  # noqa: E402
 from .tree import ClassTree  # noqa: E402
 
 __all__ += ["ClassTree", "HierarchicalSoftmaxLoss", "hierarchical_softmax_loss"]

@@ -132,7 +132,9 @@ class HierarchicalSoftmaxLoss(nn.Module):
     def __init__(self, in_features: int, num_classes: int, counts=None, *,
                  tree: Optional[ClassTree] = None, reduction: str = "mean",
                  ignore_index: int = -100, sparse: bool = False, device=None, dtype=None):
-        super().__init__()
+        # nn.Module's constructor only: fastsoftmax.nn registers a subclass that is also an
+        # OutputLayer (the head family), whose own constructor would build a [V, D] weight.
+        nn.Module.__init__(self)
         for arg, value in (("in_features", in_features), ("num_classes", num_classes)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{arg} must be a positive int, got {value!r}")

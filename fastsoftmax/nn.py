@@ -304,6 +304,7 @@ def make_head(name: str, in_features: int, num_classes: int, *,
 __all__ = [
     "HEADS",
     "FullSoftmaxLoss",
+    "HierarchicalSoftmaxLoss",
     "NCELoss",
     "NegativeSamplingLoss",
     "OutputLayer",
@@ -312,7 +313,20 @@ __all__ = [
     "register_head",
 ]
 
-# The hierarchical softmax lives in its own module; exported from here as well.
-from .hierarchical import HierarchicalSoftmaxLoss  # noqa: E402
+# The hierarchical softmax lives in its own module (its weight is [V - 1, D], one row per inner
+# node of the tree); here it joins the family as the 'hs' head. It is exactly normalised, so
+# training and eval compute the same loss.
+from . import hierarchical as _hierarchical  # noqa: E402
+
+
+class HierarchicalSoftmaxLoss(_hierarchical.HierarchicalSoftmaxLoss, OutputLayer):
+    __doc__ = _hierarchical.HierarchicalSoftmaxLoss.__doc__
+    num_samples_arg = None
+
+    def training_loss(self, input: Tensor, target: Tensor) -> Tensor:
+        return self.full_loss(input, target)
+
+
+register_head("hs", HierarchicalSoftmaxLoss)
 
 __all__ += ["HierarchicalSoftmaxLoss"]

@@ -457,3 +457,28 @@ def test_cuda_path_beyond_max_depth_is_nan(cuda_backend):
     deep = (tree.lengths[t] > 1).cpu()
     assert bool(deep.any()) and bool(torch.isnan(loss.cpu()[deep]).all())
     assert not bool(torch.isnan(loss.cpu()[~deep]).any())
+
+
+def test_hs_is_a_registered_head_and_an_lm_output():
+    from fastsoftmax.models.lm import RNNLanguageModel
+    from fastsoftmax.nn import HEADS, OutputLayer, make_head
+
+    counts = torch.tensor([50.0, 20, 9, 9, 4, 2, 1, 1])
+    head = make_head("hs", 6, 8, counts=counts, sparse=True)
+    assert HEADS["hs"] is type(head) and isinstance(head, OutputLayer)
+    assert head.weight.shape == (7, 6)
+    torch.manual_seed(0)
+    lm = RNNLanguageModel(8, 6, 6, 1, output="hs", counts=counts)
+    x = torch.randint(0, 8, (3, 5))
+    loss, _ = lm(x, x.roll(-1, 1))
+    loss.backward()
+    assert torch.isfinite(loss) and lm.head.weight.grad is not None
+    lm.eval()
+    log_p, _ = lm.log_prob(x)
+    torch.testing.assert_close(log_p.exp().sum(-1), torch.ones(3, 5))
+    exact = -log_p.gather(-1, x.roll(-1, 1).unsqueeze(-1)).mean()
+    torch.testing.assert_close(lm(x, x.roll(-1, 1))[0], exact)
+    with pytest.raises(ValueError, match="tie_weights cannot be used with output 'hs'"):
+        RNNLanguageModel(8, 6, 6, 1, output="hs", counts=counts, tie_weights=True)
+    with pytest.raises(ValueError, match="needs the training counts"):
+        RNNLanguageModel(8, 6, 6, 1, output="hs")

@@ -389,7 +389,7 @@ def test_head_registry_builds_every_model_head():
         assert (head.bias is None) == (name == "neg")
     assert fs.make_head("neg", D, V, num_samples=6, **common).num_negatives == 6
     with pytest.raises(ValueError, match="output must be one of"):
-        fs.make_head("hs", D, V)
+        fs.make_head("no-such-head", D, V)
     with pytest.raises(ValueError, match="needs a sample count"):
         fs.make_head("nce", D, V)
     with pytest.raises(ValueError, match="smaller than the number of classes"):

@@ -65,7 +65,7 @@ enum Stream : uint32_t {
   kStreamSample = 0,
   kStreamUnique = 1,
   // word2vec: one draw per corpus token (subsampling coin + window shrink), and the
-  // negatives of each prediction (see csrc/common/word2vec.h for the counter layout).
+  // negatives of each prediction (see csrc/common/word2vec_math.h for the counter layout).
   kStreamW2vToken = 2,
   kStreamW2vNegative = 3,
 };

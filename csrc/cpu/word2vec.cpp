@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "../common/philox.h"
-#include "../common/word2vec.h"
+#include "../common/word2vec_host.h"
 
 namespace fastsoftmax {
 namespace {
@@ -158,7 +158,7 @@ inline void predict(const TrainArgs& a, const float* in, int32_t target, const i
     float* out = a.syn1 + static_cast<int64_t>(t) * D;
     const float f = dot(in, out, D);
     st.loss += fast_neg_log_sigmoid(k == 0 ? f : -f);
-    if (w2v::outside_logistic_range(f)) continue;  // gensim's rule, see word2vec.h
+    if (w2v::outside_logistic_range(f)) continue;  // gensim's rule, see word2vec_math.h
     const float g = (label - fast_sigmoid(f)) * alpha;
     axpy(g, out, work, D);
     axpy(g, in, out, D);

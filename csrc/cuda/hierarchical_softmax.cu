@@ -123,7 +123,10 @@ std::tuple<at::Tensor, at::Tensor> scatter_paths_sorted(const HsParams<scalar_t,
   const int64_t num_inner = p.V - 1;
   PairGroups<scalar_t, acc_t> pairs;
   pairs.num = 1;
-  pairs.g[0] = {p.N, p.L, p.nodes, p.L, p.coef, p.L, p.grad_loss, p.input, p.D};
+  pairs.g[0] = PairGroup<scalar_t, acc_t>::of(p.N, p.L, p.nodes, p.L)
+                   .weighted_by(p.coef, p.L)
+                   .scaled_by(p.grad_loss)
+                   .rows_of(p.input, p.D);
   at::Tensor grad, ids;
   std::tie(grad, ids) = scatter_pairs_sorted_cuda<scalar_t>(pairs, nodes.reshape(-1),
                                                             num_inner + 1, p.D, sparse, options);

@@ -1,6 +1,6 @@
 // CUDA word2vec training: the same Hogwild SGD as csrc/cpu/word2vec.cpp. Two kernels:
 //  1. keep_kernel: every token's subsampling coin and window shrink (the Philox draws of the
-//     CPU, csrc/common/word2vec.h); the survivors are compacted, in order, into one stream of
+//     CPU, csrc/common/word2vec_math.h); the survivors are compacted, in order, into one stream of
 //     kept tokens with each sentence's end in it (device scans, no host synchronisation);
 //  2. train_kernel: warps take segments of kSegment consecutive centres of that stream, so a
 //     corpus of one long line fills the GPU as well as one of many short sentences. A centre's
@@ -15,7 +15,7 @@
 #include <torch/library.h>
 
 #include "../common/philox.h"
-#include "../common/word2vec.h"
+#include "../common/word2vec_host.h"
 #include "cuda_utils.cuh"
 
 namespace fastsoftmax {

@@ -63,6 +63,11 @@ class RNNLanguageModel(nn.Module):
             raise ValueError(f"rnn_type must be 'lstm' or 'gru', got {rnn_type!r}")
         if sampler not in ("unigram", "log_uniform"):
             raise ValueError(f"sampler must be 'unigram' or 'log_uniform', got {sampler!r}")
+        if tie_weights and output == "hs":
+            raise ValueError("tie_weights cannot be used with output 'hs': its weight holds the "
+                             "tree's inner nodes, not one vector per word")
+        if output == "hs" and counts is None:
+            raise ValueError("output 'hs' needs the training counts (counts=...) for its tree")
         if tie_weights and embed_dim != hidden_size and not projection:
             raise ValueError(
                 f"tie_weights needs embed_dim == hidden_size (got embed_dim={embed_dim}, "
@@ -90,7 +95,8 @@ class RNNLanguageModel(nn.Module):
         # draw from one distribution.
         self.head = make_head(
             output, out_features, vocab_size, num_samples=num_sampled, sampler=sampler,
-            counts=counts if sampler == "unigram" else None, power=power, bias=True,
+            counts=counts if (sampler == "unigram" or output == "hs") else None, power=power,
+            bias=True,
             sparse=sparse, weight=self.embedding.weight if tie_weights else None,
         )
         self.reset_parameters(init_range)
