@@ -37,6 +37,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import bound_model  # noqa: E402
 from common import write_results  # noqa: E402
 
 from fastsoftmax.models import lm  # noqa: E402
@@ -273,7 +274,17 @@ def main():
     s.add_argument("--seed", type=int, default=1234)
     s.add_argument("--device", default=None)
     s.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    bound_model.add_flag(s)
     args = p.parse_args()
+    if getattr(args, "bound_model", False):
+        # The output layer of one training step (the LSTM below it is not modelled); V of
+        # WikiText-2 and the synthetic 800k vocabulary.
+        n = args.batch_size * args.bptt
+        bound_model.print_model(
+            [f(v) for v in (33_278, 800_000) for f in (
+                lambda v: bound_model.sampled_softmax(n, args.num_sampled, args.size, v),
+                lambda v: bound_model.full_softmax(n, args.size, v))])
+        return
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))

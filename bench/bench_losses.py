@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import fastsoftmax as fs  # noqa: E402
 from common import device_name, sync, time_it, write_results  # noqa: E402
+import bound_model  # noqa: E402
 from peers import check_lce, hs_ours, hs_plain, lce_loss, lce_variants, make_hs  # noqa: E402
 from fastsoftmax import functional as FF  # noqa: E402
 
@@ -166,18 +167,6 @@ def lce_providers(h, w, b, t, device, args):
             for name, options in lce_variants(h.shape[0], w.shape[0], device, args.lce_rows)]
 
 
-def copy_bandwidth_gbs(device):
-    x = torch.empty(2**28, dtype=torch.uint8, device=device)
-    y = torch.empty_like(x)
-    for _ in range(3):
-        y.copy_(x)
-    sync(device)
-    t0 = time.perf_counter()
-    for _ in range(10):
-        y.copy_(x)
-    sync(device)
-    return 2 * x.numel() * 10 / (time.perf_counter() - t0) / 1e9  # read + write
-
 
 def check_close(ours, plain, params, dtype, what):
     tol = dict(rtol=2e-3, atol=1e-3) if dtype == torch.float32 else dict(rtol=5e-2, atol=5e-2)
@@ -228,14 +217,8 @@ def bench_word2vec(device, dtype, shape, args, rows):
     providers, params = make_word2vec(device, dtype, shape)
     h, w, t, neg = providers["ours"][1]
     check_close((ns_ours, (h, w, t, neg)), (ns_plain, (h, w, t, neg)), params, dtype, "word2vec")
-    es = torch.finfo(dtype).bits // 8
-    # Bytes the fused kernels must move: forward reads h and the 1 + K rows of W per row;
-    # backward reads them again and the coefficients, writes grad_h, and read-modify-writes
-    # the touched rows of an fp32 grad_W (one per pair at worst), plus zeroing grad_W.
-    j = 1 + k
-    moved = (2 * n * d * es + 2 * n * j * d * es + n * d * es + 2 * n * j * d * 4 + v * d * 4
-             + 3 * n * j * 8)
-    bound_ms = moved / (args.bandwidth * 1e9) * 1e3 if args.bandwidth else float("nan")
+    bound = bound_model.negative_sampling(n, k, d, v, e=torch.finfo(dtype).bits // 8)
+    bound_ms = bound.seconds(args.bandwidth) * 1e3 if args.bandwidth else float("nan")
     results = {}
     providers = [("ours", ns_ours, (h, w, t, neg)), ("plain", ns_plain, (h, w, t, neg))]
     if args.lce:  # the full softmax of the same weight on the first true class
@@ -310,11 +293,19 @@ def main():
                         help="batch_chunk_size of the explicitly chunked linear_cross_entropy")
     parser.add_argument("--out", default=None)
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, no result file")
+    bound_model.add_flag(parser)
     args = parser.parse_args()
     device = torch.device(args.device)
     shapes = SHAPES["smoke" if args.smoke else ("cuda" if device.type == "cuda" else "cpu")]
     print(f"device: {device_name(device)}")
-    args.bandwidth = copy_bandwidth_gbs(device) if device.type == "cuda" else None
+    if args.bound_model:
+        cuda = SHAPES["cuda"]
+        bound_model.print_model(
+            [bound_model.negative_sampling(n, k, d, v) for n, d, v, k in cuda["word2vec"]]
+            + [bound_model.sampled_softmax(n, s_, d, v) for n, d, v, s_ in cuda["lm"]]
+            + [bound_model.full_softmax(n, d, v) for n, d, v, _ in cuda["lm"]])
+        return
+    args.bandwidth = bound_model.copy_bandwidth(device) if device.type == "cuda" else None
     rows = []
     for dtype in shapes["dtypes"]:
         if args.lce:
@@ -337,7 +328,7 @@ def main():
                                       metric=metric, value=round(r[metric], 3)))
     if args.bandwidth:
         long_rows.append(dict(case="copy", provider="torch", shape="256 MiB",
-                              metric="copy_bandwidth_gbs", value=round(args.bandwidth, 1)))
+                              metric="copy_bandwidth_gbs", value=round(args.bandwidth / 1e9, 1)))
     out = os.devnull if args.smoke else args.out
     out = write_results("losses", device, long_rows, out)
     for r in rows:

@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import fastsoftmax as fs  # noqa: E402
+import bound_model  # noqa: E402
 from common import device_name, sync, time_it, write_results  # noqa: E402
 
 
@@ -76,7 +77,13 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--budget", type=float, default=20.0, help="seconds per timing at most")
     ap.add_argument("--out", default=None, help="CSV to append to (default: bench/results/)")
+    bound_model.add_flag(ap)
     args = ap.parse_args()
+    if args.bound_model:
+        vocab = [int(float(v)) for v in args.vocab.split(",")]
+        bound_model.print_model([bound_model.sample_draws(v, args.draws) for v in vocab]
+                                + [bound_model.alias_build(v) for v in vocab])
+        return
     device = torch.device(args.device)
     name = device_name(device)
     rows = []

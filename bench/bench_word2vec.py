@@ -32,11 +32,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
+import bound_model  # noqa: E402
 from common import append_rows, command_line  # noqa: E402
 
 from fastsoftmax.models import KeyedVectors, PPMIVectors, Word2Vec  # noqa: E402
 
-DATA = os.environ.get("FASTSOFTMAX_DATA", os.path.join(ROOT, "..", "..", "shared", "data"))
+DATA = os.environ.get("FASTSOFTMAX_DATA", os.path.join(ROOT, "..", "shared", "data"))
 CORPORA = {
     "wikitext2": os.path.join(DATA, "wikitext-2", "wiki.train.tokens"),
     "ptb": os.path.join(DATA, "ptb", "ptb.train.txt"),
@@ -102,7 +103,11 @@ def main():
     ap.add_argument("--no-gensim", action="store_true")
     ap.add_argument("--ppmi", action="store_true", help="add the PPMI + SVD row")
     ap.add_argument("--analogies", metavar="FILE", help="questions-words.txt to score")
+    bound_model.add_flag(ap)
     args = ap.parse_args()
+    if args.bound_model:  # per 10^7 training words, d=100, window 5, negative 5
+        bound_model.print_model([bound_model.word2vec(1e7, 100, sg=sg) for sg in (True, False)])
+        return
     import torch
 
     device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else cpu_name()

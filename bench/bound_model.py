@@ -96,6 +96,38 @@ def readme_rows() -> List[Bound]:
     ]
 
 
+def copy_bandwidth(device) -> float:
+    """Bytes/s of a 256 MiB device-to-device copy (read + write), median of 10."""
+    import torch
+
+    x = torch.empty(2**28, dtype=torch.uint8, device=device)
+    y = torch.empty_like(x)
+    for _ in range(3):
+        y.copy_(x)
+    times = []
+    for _ in range(10):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        y.copy_(x)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return 2 * x.numel() / sorted(times)[len(times) // 2]
+
+
+def add_flag(parser) -> None:
+    parser.add_argument("--bound-model", action="store_true",
+                        help="print the bytes each GPU row must move and the time that takes "
+                             "at 3.0 TB/s, then exit (no GPU needed)")
+
+
+def print_model(bounds: List[Bound], bandwidth: float = DEFAULT_BANDWIDTH,
+                flops: float = DEFAULT_FLOPS) -> None:
+    print(f"bound model at {bandwidth / 1e12:.2f} TB/s and {flops / 1e12:.0f} TFLOP/s")
+    for bound in bounds:
+        print(" ", describe(bound, bandwidth, flops))
+
+
 def describe(bound: Bound, bandwidth: float, flops: float,
              measured: Optional[float] = None) -> str:
     line = (f"{bound.case}: {bound.bytes / 1e9:.3f} GB"
@@ -112,10 +144,13 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--bandwidth", type=float, default=DEFAULT_BANDWIDTH, help="bytes/s")
     p.add_argument("--flops", type=float, default=DEFAULT_FLOPS, help="matmul FLOP/s")
+    p.add_argument("--measure", action="store_true",
+                   help="measure the bandwidth of this machine's GPU and use it")
     args = p.parse_args(argv)
-    print(f"bound model at {args.bandwidth / 1e12:.2f} TB/s and {args.flops / 1e12:.0f} TFLOP/s")
-    for bound in readme_rows():
-        print(" ", describe(bound, args.bandwidth, args.flops))
+    if args.measure:
+        args.bandwidth = copy_bandwidth("cuda")
+        print(f"measured device-to-device copy: {args.bandwidth / 1e12:.3f} TB/s")
+    print_model(readme_rows(), args.bandwidth, args.flops)
     w2v = word2vec(1, 100)
     print(f"  word2vec at the bound: {args.bandwidth / w2v.bytes:.3g} words/s (no L2 reuse)")
     return 0
