@@ -333,6 +333,8 @@ def main():
     out = write_results("losses", device, long_rows, out)
     for r in rows:
         extra = " ".join(f"{k[11:]}={r[k]:.2f}x" for k in RATIOS if k in r)
+        if "bound_ms" in r:
+            extra += f" bound {r['bound_ms']:.2f} ms ({r['median_ms'] / r['bound_ms']:.2f}x)"
         print(f"{r['case']:20s} {r['provider']:16s} {r['dtype']:9s} {r['shape']:32s} "
               f"median {r['median_ms']:9.2f} ms [{r['min_ms']:.2f}, {r['max_ms']:.2f}] "
               f"peak +{r['peak_extra_mb']:.0f} MiB {extra}")
