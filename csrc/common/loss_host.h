@@ -182,6 +182,37 @@ inline std::tuple<at::Tensor, at::Tensor> logit_offsets(
   return {col.contiguous(), row.contiguous()};
 }
 
+// The device-independent part of sampled_logits_forward: checks, contiguous operands, the
+// per-column and per-true-class offsets (bias - log Q - log_z), the [N, S] logits H Ws^T and
+// the outputs the device epilogue fills.
+struct SampledForward {
+  at::Tensor input, weight, target, sampled, col, row_true, logits, loss, grad_true;
+  int64_t N, D, T, S;
+};
+
+inline SampledForward sampled_forward_prologue(
+    const at::Tensor& input_, const at::Tensor& weight_, const c10::optional<at::Tensor>& bias,
+    const at::Tensor& target_, const at::Tensor& sampled_, const at::Tensor& true_expected,
+    const at::Tensor& sampled_expected, const at::Tensor& log_z, int64_t mode,
+    int64_t ignore_index) {
+  check_sampled_logits(input_, weight_, bias, target_, sampled_, true_expected, sampled_expected,
+                       log_z, mode, ignore_index);
+  SampledForward f;
+  f.input = input_.contiguous();
+  f.weight = weight_.contiguous();
+  f.target = target_.contiguous();
+  f.sampled = sampled_.contiguous();
+  f.N = f.input.size(0), f.D = f.input.size(1), f.T = f.target.size(1), f.S = f.sampled.size(0);
+  const auto acc_type = at::toOpMathType(f.input.scalar_type());
+  std::tie(f.col, f.row_true) = logit_offsets(bias, safe_target(f.target, ignore_index),
+                                              f.sampled, true_expected, sampled_expected, log_z,
+                                              acc_type);
+  f.logits = at::mm(f.input, f.weight.index_select(0, f.sampled).t()).contiguous();  // [N, S]
+  f.loss = at::empty({f.N}, f.input.options().dtype(acc_type));
+  f.grad_true = at::empty({f.N, f.T}, f.input.options().dtype(acc_type));
+  return f;
+}
+
 // The device-independent part of sampled_logits_backward: checks, contiguous operands and
 // the two gradient matmuls, grad_input = G Ws [N, D] (the true-class terms are added by the
 // device kernel) and grad_Ws = G^T (g * H) [S, D] (scattered into grad_W by the device).

@@ -122,8 +122,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cpu(
         });
         PairGroups<scalar_t, acc_t> pairs;
         pairs.num = 2;
-        pairs.g[0] = {N, T, tg, T, c, J, g, h, D};
-        pairs.g[1] = {N, K, ng, neg_stride, c + T, J, g, h, D};
+        using Pairs = PairGroup<scalar_t, acc_t>;
+        pairs.g[0] = Pairs::of(N, T, tg, T).weighted_by(c, J).scaled_by(g).rows_of(h, D);
+        pairs.g[1] =
+            Pairs::of(N, K, ng, neg_stride).weighted_by(c + T, J).scaled_by(g).rows_of(h, D);
         std::tie(grad_weight, ids) = scatter_pairs_cpu<scalar_t>(pairs, V, D, sparse, weight.options());
       });
   return {grad_input, grad_weight, ids};

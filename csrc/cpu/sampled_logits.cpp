@@ -25,18 +25,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sampled_logits_forward_cpu(
     const at::Tensor& target_, const at::Tensor& sampled_, const at::Tensor& true_expected,
     const at::Tensor& sampled_expected, const at::Tensor& log_z, int64_t mode,
     bool remove_accidental_hits, int64_t ignore_index, bool /*sparse: read by the backward*/) {
-  check_sampled_logits(input_, weight_, bias_, target_, sampled_, true_expected,
-                       sampled_expected, log_z, mode, ignore_index);
-  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
-  const at::Tensor target = target_.contiguous(), sampled = sampled_.contiguous();
-  const int64_t N = input.size(0), D = input.size(1), T = target.size(1), S = sampled.size(0);
-  const auto acc_type = at::toOpMathType(input.scalar_type());
-  at::Tensor col, row_true;
-  std::tie(col, row_true) = logit_offsets(bias_, safe_target(target, ignore_index), sampled,
-                                          true_expected, sampled_expected, log_z, acc_type);
-  at::Tensor logits = at::mm(input, weight.index_select(0, sampled).t()).contiguous();  // [N, S]
-  at::Tensor loss = at::empty({N}, input.options().dtype(acc_type));
-  at::Tensor grad_true = at::empty({N, T}, input.options().dtype(acc_type));
+  SampledForward f = sampled_forward_prologue(input_, weight_, bias_, target_, sampled_,
+                                               true_expected, sampled_expected, log_z, mode,
+                                               ignore_index);
+  const at::Tensor &input = f.input, &weight = f.weight, &target = f.target, &sampled = f.sampled;
+  const at::Tensor &col = f.col, &row_true = f.row_true;
+  at::Tensor &logits = f.logits, &loss = f.loss, &grad_true = f.grad_true;
+  const int64_t N = f.N, D = f.D, T = f.T, S = f.S;
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, input.scalar_type(), "sampled_logits_forward_cpu", [&] {
         using acc_t = at::opmath_type<scalar_t>;
@@ -150,9 +145,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sampled_logits_backwa
         });
         PairGroups<scalar_t, acc_t> pairs;
         pairs.num = 2;
-        pairs.g[0] = {S, 1, sampled.data_ptr<int64_t>(), 1, nullptr, 0, nullptr,
-                      grad_Ws.data_ptr<scalar_t>(), D};
-        pairs.g[1] = {N, T, tg, T, gt, T, g, h, D};
+        using Pairs = PairGroup<scalar_t, acc_t>;
+        pairs.g[0] = Pairs::of(S, 1, sampled.data_ptr<int64_t>(), 1)
+                         .rows_of(grad_Ws.data_ptr<scalar_t>(), D);
+        pairs.g[1] = Pairs::of(N, T, tg, T).weighted_by(gt, T).scaled_by(g).rows_of(h, D);
         std::tie(grad_weight, ids) = scatter_pairs_cpu<scalar_t>(pairs, V, D, sparse, weight.options());
       });
   grad_bias = has_bias ? sampled_bias_grad(G, grad_true, grad_loss, sampled, target, V, input)
