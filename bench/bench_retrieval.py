@@ -1,6 +1,6 @@
 """Next-word retrieval on WikiText-2 with in-batch negatives: logQ correction or not.
 
-    python bench/bench_retrieval.py [--steps 1500] [--seeds 0] [--variants none,unigram,...]
+    python bench/bench_retrieval.py [--steps 1000] [--seeds 0] [--variants none,unigram,...]
 
 A two-tower model: the query tower reads the previous `--context` words (position-wise
 embeddings, concatenated, one hidden ReLU layer), the item tower is an embedding of the next
@@ -187,7 +187,7 @@ def main():
     p.add_argument("--data", default=os.path.join(DATA, "wikitext-2"))
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--seeds", default="0", help="comma-separated")
-    p.add_argument("--steps", type=int, default=1500)
+    p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--context", type=int, default=3)
     p.add_argument("--emb", type=int, default=32)

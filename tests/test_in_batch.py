@@ -72,6 +72,17 @@ def test_gradcheck_float64():
 
     assert torch.autograd.gradcheck(loss, leaves)
 
+    def learned_temperature(q, it, tau):  # a 0-d tensor temperature gets its gradient too
+        return fs.in_batch_softmax_loss(q, it, item_ids=data["item_ids"], log_q=data["log_q"],
+                                        temperature=tau, reduction="sum")
+
+    tau = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(learned_temperature, (leaves[0], leaves[1], tau))
+    torch.testing.assert_close(
+        learned_temperature(data["query"], data["item"], tau),
+        R.in_batch_softmax_loss(data["query"], data["item"], data["item_ids"], data["log_q"],
+                                tau, reduction="sum"))
+
 
 def test_duplicates_are_masked():
     """Row 0's positive id 3 also sits in columns 2 and 5 and in extra column 2: the loss of
