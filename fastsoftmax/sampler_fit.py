@@ -65,8 +65,9 @@ class LogUniformFitCheck:
 def check_log_uniform_fit(layer, target: Tensor) -> None:
     """Called by the sampled output layers in training: checks their targets once when their
     sampler is log-uniform (the state lives on the layer)."""
-    if not isinstance(getattr(layer, "sampler", None), LogUniformSampler):
-        return
+    if not isinstance(getattr(layer, "sampler", None), LogUniformSampler) \
+            or not isinstance(target, Tensor) or target.dtype != torch.int64:
+        return  # bad targets are reported by the loss itself
     check = layer.__dict__.get("_log_uniform_fit")
     if check is None:
         check = layer.__dict__["_log_uniform_fit"] = LogUniformFitCheck(layer.num_classes)

@@ -136,7 +136,7 @@ def test_estimator_matches_paper_loop(warm_start, num_buckets, device):
     g = torch.Generator().manual_seed(1)
     est = fs.FrequencyEstimator(num_buckets, alpha=0.1, warm_start=warm_start).to(device)
     ref = R.FrequencyEstimatorReference(num_buckets, 0.1, warm_start)
-    for step in range(40):
+    for _ in range(40):
         ids = torch.randint(0, 30, (int(torch.randint(0, 25, (1,), generator=g)),), generator=g)
         ids[: len(ids) // 3] = 2  # many duplicates of one id in a batch
         est.update(ids.to(device))
