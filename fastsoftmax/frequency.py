@@ -50,6 +50,7 @@ class FrequencyEstimator(nn.Module):
             the start, an unbiased draw of the gap) is not scaled down by a. With False, the
             paper's update exactly, from A = B = 0: a bucket hit n times keeps a weight
             (1 - alpha)^n on that start, so rarely seen items are overestimated for a long time.
+        device: where the arrays live (default CPU; `.to(device)` moves them later).
 
     `update(item_ids)` is one training step: the step counter t grows by one and every id in
     the batch is a hit at step t. An id present k times in one batch makes k hits that share the
