@@ -9,6 +9,7 @@ word; both outputs are L2-normalised and scored by dot product / temperature, as
 negatives are frequent words far more often than rare ones. Every variant trains from the same
 initial model on the same batches:
 
+  popularity no model: the k most frequent training words for every query (the bar to clear)
   none       in-batch softmax, no correction
   unigram    logQ from the true unigram of the training split: log(N * p(word))
   estimator  logQ from fastsoftmax.FrequencyEstimator (streaming, Yi et al.)
@@ -39,7 +40,7 @@ from common import RESULTS, append_rows, command_line, device_name  # noqa: E402
 import fastsoftmax as fs  # noqa: E402
 
 DATA = os.environ.get("FASTSOFTMAX_DATA", os.path.join(ROOT, "..", "shared", "data"))
-VARIANTS = ("none", "unigram", "estimator", "mixed")
+VARIANTS = ("popularity", "none", "unigram", "estimator", "mixed")
 
 
 def read_tokens(path):
@@ -104,11 +105,17 @@ def recall(query_tower, item_tower, queries, targets, vocab, ks=(10, 100), chunk
     hits = {k: 0 for k in ks}
     for start in range(0, len(targets), chunk):
         scores = query_tower(queries[start:start + chunk]) @ items.t()
-        top = scores.topk(max(ks), dim=1).indices
+        top = scores.topk(min(max(ks), vocab), dim=1).indices
         found = top == targets[start:start + chunk, None]
         for k in ks:
             hits[k] += int(found[:, :k].any(1).sum())
     return {k: hits[k] / len(targets) for k in ks}
+
+
+def popularity_recall(unigram, targets, ks=(10, 100)):
+    """Recall of always answering the k most frequent training words: the bar a model of the
+    context has to clear (ids are sorted by falling frequency)."""
+    return {k: float((targets < k).double().mean()) for k in ks}
 
 
 def train_variant(variant, seed, data, args):
@@ -229,8 +236,16 @@ def main():
     print(f"WikiText-2: {len(train_t):,} training pairs, vocabulary {len(unigram):,}, "
           f"{len(pick):,} validation queries", flush=True)
 
-    rows, results = [], {v: [] for v in variants}
+    rows, results = [], {v: [] for v in variants if v != "popularity"}
     machine = device_name(torch.device("cpu"))
+    if "popularity" in variants:
+        variants.remove("popularity")
+        base = popularity_recall(unigram, eval_t[pick])
+        print(f"popularity (the most frequent words, no model): recall@10 {base[10]:.4f} "
+              f"recall@100 {base[100]:.4f}", flush=True)
+        rows.append(dict(variant="popularity", recall_at_10=round(base[10], 5),
+                         recall_at_100=round(base[100], 5), device=machine,
+                         command=command_line()))
     for seed in seeds:
         for variant in variants:
             r = train_variant(variant, seed, data, args)
@@ -249,7 +264,9 @@ def main():
     for v in variants:
         med = lambda key: statistics.median(r[key] for r in results[v])  # noqa: E731
         print(f"| {v} | {med('recall@10'):.4f} | {med('recall@100'):.4f} | {med('train_s'):.0f} |")
-    print("rows appended to", append_rows(args.out, rows))
+    fields = ["variant", "seed", "steps", "batch_size", "num_extra", "temperature",
+              "recall_at_10", "recall_at_100", "train_s", "device", "command"]
+    print("rows appended to", append_rows(args.out, rows, fields))
 
 
 if __name__ == "__main__":

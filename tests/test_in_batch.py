@@ -315,3 +315,33 @@ def test_no_n_by_n_by_d_tensor():
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fs.in_batch_softmax_loss(q, it, item_ids=torch.arange(n) % 10, log_q=torch.zeros(n))
     assert max(sizes) <= n * n
+
+
+def test_retrieval_benchmark_runs_end_to_end(tmp_path):
+    """bench/bench_retrieval.py on a generated miniature corpus: every variant trains and
+    writes its row (the real figures come from WikiText-2, see the README)."""
+    import csv
+    import os
+    import subprocess
+    import sys
+
+    g = torch.Generator().manual_seed(0)
+    words = [f"w{int(i)}" for i in torch.multinomial(1.0 / torch.arange(1, 60.0), 3000, True,
+                                                    generator=g)]
+    for split, part in (("train", words[:2400]), ("valid", words[2400:])):
+        lines = [" ".join(part[i:i + 12]) for i in range(0, len(part), 12)]
+        (tmp_path / f"wiki.{split}.tokens").write_text("\n".join(lines) + "\n")
+    train_words = set(words[:2400])
+    (tmp_path / "wiki.valid.tokens").write_text(" ".join(w for w in words[2400:]
+                                                         if w in train_words) + "\n")
+    out = tmp_path / "rows.csv"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run(
+        [sys.executable, os.path.join(root, "bench", "bench_retrieval.py"), "--data",
+         str(tmp_path), "--steps", "3", "--batch-size", "16", "--num-extra", "8",
+         "--eval-queries", "100", "--threads", "1", "--out", str(out)],
+        capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert [r["variant"] for r in rows] == ["popularity", "none", "unigram", "estimator", "mixed"]
+    assert all(0.0 <= float(r["recall_at_100"]) <= 1.0 for r in rows)
