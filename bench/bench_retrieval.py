@@ -259,8 +259,9 @@ def main():
                              recall_at_100=round(r["recall@100"], 5),
                              train_s=round(r["train_s"], 1), device=machine,
                              command=command_line()))
-    print(f"\n| variant | recall@10 | recall@100 | train s |  (median of {len(seeds)} seed(s))")
-    print("| --- | --- | --- | --- |")
+    if variants:
+        print(f"\n| variant | recall@10 | recall@100 | train s | (median of {len(seeds)} seeds)")
+        print("| --- | --- | --- | --- |")
     for v in variants:
         med = lambda key: statistics.median(r[key] for r in results[v])  # noqa: E731
         print(f"| {v} | {med('recall@10'):.4f} | {med('recall@100'):.4f} | {med('train_s'):.0f} |")

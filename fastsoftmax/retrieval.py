@@ -160,8 +160,8 @@ def in_batch_softmax_loss(
     scale = not (isinstance(temperature, (int, float)) and temperature == 1)
     if query.dtype in (torch.float32, torch.float64) and bias is not None and not \
             torch.is_autocast_enabled(device.type):
-        # 1/temperature on the [N, D] queries and the bias added by the GEMM itself: 25% less
-        # time than dividing and subtracting on [N, N + M] (bench_retrieval.py --speed)
+        # 1/temperature on the [N, D] queries and the bias added by the GEMM itself: 20-25%
+        # less time than dividing and subtracting on [N, N + M] (measured on 2 loaded cores)
         q = query * (1.0 / temperature) if scale else query
         logits = torch.addmm(bias.expand(n, candidates.shape[0]), q, candidates.t())
     else:  # float16/bfloat16: the bias in float32, after the matmul
