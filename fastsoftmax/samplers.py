@@ -102,7 +102,8 @@ def _ordered_counts(counts: Mapping, name: str, vocab) -> list:
         order = list(vocab)
         if len(set(order)) != len(order):
             raise ValueError("vocab lists an entry twice")
-    missing = [k for k in counts if k not in set(order)]
+    known = set(order)
+    missing = [k for k in counts if k not in known]
     if missing:
         raise ValueError(f"{name} has {len(missing)} entries that are not in vocab "
                          f"(first: {missing[0]!r}); they would be lost")
