@@ -32,6 +32,9 @@ from .samplers import (
     UnigramSampler,
 )
 
+from .frequency import FrequencyEstimator
+from .retrieval import InBatchSoftmaxLoss, in_batch_softmax_loss
+
 __version__ = "0.1.0"
 
 
@@ -63,6 +66,9 @@ __all__ = [
     "nce_loss",
     "negative_sampling_loss",
     "sampled_softmax_loss",
+    "FrequencyEstimator",
+    "InBatchSoftmaxLoss",
+    "in_batch_softmax_loss",
 ]
 
 # Hierarchical softmax.

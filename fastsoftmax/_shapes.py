@@ -55,11 +55,20 @@ def target_2d(target: Tensor, lead: Tuple[int, ...], num_true: Optional[int]) ->
     if (target.dim() == len(lead) + 1 and tuple(target.shape[:-1]) == lead
             and (num_true is None or target.shape[-1] == num_true)):
         return target.reshape(-1, target.shape[-1])
-    want = f"{lead} or {lead + (num_true,)}" if num_true in (None, 1) else f"{lead + (num_true,)}"
+    if num_true is None:  # any T: name it, a shape like (8, None) means nothing
+        want = f"{lead} or {_shape_text(lead + ('num_true',))}"
+    elif num_true == 1:
+        want = f"{lead} or {lead + (1,)}"
+    else:
+        want = f"{lead + (num_true,)}"
     raise ValueError(
         f"target must have shape {want} for input of shape {lead} + (D,), "
         f"got {tuple(target.shape)}"
     )
+
+
+def _shape_text(shape: tuple) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def reduce_loss(loss: Tensor, target2d: Tensor, lead, reduction: str, ignore_index: int, dtype):

@@ -334,7 +334,9 @@ def full_softmax_loss(
     if torch.compiler.is_compiling():
         torch._assert_async(in_range, message)
     elif not bool(in_range):
-        raise ValueError(message)
+        bad = safe[(safe < 0) | (safe >= V)]  # the same detail as the sampled losses give
+        raise ValueError(f"{message}; found {int(bad.min())} (min offending) and "
+                         f"{int(bad.max())} (max offending)")
     if t2.shape[1] == 1 and _blocks(h.shape[0], V, chunk_bytes) == (max(h.shape[0], 1), V):
         # All logits fit in one block: F.cross_entropy computes the same log-sum-exp, fused
         # with its gradient (about 1.5x faster than logsumexp + gather on CPU).
@@ -363,3 +365,8 @@ __all__ = [
 from .hierarchical import hierarchical_softmax_loss  # noqa: E402
 
 __all__ += ["hierarchical_softmax_loss"]
+
+# In-batch / mixed negatives (two-tower retrieval) live in retrieval.py.
+from .retrieval import in_batch_softmax_loss  # noqa: E402
+
+__all__ += ["in_batch_softmax_loss"]

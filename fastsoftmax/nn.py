@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from . import functional
 from ._shapes import check_reduction
+from .sampler_fit import check_log_uniform_fit
 from .samplers import LogUniformSampler, Sampler, UniformSampler, UnigramSampler
 
 _SAMPLERS = ("unigram", "log_uniform", "uniform")
@@ -114,6 +115,7 @@ class OutputLayer(nn.Module):
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         if not self.training:
             return self.full_loss(input, target)
+        check_log_uniform_fit(self, target)  # warns once if ids are not sorted by frequency
         return self.training_loss(input, target)
 
     def extra_repr(self) -> str:
@@ -330,3 +332,8 @@ class HierarchicalSoftmaxLoss(_hierarchical.HierarchicalSoftmaxLoss, OutputLayer
 register_head("hs", HierarchicalSoftmaxLoss)
 
 __all__ += ["HierarchicalSoftmaxLoss"]
+
+# The two-tower retrieval loss lives in retrieval.py.
+from .retrieval import InBatchSoftmaxLoss  # noqa: E402
+
+__all__ += ["InBatchSoftmaxLoss"]

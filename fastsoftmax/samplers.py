@@ -6,6 +6,9 @@ TensorFlow's candidate samplers (tf.random.*_candidate_sampler).
 """
 
 import math
+import numbers
+import operator
+from collections.abc import Mapping
 from typing import NamedTuple, Optional, Union
 
 import torch
@@ -28,15 +31,87 @@ class SampledValues(NamedTuple):
     sampled_expected_count: Tensor
 
 
+def _as_int(value, name: str) -> int:
+    """value as a Python int: ints and numpy/torch integer scalars (anything with __index__),
+    never bools or floats."""
+    if isinstance(value, bool) or (isinstance(value, Tensor) and value.dtype == torch.bool):
+        raise TypeError(f"{name} must be an int, got a bool")
+    if isinstance(value, Tensor) and value.numel() != 1:
+        raise TypeError(f"{name} must be an int, got a tensor of shape {tuple(value.shape)}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
+
+
 def _shape(shape) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
         shape = tuple(shape[0])
+    out = []
     for s in shape:
-        if not isinstance(s, int) or isinstance(s, bool) or s < 0:
-            if isinstance(s, torch.SymInt):
-                continue
+        if isinstance(s, torch.SymInt):
+            out.append(s)
+            continue
+        try:
+            s = _as_int(s, "sample shape")
+        except TypeError:
+            s = -1
+        if s < 0:
             raise ValueError(f"sample shape must be non-negative ints, got {tuple(shape)}")
-    return tuple(shape)
+        out.append(s)
+    return tuple(out)
+
+
+def _weights_tensor(values, name: str, vocab=None) -> Tensor:
+    """Weights or counts as a tensor: a tensor, a sequence or numpy array of numbers, or a
+    mapping (dict, collections.Counter) from vocabulary entries to numbers put in the order of
+    `vocab` (a sequence of entries, entry i being id i, or a mapping entry -> id)."""
+    if isinstance(values, Mapping):
+        values = _ordered_counts(values, name, vocab)
+    elif vocab is not None:
+        raise ValueError(f"vocab orders the entries of a dict or Counter of {name}; "
+                         f"{name} is a {type(values).__name__}, already in id order")
+    if isinstance(values, Tensor):
+        return values
+    try:  # float64 straight away: a list of floats must not pass through float32
+        tensor = torch.as_tensor(values)
+        if tensor.dtype != torch.bool and not tensor.is_complex():
+            tensor = torch.as_tensor(values, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must be numbers (a tensor, a sequence or array of numbers, "
+                        f"or a dict/Counter with vocab=), got {type(values).__name__} "
+                        "holding something else") from None
+    if tensor.dtype == torch.bool or tensor.is_complex():
+        raise TypeError(f"{name} must be real numbers, got {tensor.dtype}")
+    return tensor if tensor.is_floating_point() else tensor.double()
+
+
+def _ordered_counts(counts: Mapping, name: str, vocab) -> list:
+    if vocab is None:
+        raise ValueError(f"{name} is a {type(counts).__name__}: give vocab= (the vocabulary "
+                         "in id order, or a mapping entry -> id) so that each count lands on "
+                         "its class id")
+    if isinstance(vocab, Mapping):
+        ids = [_as_int(i, "vocab id") for i in vocab.values()]
+        if sorted(ids) != list(range(len(ids))):
+            raise ValueError("a vocab mapping must assign the ids 0..len(vocab)-1, each once")
+        order = [None] * len(ids)
+        for entry, i in zip(vocab.keys(), ids):
+            order[i] = entry
+    else:
+        order = list(vocab)
+        if len(set(order)) != len(order):
+            raise ValueError("vocab lists an entry twice")
+    known = set(order)
+    missing = [k for k in counts if k not in known]
+    if missing:
+        raise ValueError(f"{name} has {len(missing)} entries that are not in vocab "
+                         f"(first: {missing[0]!r}); they would be lost")
+    values = [counts.get(entry, 0) for entry in order]
+    for entry, v in zip(order, values):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"{name} must be numbers; the entry {entry!r} has {v!r}")
+    return [float(v) for v in values]
 
 
 def _unique_expected_count(p: Tensor, tries: Tensor, num_sampled: int) -> Tensor:
@@ -54,8 +129,7 @@ class Sampler:
     _kind: int
 
     def __init__(self, num_classes: int, device: DeviceLike):
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int):
-            raise TypeError(f"num_classes must be an int, got {type(num_classes).__name__}")
+        num_classes = _as_int(num_classes, "num_classes")
         if num_classes <= 0:
             raise ValueError(f"num_classes must be positive, got {num_classes}")
         self.num_classes = num_classes
@@ -73,9 +147,16 @@ class Sampler:
         ids = torch.arange(self.num_classes, device=self.device)
         return self._prob_of(ids).float()
 
-    def _check_ids(self, ids: Tensor, name: str) -> Tensor:
+    def _check_ids(self, ids, name: str) -> Tensor:
         if not isinstance(ids, Tensor):
-            raise TypeError(f"{name} must be a tensor, got {type(ids).__name__}")
+            try:  # a Python list, tuple, int or numpy array of ids
+                ids = torch.as_tensor(ids, device=self.device)
+            except (TypeError, ValueError, RuntimeError):
+                raise TypeError(
+                    f"{name} must be a tensor or a list of int ids, got {type(ids).__name__}"
+                ) from None
+            if ids.numel() == 0:
+                ids = ids.long()
         if ids.dtype not in (torch.int64, torch.int32):
             raise TypeError(f"{name} must be an int64 (or int32) tensor, got {ids.dtype}")
         if ids.device != self.device:
@@ -122,8 +203,7 @@ class Sampler:
                          generator: Optional[torch.Generator]) -> SampledValues:
         """`candidates` without the id check (a host sync), for callers whose ids are checked
         elsewhere (the loss ops) and for tracing under torch.compile."""
-        if isinstance(num_sampled, bool) or not isinstance(num_sampled, int):
-            raise TypeError(f"num_sampled must be an int, got {type(num_sampled).__name__}")
+        num_sampled = _as_int(num_sampled, "num_sampled")
         if num_sampled <= 0:
             raise ValueError(f"num_sampled must be positive, got {num_sampled}")
         if unique and num_sampled > self._num_possible:
@@ -153,6 +233,14 @@ class Sampler:
     # -- placement ----------------------------------------------------------------------
     def to(self, device: DeviceLike) -> "Sampler":
         """The same distribution on another device (tables copied, never rebuilt)."""
+        if isinstance(device, torch.dtype):
+            raise TypeError(
+                f"a sampler moves between devices only, it has no dtype to change (got "
+                f"{device}); its tables stay float32/int32 and ids int64 (use .to('cuda') "
+                "or .to('cpu'))"
+            )
+        if not isinstance(device, (str, torch.device, int)) or isinstance(device, bool):
+            raise TypeError(f"sampler.to takes a device, got {type(device).__name__}")
         device = torch.device(device)
         if device == self.device:
             return self
@@ -179,9 +267,8 @@ class AliasSampler(Sampler):
 
     _kind = ops.KIND_ALIAS
 
-    def __init__(self, weights, *, device: DeviceLike = None):
-        if not isinstance(weights, Tensor):
-            weights = torch.as_tensor(weights, dtype=torch.float64)
+    def __init__(self, weights, *, vocab=None, device: DeviceLike = None):
+        weights = _weights_tensor(weights, "weights", vocab)
         if weights.dtype == torch.bool or weights.is_complex():
             raise TypeError(f"weights must be real numbers, got {weights.dtype}")
         if not weights.is_floating_point():
@@ -221,10 +308,12 @@ class UnigramSampler(AliasSampler):
         power: float = 0.75,
         *,
         num_reserved_ids: int = 0,
+        vocab=None,
         device: DeviceLike = None,
     ):
-        if not isinstance(counts, Tensor):
-            counts = torch.as_tensor(counts, dtype=torch.float64)
+        counts = _weights_tensor(counts, "counts", vocab)
+        if counts.dtype == torch.bool or counts.is_complex():
+            raise TypeError(f"counts must be real numbers, got {counts.dtype}")
         if not counts.is_floating_point():
             counts = counts.double()
         if not math.isfinite(power) or power < 0:

@@ -362,3 +362,63 @@ def hierarchical_log_prob_reference(input, weight, codes, points, dtype=torch.fl
     h = input.repeat_interleave(V, 0)
     loss = hierarchical_softmax_reference(h, weight, every, codes, points, dtype=dtype)
     return -loss.reshape(input.shape[0], V)
+
+
+# ---------------------------------------------------------------------------------------
+# In-batch softmax (two-tower retrieval) and the streaming frequency estimator
+# ---------------------------------------------------------------------------------------
+
+
+def in_batch_softmax_loss(query, item, item_ids=None, log_q=None, temperature=1.0,
+                          extra_items=None, extra_ids=None, extra_log_q=None,
+                          remove_accidental_hits=True, reduction="mean"):
+    """Row by row: the softmax over every kept column j of q_i.c_j / temperature - log_q[j],
+    where a column other than i holding the id of row i's positive is dropped."""
+    cands = list(item) + ([] if extra_items is None else list(extra_items))
+    ids = None if item_ids is None else [int(x) for x in item_ids] + (
+        [] if extra_ids is None else [int(x) for x in extra_ids])
+    lq = None if log_q is None else list(log_q) + ([] if extra_log_q is None else list(extra_log_q))
+    losses = []
+    for i, q in enumerate(query):
+        scores, positive = [], None
+        for j, c in enumerate(cands):
+            if remove_accidental_hits and ids is not None and j != i and ids[j] == ids[i]:
+                continue
+            s = (q * c).sum() / temperature - (0.0 if lq is None else lq[j])
+            scores.append(s)
+            if j == i:
+                positive = s
+        losses.append(torch.logsumexp(torch.stack(scores), 0) - positive)
+    loss = torch.stack(losses) if losses else query.new_zeros(0)
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.mean()
+
+
+class FrequencyEstimatorReference:
+    """Yi et al.'s Algorithm 2, one hit at a time: B <- (1-a) B + a (t - A), A <- t,
+    frequency 1 / B; with warm_start, a = max(alpha, 1 / hits of the bucket). An id present k
+    times in a step makes k hits of gap (t - A) / k each (fastsoftmax's rule for duplicates)."""
+
+    def __init__(self, num_buckets, alpha, warm_start=True):
+        self.h, self.alpha, self.warm = num_buckets, alpha, warm_start
+        self.A, self.B, self.n, self.t = [0] * num_buckets, [0.0] * num_buckets, [0] * num_buckets, 0
+
+    def update(self, ids):
+        self.t += 1
+        buckets = [int(x) % self.h for x in ids]
+        for b in dict.fromkeys(buckets):  # each bucket once, in order of first appearance
+            k = buckets.count(b)
+            gap = (self.t - self.A[b]) / k
+            for _ in range(k):
+                self.n[b] += 1
+                a = max(self.alpha, 1.0 / self.n[b]) if self.warm else self.alpha
+                self.B[b] = (1 - a) * self.B[b] + a * gap
+            self.A[b] = self.t
+
+    def frequency(self, ids):
+        out = []
+        for x in ids:
+            b = int(x) % self.h
+            out.append(1.0 / self.B[b] if self.n[b] else 1.0 / max(self.t, 1))
+        return np.array(out)
