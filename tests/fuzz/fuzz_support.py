@@ -2,7 +2,7 @@
 op passed, dtypes and memory layouts.
 
 FASTSOFTMAX_FUZZ_PROFILE picks the profile:
-  ci   (default) fixed seed (derandomize), no example database, 200 examples per property:
+  ci   (default) fixed seed (derandomize), no example database, 220 examples per property:
        the same examples on every run, so CI is repeatable.
   fuzz random examples, 10,000 per property, failures kept in .hypothesis/ and replayed
        first on the next run (`make fuzz`).
@@ -23,7 +23,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 _COMMON = dict(deadline=None, print_blob=True,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
-settings.register_profile("ci", max_examples=200, derandomize=True, database=None, **_COMMON)
+settings.register_profile("ci", max_examples=220, derandomize=True, database=None, **_COMMON)
 settings.register_profile(
     "fuzz", max_examples=10_000,
     database=DirectoryBasedExampleDatabase(os.path.join(_ROOT, ".hypothesis", "examples")),

@@ -65,7 +65,9 @@ def check_functional(case):
     bounds = backward_bounds(case, output_row_grads(case))
     for name, p, a, b, tol in zip(names, case.params(), ours_grads, ref_grads, bounds):
         assert a.dtype == p.dtype and a.shape == p.shape, name
-        assert_within(f"grad {name}", a, b, tol, case.dtype)
+        # A gradient is rounded once more to its parameter's dtype (log_z may be float32).
+        coarser = p.dtype if torch.finfo(p.dtype).eps > torch.finfo(case.dtype).eps else case.dtype
+        assert_within(f"grad {name}", a, b, tol, coarser)
     # The CPU forward and backward are bit-identical run to run.
     again = run_functional(case)
     assert same_bits(again, ours)

@@ -107,3 +107,18 @@ def test_nce_float_log_z_keeps_float64_precision():
     ref = R.nce_reference(h, w, None, target[:, None], sampled[0], sampled[1][:, None],
                           sampled[2], False, 0.05).sum()
     assert abs(loss.item() - ref.item()) <= 4 * torch.finfo(torch.float64).eps * ref.item()
+
+
+def test_nce_log_z_gradient_in_float64_for_float64_input():
+    """The log_z gradient summed sigmoid(x) - 1 + sigmoid(x_s) in float32 even for float64
+    input; the terms nearly cancel, so it was off by 3e-5 relative (h = 0.03, w = -0.03)."""
+    h = torch.tensor([[0.03]], dtype=torch.float64)
+    w = torch.tensor([[-0.03]], dtype=torch.float64)
+    target = torch.tensor([0])
+    sampled = fs.SampledValues(torch.tensor([0]), torch.ones(1), torch.ones(1))
+    log_z = torch.tensor(0.0, requires_grad=True)  # float32, learnable
+    FF.nce_loss(h, w, target, sampled=sampled, log_z=log_z, reduction="sum").backward()
+    z64 = torch.tensor(0.0, dtype=torch.float64, requires_grad=True)
+    R.nce_reference(h, w, None, target[:, None], sampled[0], sampled[1][:, None], sampled[2],
+                    False, z64).sum().backward()
+    torch.testing.assert_close(log_z.grad.double(), z64.grad, rtol=2 * 2.0**-23, atol=0)
