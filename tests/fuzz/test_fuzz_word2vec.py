@@ -35,7 +35,10 @@ def w2v_cases(draw):
         counts[0] = 1
     keep = draw(st.lists(st.sampled_from([0.0, 0.3, 0.8, 1.0]), min_size=V, max_size=V))
     g = torch.Generator().manual_seed(draw(st.integers(0, 2**32 - 1)))
-    scale = draw(st.sampled_from([0.01, 0.5, 2.0]))  # 2.0 saturates the tables at D >= 4
+    # Scores stay inside (-6, 6): outside it a prediction is skipped (gensim's rule), and a
+    # score within float32 rounding of +-6 would be skipped on one side only (tested in
+    # tests/test_word2vec.py instead).
+    scale = draw(st.sampled_from([0.01, 0.5, 1.0]))
     syn0 = ((torch.rand(V, D, generator=g) - 0.5) * scale).numpy()
     syn1 = ((torch.rand(V, D, generator=g) - 0.5) * scale).numpy()
     alpha = draw(st.sampled_from([1e-3, 0.025, 0.1]))
