@@ -4,12 +4,12 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
-DEPS := numpy scipy pytest pytest-benchmark ninja setuptools wheel matplotlib tqdm gensim==4.4.0
+DEPS := numpy scipy pytest pytest-benchmark ninja setuptools wheel matplotlib tqdm gensim==4.4.0 hypothesis
 # Builds run the venv's ninja: a system ninja of another version would find the other's build
 # log "too old" and recompile everything (make demo followed by make test did).
 WITH_VENV := PATH="$(CURDIR)/$(BIN):$$PATH"
 
-.PHONY: setup build cuda-emu test cuda-emu-test demo bench lint cuda-check wheel-check clean
+.PHONY: setup build cuda-emu test cuda-emu-test demo bench lint cuda-check wheel-check fuzz sanitize clean
 
 $(VENV)/.deps: Makefile
 	test -x $(BIN)/python || $(PY) -m venv --system-site-packages $(VENV)
@@ -39,6 +39,17 @@ demo: build
 
 bench: build
 	$(BIN)/python bench/bench_sampler.py
+
+# Property-based tests, random profile: 10,000 examples per property (make test runs the
+# fixed-seed CI profile); failures are kept in .hypothesis/ and replayed first on the next
+# run. Prints the number of examples each op passed.
+fuzz: build
+	FASTSOFTMAX_FUZZ_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:warnings tests/fuzz
+
+# The extension built with AddressSanitizer + UndefinedBehaviorSanitizer in build/sanitize
+# (the in-place build is left alone); runs the op-level tests and the CI fuzz profile there.
+sanitize: setup
+	PY=$(CURDIR)/$(BIN)/python tools/sanitize.sh
 
 lint: setup
 	$(BIN)/python -m pip install -q ruff

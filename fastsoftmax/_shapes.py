@@ -3,6 +3,7 @@
 Shapes: input [*, D], weight [V, D], target int64 [*] or [*, T]; N = the rows of input.
 """
 
+import math
 from typing import Optional, Tuple
 
 import torch
@@ -51,10 +52,10 @@ def target_2d(target: Tensor, lead: Tuple[int, ...], num_true: Optional[int]) ->
                                  or num_true < 1):
         raise ValueError(f"num_true must be a positive int, got {num_true!r}")
     if tuple(target.shape) == lead and num_true in (None, 1):
-        return target.reshape(-1, 1)
+        return target.reshape(math.prod(lead), 1)  # explicit N: reshape(-1, 0) is ambiguous
     if (target.dim() == len(lead) + 1 and tuple(target.shape[:-1]) == lead
             and (num_true is None or target.shape[-1] == num_true)):
-        return target.reshape(-1, target.shape[-1])
+        return target.reshape(math.prod(lead), target.shape[-1])
     if num_true is None:  # any T: name it, a shape like (8, None) means nothing
         want = f"{lead} or {_shape_text(lead + ('num_true',))}"
     elif num_true == 1:

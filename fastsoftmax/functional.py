@@ -55,7 +55,7 @@ def _sampled_logits_loss(input, weight, target, bias, *, mode, num_sampled, samp
     check_inputs(input, weight, target, reduction)
     lead = tuple(input.shape[:-1])
     t2 = target_2d(target, lead, num_true)
-    h = input.reshape(-1, input.shape[-1])
+    h = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
     V = weight.shape[0]
     if sampled is None:
         if num_sampled is None:
@@ -77,7 +77,9 @@ def _sampled_logits_loss(input, weight, target, bias, *, mode, num_sampled, samp
             )
     candidates, true_count, sampled_count = sampled
     if not isinstance(log_z, Tensor):
-        log_z = torch.tensor(float(log_z), device=input.device)
+        # float64, so that float64 input keeps every bit of log_z (the op casts it to the
+        # accumulation dtype; a float32 tensor here lost 1e-9 relative, fuzzing found).
+        log_z = torch.tensor(float(log_z), dtype=torch.float64, device=input.device)
     true_count = true_count.reshape(t2.shape)
     loss, _, _ = ops.sampled_logits_forward(
         h, weight, bias, t2, candidates, true_count, sampled_count, log_z.reshape(()),
@@ -163,7 +165,7 @@ def negative_sampling_loss(
     check_inputs(input, weight, target, reduction)
     lead = tuple(input.shape[:-1])
     t2 = target_2d(target, lead, None)
-    h = input.reshape(-1, input.shape[-1])
+    h = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
     V = weight.shape[0]
     if negatives is None:
         if num_negatives is None:
@@ -183,7 +185,7 @@ def negative_sampling_loss(
         if negatives.dim() == 1:
             neg = negatives
         elif negatives.dim() == len(lead) + 1 and tuple(negatives.shape[:-1]) == lead:
-            neg = negatives.reshape(-1, negatives.shape[-1])
+            neg = negatives.reshape(h.shape[0], negatives.shape[-1])  # K may be 0
         else:
             raise ValueError(
                 f"negatives must have shape {lead + ('K',)} (per row) or (K,) (shared), got "
@@ -239,7 +241,7 @@ def _check_full(input, weight, bias) -> Tensor:
                          f"{tuple(weight.shape)}")
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
         raise ValueError(f"bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
-    return input.reshape(-1, input.shape[-1])
+    return input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
 
 
 def _stream(h: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_bytes: int,
@@ -325,7 +327,7 @@ def full_softmax_loss(
     check_inputs(input, weight, target, reduction)
     lead = tuple(input.shape[:-1])
     t2 = target_2d(target, lead, num_true)
-    h = input.reshape(-1, input.shape[-1])
+    h = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
     V = weight.shape[0]
     keep = t2[:, 0] != ignore_index
     safe = torch.where(t2 == ignore_index, torch.zeros_like(t2), t2)

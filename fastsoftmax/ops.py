@@ -197,9 +197,12 @@ def _sampled_logits_backward(backward_op, ctx, grad_loss, grad_grad_logits, grad
     grad_log_z = None
     if ctx.needs_input_grad[7]:
         # Every logit is shifted by -log_z, so dL/dlog_z = -sum of all logit gradients.
-        per_row = grad_logits.float().sum(1) + grad_true.float().sum(1)
+        # In the accumulation dtype (grad_true's: float64 for float64 input). The terms nearly
+        # cancel (NCE: sigmoid(x) - 1 + sigmoid(x_s)), so float32 here lost 1e-5 relative.
+        acc = grad_true.dtype
+        per_row = grad_logits.to(acc).sum(1) + grad_true.sum(1)
         shape, dtype = ctx.log_z_meta
-        grad_log_z = (-(per_row * grad_loss.float()).sum()).to(dtype).reshape(shape)
+        grad_log_z = (-(per_row * grad_loss.to(acc)).sum()).to(dtype).reshape(shape)
     return (
         grad_input,
         _weight_grad(grad_weight, ids, weight, ctx.sparse),

@@ -283,7 +283,12 @@ class AliasSampler(Sampler):
         self._table = ops.alias_build(weights)
         w = weights.double()
         self._probs = (w / w.sum()).float()
-        self._possible = int((w > 0).sum())
+        # Classes the table can draw: a positive weight below float32 resolution of its
+        # bucket gets none of the mass, and counting it would let unique draws chase it for
+        # 2^32 tries. Mass of c: its own keep probability plus what buckets aliased to c pass.
+        prob, alias = self._table
+        mass = prob.double().index_add(0, alias.long(), 1.0 - prob.double())
+        self._possible = int((mass > 0).sum())
 
     @property
     def probs(self) -> Tensor:

@@ -1,4 +1,5 @@
 import contextlib
+import sys
 
 import pytest
 import torch
@@ -35,3 +36,10 @@ def cuda_backend(request):
 
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The number of examples each op passed in the property-based tests (tests/fuzz)."""
+    fuzz = sys.modules.get("fuzz_support")
+    if fuzz is not None:
+        fuzz.report(terminalreporter)

@@ -71,9 +71,13 @@ inline float interpolate(const float* table, float x) {
   return table[i] + frac * (table[i + 1] - table[i]);
 }
 
+// A NaN score (vectors that diverged, e.g. under a huge learning rate) fails every range
+// test and must not reach interpolate(): int(NaN) is undefined and indexed far outside the
+// table (a crash). It propagates as NaN instead, as the exact functions would.
 inline float fast_sigmoid(float f) {
   if (f <= -kTableMax) return 0.0f;
   if (f >= kTableMax) return 1.0f;
+  if (f != f) return f;
   return interpolate(kTables.sigmoid, f);
 }
 
@@ -81,6 +85,7 @@ inline float fast_sigmoid(float f) {
 inline float fast_neg_log_sigmoid(float f) {
   if (f >= kTableMax) return 0.0f;
   if (f <= -kTableMax) return -f;
+  if (f != f) return f;
   return interpolate(kTables.softplus, -f);
 }
 
