@@ -16,7 +16,7 @@ inline void check_train_args(const at::Tensor& syn0, const at::Tensor& syn1neg,
                              const at::Tensor& words_before, const at::Tensor& keep_prob,
                              const at::Tensor& ns_prob, const at::Tensor& ns_alias,
                              int64_t window, int64_t negative, double total_words,
-                             int64_t num_workers) {
+                             int64_t num_workers, int64_t first_token) {
   TORCH_CHECK_TYPE(syn0.scalar_type() == at::kFloat && syn1neg.scalar_type() == at::kFloat,
                    "word2vec_train: syn0 and syn1neg must be float32");
   TORCH_CHECK_VALUE(syn0.dim() == 2 && syn1neg.sizes() == syn0.sizes(),
@@ -50,6 +50,7 @@ inline void check_train_args(const at::Tensor& syn0, const at::Tensor& syn1neg,
   TORCH_CHECK_VALUE(negative >= 1, "word2vec_train: negative must be >= 1, got ", negative);
   TORCH_CHECK_VALUE(total_words >= 0, "word2vec_train: total_words must be >= 0");
   TORCH_CHECK_VALUE(num_workers >= 1, "word2vec_train: num_workers must be >= 1");
+  TORCH_CHECK_VALUE(first_token >= 0, "word2vec_train: first_token must be >= 0");
   // One worker replays the corpus in order (bit-identical run to run); several race, as
   // Hogwild SGD does by design.
   if (num_workers > 1)

@@ -299,8 +299,7 @@ at::Tensor word2vec_train_cpu(at::Tensor& syn0, at::Tensor& syn1neg, const at::T
                               bool shrink_windows, double alpha, double min_alpha,
                               double total_words, int64_t num_workers) {
   w2v::check_train_args(syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob,
-                        ns_alias, window, negative, total_words, num_workers);
-  TORCH_CHECK_VALUE(first_token >= 0, "word2vec_train: first_token must be >= 0");
+                        ns_alias, window, negative, total_words, num_workers, first_token);
   const TrainArgs a{syn0.data_ptr<float>(),
                     syn1neg.data_ptr<float>(),
                     tokens.data_ptr<int32_t>(),

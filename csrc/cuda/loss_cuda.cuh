@@ -15,7 +15,6 @@
 #include <ATen/OpMathType.h>
 
 #include <tuple>
-#include <vector>
 
 #include "../common/loss_math.h"
 #include "cuda_utils.cuh"

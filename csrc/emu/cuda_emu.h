@@ -231,8 +231,8 @@ inline std::common_type_t<A, B> max(A a, B b) {
 }
 
 // ---- atomics: each returns the old value; may yield first in random order --------------------
-template <class T>
-T fs_emu_atomic_update(T* address, const std::function<T(T)>& update) {
+template <class T, class Update>
+T fs_emu_atomic_update(T* address, Update update) {
   ::fastsoftmax::emu::maybe_yield();
   const T old = *address;  // cooperative threads: nothing runs between the read and the write
   *address = update(old);
