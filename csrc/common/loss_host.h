@@ -252,17 +252,66 @@ inline SampledBackward sampled_backward_prologue(
   return b;
 }
 
+// The device-independent part of negative_sampling_backward: checks of the forward's saved
+// coefficients and contiguous operands. neg_stride is 0 for negatives shared by every row.
+struct NegativeSamplingBackward {
+  at::Tensor input, weight, target, negatives, coef, grad_loss;
+  int64_t N, D, V, T, K, J, neg_stride;
+};
+
+inline NegativeSamplingBackward negative_sampling_backward_prologue(
+    const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
+    const at::Tensor& target_, const at::Tensor& negatives_, const at::Tensor& coef_,
+    int64_t ignore_index) {
+  check_dense(input_, weight_);
+  check_target(target_, input_);
+  NegativeSamplingBackward b;
+  b.input = input_.contiguous();
+  b.weight = weight_.contiguous();
+  b.target = safe_target(target_, ignore_index);
+  b.negatives = negatives_.contiguous();
+  b.N = b.input.size(0), b.D = b.input.size(1), b.V = b.weight.size(0), b.T = b.target.size(1);
+  b.K = b.negatives.size(-1), b.J = b.T + b.K;
+  b.neg_stride = b.negatives.dim() == 2 ? b.K : 0;
+  const auto acc_type = at::toOpMathType(b.input.scalar_type());
+  TORCH_CHECK_VALUE(coef_.sizes() == at::IntArrayRef({b.N, b.J}) &&
+                        coef_.scalar_type() == acc_type && coef_.device() == b.input.device(),
+                    "coef must be the forward's [N, T + K] coefficients");
+  TORCH_CHECK_VALUE(grad_loss_.numel() == b.N && grad_loss_.device() == b.input.device(),
+                    "grad_loss must have one entry per row, on the input's device");
+  b.coef = coef_.contiguous();
+  b.grad_loss = grad_loss_.to(acc_type).contiguous();
+  return b;
+}
+
 // dL/db[c] of sampled softmax / NCE: the summed gradients of every logit of class c, from
 // the sampled logits G [N, S] and the true logits grad_true [N, T]. index_put_ with
 // accumulate adds in a fixed order on the CPU and sorts on CUDA: deterministic on both.
-inline at::Tensor sampled_bias_grad(const at::Tensor& G, const at::Tensor& grad_true,
-                                    const at::Tensor& grad_loss, const at::Tensor& sampled,
-                                    const at::Tensor& target, int64_t V, const at::Tensor& input) {
-  const auto acc_type = at::toOpMathType(input.scalar_type());
-  at::Tensor gb = at::zeros({V}, input.options().dtype(acc_type));
-  gb.index_put_({sampled}, at::mv(G.t(), grad_loss.to(G.scalar_type())).to(acc_type), true);
-  gb.index_put_({target.reshape(-1)}, (grad_true * grad_loss.unsqueeze(1)).reshape(-1), true);
-  return gb.to(input.scalar_type());
+inline at::Tensor sampled_bias_grad(const SampledBackward& b, bool has_bias) {
+  if (!has_bias) return at::empty({0}, b.input.options());
+  const auto acc_type = at::toOpMathType(b.input.scalar_type());
+  at::Tensor gb = at::zeros({b.V}, b.input.options().dtype(acc_type));
+  gb.index_put_({b.sampled}, at::mv(b.G.t(), b.grad_loss.to(b.G.scalar_type())).to(acc_type),
+                true);
+  gb.index_put_({b.target.reshape(-1)}, (b.grad_true * b.grad_loss.unsqueeze(1)).reshape(-1),
+                true);
+  return gb.to(b.input.scalar_type());
+}
+
+// The weight-gradient rows of sampled logits, for the device's scatter: each sampled class
+// adds its row of grad_Ws; each true pair (n, t) adds g_n gt_nt h_n.
+template <class scalar_t, class acc_t>
+PairGroups<scalar_t, acc_t> sampled_weight_pairs(const SampledBackward& b) {
+  using Pairs = PairGroup<scalar_t, acc_t>;
+  PairGroups<scalar_t, acc_t> pairs;
+  pairs.num = 2;
+  pairs.g[0] = Pairs::of(b.S, 1, b.sampled.data_ptr<int64_t>(), 1)
+                   .rows_of(b.grad_Ws.data_ptr<scalar_t>(), b.D);
+  pairs.g[1] = Pairs::of(b.N, b.T, b.target.data_ptr<int64_t>(), b.T)
+                   .weighted_by(b.grad_true.data_ptr<acc_t>(), b.T)
+                   .scaled_by(b.grad_loss.data_ptr<acc_t>())
+                   .rows_of(b.input.data_ptr<scalar_t>(), b.D);
+  return pairs;
 }
 
 }  // namespace loss

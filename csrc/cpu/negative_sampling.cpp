@@ -76,20 +76,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cpu(
     const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
     const at::Tensor& target_, const at::Tensor& negatives_, const at::Tensor& coef_,
     int64_t ignore_index, bool sparse) {
-  check_dense(input_, weight_);
-  check_target(target_, input_);
-  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
-  const at::Tensor target = safe_target(target_, ignore_index);
-  const at::Tensor negatives = negatives_.contiguous();
-  const int64_t N = input.size(0), D = input.size(1), V = weight.size(0), T = target.size(1);
-  const int64_t K = negatives.size(-1), J = T + K;
-  const int64_t neg_stride = negatives.dim() == 2 ? K : 0;
-  const auto acc_type = at::toOpMathType(input.scalar_type());
-  TORCH_CHECK_VALUE(coef_.sizes() == at::IntArrayRef({N, J}) && coef_.scalar_type() == acc_type,
-                    "coef must be the forward's [N, T + K] coefficients");
-  TORCH_CHECK_VALUE(grad_loss_.numel() == N, "grad_loss must have one entry per row");
-  const at::Tensor coef = coef_.contiguous();
-  const at::Tensor grad_loss = grad_loss_.to(acc_type).contiguous();
+  const NegativeSamplingBackward b = negative_sampling_backward_prologue(
+      grad_loss_, input_, weight_, target_, negatives_, coef_, ignore_index);
+  const at::Tensor &input = b.input, &weight = b.weight;
+  const int64_t N = b.N, D = b.D, T = b.T, K = b.K, J = b.J, neg_stride = b.neg_stride;
   at::Tensor grad_input = at::empty_like(input);
   at::Tensor grad_weight, ids;
   AT_DISPATCH_FLOATING_TYPES_AND2(
@@ -97,10 +87,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cpu(
         using acc_t = at::opmath_type<scalar_t>;
         const scalar_t* h = input.data_ptr<scalar_t>();
         const scalar_t* w = weight.data_ptr<scalar_t>();
-        const int64_t* tg = target.data_ptr<int64_t>();
-        const int64_t* ng = negatives.data_ptr<int64_t>();
-        const acc_t* c = coef.data_ptr<acc_t>();
-        const acc_t* g = grad_loss.data_ptr<acc_t>();
+        const int64_t* tg = b.target.data_ptr<int64_t>();
+        const int64_t* ng = b.negatives.data_ptr<int64_t>();
+        const acc_t* c = b.coef.data_ptr<acc_t>();
+        const acc_t* g = b.grad_loss.data_ptr<acc_t>();
         scalar_t* gi = grad_input.data_ptr<scalar_t>();
         at::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
           std::vector<acc_t> acc(D);
@@ -126,7 +116,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cpu(
         pairs.g[0] = Pairs::of(N, T, tg, T).weighted_by(c, J).scaled_by(g).rows_of(h, D);
         pairs.g[1] =
             Pairs::of(N, K, ng, neg_stride).weighted_by(c + T, J).scaled_by(g).rows_of(h, D);
-        std::tie(grad_weight, ids) = scatter_pairs_cpu<scalar_t>(pairs, V, D, sparse, weight.options());
+        std::tie(grad_weight, ids) = scatter_pairs_cpu<scalar_t>(pairs, b.V, D, sparse, weight.options());
       });
   return {grad_input, grad_weight, ids};
 }

@@ -118,21 +118,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sampled_logits_backwa
     const at::Tensor& grad_true_, bool has_bias, int64_t ignore_index, bool sparse) {
   SampledBackward b = sampled_backward_prologue(grad_loss_, input_, weight_, target_, sampled_,
                                                 grad_logits_, grad_true_, ignore_index);
-  const at::Tensor &input = b.input, &weight = b.weight, &target = b.target, &sampled = b.sampled;
-  const at::Tensor &G = b.G, &grad_true = b.grad_true, &grad_loss = b.grad_loss;
-  const at::Tensor& grad_Ws = b.grad_Ws;
-  at::Tensor& grad_input = b.grad_input;
-  const int64_t N = b.N, D = b.D, V = b.V, T = b.T, S = b.S;
-  at::Tensor grad_weight, ids, grad_bias;
+  const int64_t N = b.N, D = b.D, T = b.T;
+  at::Tensor grad_weight, ids;
   AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, input.scalar_type(), "sampled_logits_backward_cpu", [&] {
+      at::kHalf, at::kBFloat16, b.input.scalar_type(), "sampled_logits_backward_cpu", [&] {
         using acc_t = at::opmath_type<scalar_t>;
-        const scalar_t* h = input.data_ptr<scalar_t>();
-        const scalar_t* w = weight.data_ptr<scalar_t>();
-        const int64_t* tg = target.data_ptr<int64_t>();
-        const acc_t* gt = grad_true.data_ptr<acc_t>();
-        const acc_t* g = grad_loss.data_ptr<acc_t>();
-        scalar_t* gi = grad_input.data_ptr<scalar_t>();
+        const scalar_t* w = b.weight.data_ptr<scalar_t>();
+        const int64_t* tg = b.target.data_ptr<int64_t>();
+        const acc_t* gt = b.grad_true.data_ptr<acc_t>();
+        const acc_t* g = b.grad_loss.data_ptr<acc_t>();
+        scalar_t* gi = b.grad_input.data_ptr<scalar_t>();
         at::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
           std::vector<acc_t> acc(D);
           for (int64_t n = begin; n < end; ++n) {
@@ -143,17 +138,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sampled_logits_backwa
             store(gin, acc.data(), D);
           }
         });
-        PairGroups<scalar_t, acc_t> pairs;
-        pairs.num = 2;
-        using Pairs = PairGroup<scalar_t, acc_t>;
-        pairs.g[0] = Pairs::of(S, 1, sampled.data_ptr<int64_t>(), 1)
-                         .rows_of(grad_Ws.data_ptr<scalar_t>(), D);
-        pairs.g[1] = Pairs::of(N, T, tg, T).weighted_by(gt, T).scaled_by(g).rows_of(h, D);
-        std::tie(grad_weight, ids) = scatter_pairs_cpu<scalar_t>(pairs, V, D, sparse, weight.options());
+        std::tie(grad_weight, ids) = scatter_pairs_cpu<scalar_t>(
+            sampled_weight_pairs<scalar_t, acc_t>(b), b.V, D, sparse, b.weight.options());
       });
-  grad_bias = has_bias ? sampled_bias_grad(G, grad_true, grad_loss, sampled, target, V, input)
-                      : at::empty({0}, input.options());
-  return {grad_input, grad_weight, grad_bias, ids};
+  return {b.grad_input, grad_weight, sampled_bias_grad(b, has_bias), ids};
 }
 
 }  // namespace

@@ -124,23 +124,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cuda(
     const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
     const at::Tensor& target_, const at::Tensor& negatives_, const at::Tensor& coef_,
     int64_t ignore_index, bool sparse) {
-  check_dense(input_, weight_);
-  check_target(target_, input_);
   const cuda::DeviceGuard guard(input_.device());
-  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
-  const at::Tensor target = safe_target(target_, ignore_index);
-  const at::Tensor negatives = negatives_.contiguous();
-  const int64_t N = input.size(0), D = input.size(1), V = weight.size(0), T = target.size(1);
-  const int64_t K = negatives.size(-1), J = T + K;
-  const int64_t neg_stride = negatives.dim() == 2 ? K : 0;
+  const NegativeSamplingBackward b = negative_sampling_backward_prologue(
+      grad_loss_, input_, weight_, target_, negatives_, coef_, ignore_index);
+  const at::Tensor &input = b.input, &target = b.target, &negatives = b.negatives;
+  const at::Tensor &coef = b.coef, &grad_loss = b.grad_loss;
+  const int64_t N = b.N, D = b.D, V = b.V, T = b.T, K = b.K, J = b.J;
   const auto acc_type = at::toOpMathType(input.scalar_type());
-  TORCH_CHECK_VALUE(coef_.sizes() == at::IntArrayRef({N, J}) && coef_.scalar_type() == acc_type &&
-                        coef_.device() == input.device(),
-                    "coef must be the forward's [N, T + K] coefficients");
-  TORCH_CHECK_VALUE(grad_loss_.numel() == N && grad_loss_.device() == input.device(),
-                    "grad_loss must have one entry per row, on the input's device");
-  const at::Tensor coef = coef_.contiguous();
-  const at::Tensor grad_loss = grad_loss_.to(acc_type).contiguous();
   const bool sorted = sparse || at::globalContext().deterministicAlgorithms();
   const bool shared = negatives.dim() == 1;
   const bool fused = !sorted && !shared;
@@ -151,8 +141,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cuda(
         using acc_t = at::opmath_type<scalar_t>;
         at::Tensor acc_buf;
         if (fused) acc_buf = at::zeros({V, D}, input.options().dtype(acc_type));
-        NsParams<scalar_t, acc_t> p{N, D, T, K, neg_stride, ignore_index,
-                                    input.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(),
+        NsParams<scalar_t, acc_t> p{N, D, T, K, b.neg_stride, ignore_index,
+                                    input.data_ptr<scalar_t>(), b.weight.data_ptr<scalar_t>(),
                                     target.data_ptr<int64_t>(), negatives.data_ptr<int64_t>(),
                                     nullptr, coef.data_ptr<acc_t>(), grad_loss.data_ptr<acc_t>(),
                                     grad_input.data_ptr<scalar_t>(),
@@ -181,7 +171,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cuda(
               Pairs::of(K, 1, p.negatives, 1).rows_of(grad_shared.data_ptr<scalar_t>(), D);
           keys = at::cat({target.reshape(-1), negatives});
         } else {
-          pairs.g[1] = Pairs::of(N, K, p.negatives, neg_stride)
+          pairs.g[1] = Pairs::of(N, K, p.negatives, b.neg_stride)
                            .weighted_by(p.coef + T, J)
                            .scaled_by(p.grad_loss)
                            .rows_of(p.input, D);
@@ -189,9 +179,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cuda(
         }
         if (sorted) {
           std::tie(grad_weight, ids) =
-              scatter_pairs_sorted_cuda<scalar_t>(pairs, keys, V, D, sparse, weight.options());
+              scatter_pairs_sorted_cuda<scalar_t>(pairs, keys, V, D, sparse, b.weight.options());
         } else {
-          grad_weight = scatter_pairs_atomic_cuda<scalar_t>(pairs, V, D, weight.options());
+          grad_weight = scatter_pairs_atomic_cuda<scalar_t>(pairs, V, D, b.weight.options());
         }
       });
   return {grad_input, grad_weight, ids};

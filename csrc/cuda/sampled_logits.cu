@@ -155,22 +155,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sampled_logits_forward_cuda(
   SampledForward f = sampled_forward_prologue(input_, weight_, bias, target_, sampled_,
                                                true_expected, sampled_expected, log_z, mode,
                                                ignore_index);
-  const at::Tensor &input = f.input, &weight = f.weight, &target = f.target, &sampled = f.sampled;
-  const at::Tensor &col = f.col, &row_true = f.row_true;
-  at::Tensor &logits = f.logits, &loss = f.loss, &grad_true = f.grad_true;
-  const int64_t N = f.N, D = f.D, T = f.T, S = f.S;
-  if (N == 0) return {loss, logits, grad_true};
+  if (f.N == 0) return {f.loss, f.logits, f.grad_true};
   AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, input.scalar_type(), "sampled_logits_forward_cuda", [&] {
+      at::kHalf, at::kBFloat16, f.input.scalar_type(), "sampled_logits_forward_cuda", [&] {
         using acc_t = at::opmath_type<scalar_t>;
         const EpilogueParams<scalar_t, acc_t> p{
-            N, D, T, S, ignore_index, mode, remove_accidental_hits,
-            input.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), target.data_ptr<int64_t>(),
-            sampled.data_ptr<int64_t>(), col.data_ptr<acc_t>(), row_true.data_ptr<acc_t>(),
-            logits.data_ptr<scalar_t>(), loss.data_ptr<acc_t>(), grad_true.data_ptr<acc_t>()};
-        FS_LAUNCH((epilogue_kernel<scalar_t, acc_t>), blocks_for(N, 1), kThreads, 0, p);
+            f.N, f.D, f.T, f.S, ignore_index, mode, remove_accidental_hits,
+            f.input.data_ptr<scalar_t>(), f.weight.data_ptr<scalar_t>(),
+            f.target.data_ptr<int64_t>(), f.sampled.data_ptr<int64_t>(), f.col.data_ptr<acc_t>(),
+            f.row_true.data_ptr<acc_t>(), f.logits.data_ptr<scalar_t>(),
+            f.loss.data_ptr<acc_t>(), f.grad_true.data_ptr<acc_t>()};
+        FS_LAUNCH((epilogue_kernel<scalar_t, acc_t>), blocks_for(f.N, 1), kThreads, 0, p);
       });
-  return {loss, logits, grad_true};
+  return {f.loss, f.logits, f.grad_true};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sampled_logits_backward_cuda(
@@ -180,43 +177,27 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sampled_logits_backwa
   const cuda::DeviceGuard guard(input_.device());
   SampledBackward b = sampled_backward_prologue(grad_loss_, input_, weight_, target_, sampled_,
                                                 grad_logits_, grad_true_, ignore_index);
-  const at::Tensor &input = b.input, &weight = b.weight, &target = b.target, &sampled = b.sampled;
-  const at::Tensor &G = b.G, &grad_true = b.grad_true, &grad_loss = b.grad_loss;
-  const at::Tensor& grad_Ws = b.grad_Ws;
-  at::Tensor& grad_input = b.grad_input;
-  const int64_t N = b.N, D = b.D, V = b.V, T = b.T, S = b.S;
   const bool sorted = sparse || at::globalContext().deterministicAlgorithms();
-  at::Tensor grad_weight, ids = at::empty({0}, input.options().dtype(at::kLong)), grad_bias;
+  at::Tensor grad_weight, ids = at::empty({0}, b.input.options().dtype(at::kLong));
   AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, input.scalar_type(), "sampled_logits_backward_cuda", [&] {
+      at::kHalf, at::kBFloat16, b.input.scalar_type(), "sampled_logits_backward_cuda", [&] {
         using acc_t = at::opmath_type<scalar_t>;
-        const int64_t* tg = target.data_ptr<int64_t>();
-        const acc_t* gt = grad_true.data_ptr<acc_t>();
-        const acc_t* g = grad_loss.data_ptr<acc_t>();
-        if (N > 0) {
-          FS_LAUNCH((true_rows_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp),
-                    kThreads, 0, N, D, T, weight.data_ptr<scalar_t>(), tg, gt, g,
-                    grad_input.data_ptr<scalar_t>());
+        if (b.N > 0) {
+          FS_LAUNCH((true_rows_kernel<scalar_t, acc_t>), blocks_for(b.N, kThreads / kWarp),
+                    kThreads, 0, b.N, b.D, b.T, b.weight.data_ptr<scalar_t>(),
+                    b.target.data_ptr<int64_t>(), b.grad_true.data_ptr<acc_t>(),
+                    b.grad_loss.data_ptr<acc_t>(), b.grad_input.data_ptr<scalar_t>());
         }
-        PairGroups<scalar_t, acc_t> pairs;
-        pairs.num = 2;
-        using Pairs = PairGroup<scalar_t, acc_t>;
-        // Each sampled class adds its row of grad_Ws; each true pair g_n gt_nt h_n.
-        pairs.g[0] = Pairs::of(S, 1, sampled.data_ptr<int64_t>(), 1)
-                         .rows_of(grad_Ws.data_ptr<scalar_t>(), D);
-        pairs.g[1] = Pairs::of(N, T, tg, T).weighted_by(gt, T).scaled_by(g).rows_of(
-            input.data_ptr<scalar_t>(), D);
+        const auto pairs = sampled_weight_pairs<scalar_t, acc_t>(b);
         if (sorted) {
-          const at::Tensor keys = at::cat({sampled, target.reshape(-1)});
-          std::tie(grad_weight, ids) =
-              scatter_pairs_sorted_cuda<scalar_t>(pairs, keys, V, D, sparse, weight.options());
+          const at::Tensor keys = at::cat({b.sampled, b.target.reshape(-1)});
+          std::tie(grad_weight, ids) = scatter_pairs_sorted_cuda<scalar_t>(
+              pairs, keys, b.V, b.D, sparse, b.weight.options());
         } else {
-          grad_weight = scatter_pairs_atomic_cuda<scalar_t>(pairs, V, D, weight.options());
+          grad_weight = scatter_pairs_atomic_cuda<scalar_t>(pairs, b.V, b.D, b.weight.options());
         }
       });
-  grad_bias = has_bias ? sampled_bias_grad(G, grad_true, grad_loss, sampled, target, V, input)
-                      : at::empty({0}, input.options());
-  return {grad_input, grad_weight, grad_bias, ids};
+  return {b.grad_input, grad_weight, sampled_bias_grad(b, has_bias), ids};
 }
 
 }  // namespace
