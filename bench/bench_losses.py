@@ -20,7 +20,6 @@ Rows are appended to bench/results/losses-<cpu|cuda>.csv (schema: bench/common.p
 """
 
 import argparse
-import gc
 import math
 import os
 import sys
@@ -32,7 +31,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import fastsoftmax as fs  # noqa: E402
-from common import device_name, sync, time_it, write_results  # noqa: E402
+from common import device_name, peak_extra_bytes, sync, time_it, write_results  # noqa: E402
 import bound_model  # noqa: E402
 from peers import check_lce, hs_ours, hs_plain, lce_loss, lce_variants, make_hs  # noqa: E402
 from fastsoftmax import functional as FF  # noqa: E402
@@ -107,34 +106,11 @@ def time_step(fn, args, params, device, repeat, warmup):
     return 1e3 * med, 1e3 * lo, 1e3 * hi
 
 
-def _proc_status_kib(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
 def peak_extra_mb(fn, fargs, params, device):
-    """Extra memory of one forward+backward beyond its inputs. CUDA: the caching allocator's
-    peak. CPU (Linux): the resident-set high-water mark, reset first through
-    /proc/self/clear_refs, minus the resident set before the step: everything the step
-    touches, native buffers included (large blocks go back to the OS when freed)."""
+    """Extra memory of one forward+backward beyond its inputs (common.peak_extra_bytes)."""
     for p in params:
         p.grad = None
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        step(fn, fargs, params)
-        torch.cuda.synchronize()
-        return (torch.cuda.max_memory_allocated() - base) / 2**20
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # resets VmHWM to the current resident set
-    base = _proc_status_kib("VmRSS")
-    step(fn, fargs, params)
-    return (_proc_status_kib("VmHWM") - base) / 1024
+    return peak_extra_bytes(lambda: step(fn, fargs, params), device) / 2**20
 
 
 def measure(name, fn, fargs, params, device, args):

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import fastsoftmax as fs  # noqa: E402
 import bound_model  # noqa: E402
-from common import device_name, sync, time_it, write_results  # noqa: E402
+from common import device_name, peak_extra_bytes, sync, time_it, write_results  # noqa: E402
 
 
 def zipf_weights(v: int) -> torch.Tensor:
@@ -101,6 +101,9 @@ def main():
             med, lo, hi = time_it(lambda: draw(table, args.draws), device, args.repeats,
                                   budget_s=args.budget)
             timings[pname] = (build_s, med, lo, hi)
+            if pname == "fastsoftmax.AliasSampler":
+                del table
+                build_bytes = peak_extra_bytes(build, device)
         base = timings.get("torch.multinomial", (None, None))[1]
         for pname, (build_s, med, lo, hi) in timings.items():
             shape = f"V={v} draws={args.draws}"
@@ -109,10 +112,14 @@ def main():
                            draws_per_s=round(args.draws / med))
             if base:
                 metrics["speedup_vs_multinomial"] = round(base / med, 2)
+            if pname == "fastsoftmax.AliasSampler":  # the table (8 B/class) included
+                metrics["build_peak_bytes_per_class"] = round(build_bytes / v, 1)
             rows += [dict(case="draw", provider=pname, shape=shape, metric=k, value=val)
                      for k, val in metrics.items()]
             print(f"{pname:28s} {v:9d} {1e3 * build_s:10.2f} {med:9.4f} "
                   f"{args.draws / med:10.3g} {(base or math.nan) / med:14.2f}x")
+        print(f"fastsoftmax alias build at V={v}: peak {build_bytes / v:.1f} bytes per class "
+              "(the 8-byte table included)")
     print("wrote", write_results("sampler", device, rows, args.out))
 
 

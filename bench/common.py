@@ -14,6 +14,7 @@ Every benchmark appends rows of one schema to bench/results/<name>-<cpu|cuda>.cs
 
 import csv
 import datetime
+import gc
 import os
 import shlex
 import statistics
@@ -77,6 +78,34 @@ def time_it(fn, device, repeats: int = 5, warmup: int = 1, budget_s: float = 30.
         if time.perf_counter() - start > budget_s:
             break
     return statistics.median(times), min(times), max(times)
+
+
+def _proc_status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def peak_extra_bytes(fn, device) -> int:
+    """Extra memory one call of fn() allocates beyond what exists before it. CUDA: the caching
+    allocator's peak. CPU (Linux): the resident-set high-water mark, reset first through
+    /proc/self/clear_refs, minus the resident set before the call: everything the call touches,
+    native buffers included (large blocks go back to the OS when freed)."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        fn()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - base
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current resident set
+    base = _proc_status_kib("VmRSS")
+    fn()
+    return (_proc_status_kib("VmHWM") - base) * 1024
 
 
 def command_line() -> str:

@@ -285,10 +285,12 @@ class AliasSampler(Sampler):
         self._probs = (w / w.sum()).float()
         # Classes the table can draw: a positive weight below float32 resolution of its
         # bucket gets none of the mass, and counting it would let unique draws chase it for
-        # 2^32 tries. Mass of c: its own keep probability plus what buckets aliased to c pass.
+        # 2^32 tries. c has mass when it keeps some of its own bucket or some bucket that
+        # does not keep all of its own passes to c (masks, not float64 masses: V can be 10^9).
         prob, alias = self._table
-        mass = prob.double().index_add(0, alias.long(), 1.0 - prob.double())
-        self._possible = int((mass > 0).sum())
+        possible = prob > 0
+        possible[alias[prob < 1].long()] = True
+        self._possible = int(possible.sum())
 
     @property
     def probs(self) -> Tensor:

@@ -22,25 +22,18 @@ constexpr int64_t kScanChunk = 256;
 
 FS_HOST_DEVICE int64_t num_chunks(int64_t n) { return (n + kScanChunk - 1) / kScanChunk; }
 
-// Left fold of x[begin, end) starting from `start`; writes exclusive prefixes to out when
-// given. Returns the fold's final value.
+// Left fold of x[begin, end) starting from `start`; writes the exclusive (or, with
+// `inclusive`, the inclusive) prefixes to out when given. out may be x: each term is read
+// before its prefix is written. Returns the fold's final value.
 FS_HOST_DEVICE double fold_chunk(const double* x, double* out, int64_t begin, int64_t end,
-                                 double start) {
+                                 double start, bool inclusive = false) {
   double running = start;
   for (int64_t i = begin; i < end; ++i) {
-    if (out) out[i] = running;
-    running = running + x[i];
+    const double next = running + x[i];
+    if (out) out[i] = inclusive ? next : running;
+    running = next;
   }
   return running;
-}
-
-// Scaled weight s = w * V / sum(w) split into its deficit (light) or surplus (heavy) part.
-FS_HOST_DEVICE void split_excess(double scaled, double* deficit, double* surplus,
-                                 int64_t* is_light) {
-  const bool light = scaled < 1.0;
-  *deficit = light ? 1.0 - scaled : 0.0;
-  *surplus = light ? 0.0 : scaled - 1.0;
-  *is_light = light ? 1 : 0;
 }
 
 // First index in a[0, n) with a[idx] >= v (n when none).
@@ -63,15 +56,38 @@ FS_HOST_DEVICE int64_t upper_bound(const double* a, int64_t n, double v) {
   return lo;
 }
 
-// Compacted views of the lights and heavies, in index order.
+// The lights and the heavies, each in class order, packed into one array of V values (the
+// lights' exclusive deficit prefixes, then the heavies' inclusive surplus prefixes) and one
+// of V class ids, so the build needs no separate compacted arrays.
 struct AliasSweep {
-  const double* light_start;  // [nl] exclusive deficit prefix of each light
-  const double* light_end;    // [nl] inclusive deficit prefix of each light
-  const double* heavy_end;    // [nh] inclusive surplus prefix of each heavy
-  const int64_t* heavy_index; // [nh] class id of each heavy
+  const double* light_start;  // [num_light] exclusive deficit prefix of each light
+  const double* heavy_end;    // [num_heavy] inclusive surplus prefix of each heavy
+  const int32_t* light_id;    // [num_light] class of each light
+  const int32_t* heavy_id;    // [num_heavy] class of each heavy
+  const double* scaled;       // [V] scaled weight of each class
   int64_t num_light;
   int64_t num_heavy;
+
+  // Inclusive deficit prefix of light l: its exclusive prefix plus its own deficit, the very
+  // addition the fold performed.
+  FS_HOST_DEVICE double light_end(int64_t l) const {
+    return light_start[l] + (1.0 - scaled[light_id[l]]);
+  }
 };
+
+FS_HOST_DEVICE AliasSweep alias_sweep(const double* packed_values, const int32_t* packed_ids,
+                                      const double* scaled, int64_t n, int64_t num_light) {
+  return AliasSweep{packed_values,        packed_values + num_light, packed_ids,
+                    packed_ids + num_light, scaled,                  num_light,
+                    n - num_light};
+}
+
+// Where class i goes in the packed arrays: lights first, then heavies, each in class order.
+// lights_through = number of lights among classes 0..i.
+FS_HOST_DEVICE int64_t packed_position(bool light, int64_t i, int64_t lights_through,
+                                       int64_t num_light) {
+  return light ? lights_through - 1 : num_light + (i - lights_through);
+}
 
 // The heavy that donates to a light whose exclusive deficit prefix is `start`: the first
 // heavy j with H_j >= start. Light starts grow with the class id, so callers that walk the
@@ -95,7 +111,7 @@ FS_HOST_DEVICE void light_entry(const AliasSweep& sw, int64_t i, double scaled, 
     return;
   }
   prob[i] = static_cast<float>(scaled);
-  alias[i] = static_cast<int32_t>(sw.heavy_index[donor]);
+  alias[i] = sw.heavy_id[donor];
 }
 
 // Table entry of class i, the heavy at compacted position p, which with the heavies before
@@ -107,11 +123,11 @@ FS_HOST_DEVICE void heavy_entry(const AliasSweep& sw, int64_t i, int64_t p, int6
     alias[i] = static_cast<int32_t>(i);
     return;
   }
-  const double consumed = served > 0 ? sw.light_end[served - 1] : 0.0;
+  const double consumed = served > 0 ? sw.light_end(served - 1) : 0.0;
   double keep = 1.0 + sw.heavy_end[p] - consumed;
   keep = keep < 0.0 ? 0.0 : (keep > 1.0 ? 1.0 : keep);
   prob[i] = static_cast<float>(keep);
-  alias[i] = static_cast<int32_t>(sw.heavy_index[p + 1]);
+  alias[i] = sw.heavy_id[p + 1];
 }
 
 }  // namespace fastsoftmax

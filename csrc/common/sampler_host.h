@@ -63,44 +63,72 @@ inline void check_weights(const at::Tensor& weights) {
   TORCH_CHECK_VALUE(!f[2], "weights must not all be zero");
 }
 
+// In-place running maximum of a fixed-order prefix (alias_table.h). Inside a kScanChunk
+// chunk the fold only adds non-negative terms, so it never decreases; but a chunk's offset
+// comes from a separate fold of the chunk totals, so the prefix can dip by an ulp at a chunk
+// boundary, and the donor searches need monotone prefixes (the CPU walks cursors, CUDA
+// searches every element: on a dip they would disagree). Raising each chunk to the last value
+// of the chunks before it is therefore the running maximum, with O(V / kScanChunk)
+// temporaries; a maximum is exact in any order, so every device gets the same bits.
+inline void running_max_(at::Tensor& a) {
+  const int64_t n = a.numel(), chunks = num_chunks(n), full = n / kScanChunk;
+  if (chunks <= 1) return;
+  const at::Tensor chunk_last =
+      a.as_strided({chunks - 1}, {kScanChunk}, a.storage_offset() + kScanChunk - 1);
+  const at::Tensor before = std::get<0>(at::cummax(chunk_last, 0));  // [chunks - 1]
+  if (full >= 2) {
+    a.narrow(0, kScanChunk, (full - 1) * kScanChunk)
+        .view({full - 1, kScanChunk})
+        .clamp_min_(before.narrow(0, 0, full - 1).unsqueeze(1));
+  }
+  if (n > full * kScanChunk) a.narrow(0, full * kScanChunk, n - full * kScanChunk).clamp_min_(before[full - 1]);
+}
+
 // Backend provides, on its device:
-//   static at::Tensor fixed_scan(const at::Tensor& x, at::Tensor* exclusive);
-//       fixed-order float64 scan (see alias_table.h); returns the total as a 0-dim tensor
-//   static void build(scaled, is_light, light_start, light_end, heavy_end, lights_through,
-//                     prob, alias);
-//       compacts lights and heavies and writes every class's table entry (AliasSweep)
+//   static at::Tensor fixed_scan(const at::Tensor& x, at::Tensor* prefix, bool inclusive);
+//       fixed-order float64 scan (see alias_table.h) writing the exclusive or inclusive
+//       prefixes to *prefix (which may be x itself); returns the total as a 0-dim tensor
+//   static void pack(const at::Tensor& values, const at::Tensor& scaled,
+//                    const at::Tensor& lights_through, bool lights, at::Tensor& packed_values,
+//                    at::Tensor& packed_ids);
+//       copies values[i] and i of every light (or every heavy) class to its packed_position
+//   static void finalize(scaled, packed_values, packed_ids, lights_through, prob, alias);
+//       writes every class's table entry (AliasSweep)
+//
+// Memory: besides the inputs and the 8-byte table, the build holds the scaled weights, one
+// prefix buffer, the packed values and ids and the light counts: 8 + 8 + 8 + 4 + 4 = 32
+// bytes per class (plus a 1-byte mask while the lights are counted), so V = 10^9 classes fit
+// in 40 GB.
 template <class Backend>
 std::tuple<at::Tensor, at::Tensor> build_alias_table(const at::Tensor& weights) {
   check_weights(weights);
   const int64_t n = weights.numel();
   // Divide by the max first so the sum can neither overflow nor underflow; elementwise IEEE
   // operations give the same bits on every device.
-  at::Tensor w = weights.to(at::kDouble).contiguous();
-  w = w / w.max();
-  const at::Tensor total = Backend::fixed_scan(w, nullptr);
-  const at::Tensor scaled = w * (static_cast<double>(n) / total);
+  at::Tensor scaled = weights.to(at::kDouble, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  scaled.div_(scaled.max());
+  const at::Tensor total = Backend::fixed_scan(scaled, nullptr, false);
+  scaled.mul_(static_cast<double>(n) / total);
 
-  const at::Tensor is_light = scaled < 1.0;
-  const at::Tensor deficit = at::where(is_light, 1.0 - scaled, at::zeros_like(scaled));
-  const at::Tensor surplus = at::where(is_light, at::zeros_like(scaled), scaled - 1.0);
-  at::Tensor light_start = at::empty_like(deficit), heavy_start = at::empty_like(surplus);
-  Backend::fixed_scan(deficit, &light_start);
-  Backend::fixed_scan(surplus, &heavy_start);
-  // A fold is monotone inside its chunk, but a chunk's offset comes from a separate fold of
-  // the chunk totals, so a prefix can dip by an ulp at a chunk boundary. The donor searches
-  // need monotone prefixes (the CPU walks cursors from a per-block binary search, CUDA
-  // searches every element: on a dip they disagree, and the CPU with the thread count), so
-  // take running maxima. A maximum is exact in any order: same bits on every device.
-  light_start = std::get<0>(at::cummax(light_start, 0));
-  // Inclusive prefix = exclusive + own term: the very addition the fold performed.
-  const at::Tensor light_end = light_start + deficit;
-  const at::Tensor heavy_end = std::get<0>(at::cummax(heavy_start + surplus, 0));
-  const at::Tensor lights_through = at::cumsum(is_light, 0, at::kLong);  // exact integers
-
+  const at::Tensor lights_through = at::cumsum(scaled < 1.0, 0, at::kInt);  // exact integers
+  at::Tensor packed_values = at::empty({n}, scaled.options());
+  at::Tensor packed_ids = at::empty({n}, scaled.options().dtype(at::kInt));
+  {
+    // Lights: exclusive prefix of the deficits 1 - s (0 for heavies). Heavies: inclusive
+    // prefix of the surpluses s - 1 (0 for lights). One buffer serves both in turn.
+    at::Tensor prefix = scaled.neg();
+    prefix.add_(1.0).clamp_min_(0.0);
+    Backend::fixed_scan(prefix, &prefix, /*inclusive=*/false);
+    running_max_(prefix);
+    Backend::pack(prefix, scaled, lights_through, /*lights=*/true, packed_values, packed_ids);
+    prefix.copy_(scaled).sub_(1.0).clamp_min_(0.0);
+    Backend::fixed_scan(prefix, &prefix, /*inclusive=*/true);
+    running_max_(prefix);
+    Backend::pack(prefix, scaled, lights_through, /*lights=*/false, packed_values, packed_ids);
+  }
   at::Tensor prob = at::empty({n}, weights.options().dtype(at::kFloat));
   at::Tensor alias = at::empty({n}, weights.options().dtype(at::kInt));
-  Backend::build(scaled, is_light, light_start, light_end, heavy_end, lights_through, prob,
-                 alias);
+  Backend::finalize(scaled, packed_values, packed_ids, lights_through, prob, alias);
   return {prob, alias};
 }
 

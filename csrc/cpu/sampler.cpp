@@ -17,86 +17,88 @@ constexpr int64_t kGrain = 1 << 14;
 
 struct CpuBackend {
   // Fixed-order scan: chunk totals, recursive scan of the totals, chunk prefixes.
-  static double scan(const double* x, double* exclusive, int64_t n) {
-    if (n <= kScanChunk) return fold_chunk(x, exclusive, 0, n, 0.0);
+  static double scan(const double* x, double* prefix, int64_t n, bool inclusive) {
+    if (n <= kScanChunk) return fold_chunk(x, prefix, 0, n, 0.0, inclusive);
     const int64_t chunks = num_chunks(n);
     std::vector<double> totals(chunks), offsets(chunks);
     at::parallel_for(0, chunks, 16, [&](int64_t begin, int64_t end) {
       for (int64_t k = begin; k < end; ++k)
         totals[k] = fold_chunk(x, nullptr, k * kScanChunk, std::min(n, (k + 1) * kScanChunk), 0.0);
     });
-    const double total = scan(totals.data(), offsets.data(), chunks);
-    if (exclusive) {
+    const double total = scan(totals.data(), offsets.data(), chunks, false);
+    if (prefix) {
       at::parallel_for(0, chunks, 16, [&](int64_t begin, int64_t end) {
         for (int64_t k = begin; k < end; ++k)
-          fold_chunk(x, exclusive, k * kScanChunk, std::min(n, (k + 1) * kScanChunk), offsets[k]);
+          fold_chunk(x, prefix, k * kScanChunk, std::min(n, (k + 1) * kScanChunk), offsets[k],
+                     inclusive);
       });
     }
     return total;
   }
 
-  static at::Tensor fixed_scan(const at::Tensor& x, at::Tensor* exclusive) {
-    const double total =
-        scan(x.data_ptr<double>(), exclusive ? exclusive->data_ptr<double>() : nullptr, x.numel());
+  static at::Tensor fixed_scan(const at::Tensor& x, at::Tensor* prefix, bool inclusive) {
+    const double total = scan(x.data_ptr<double>(), prefix ? prefix->data_ptr<double>() : nullptr,
+                              x.numel(), inclusive);
     return at::scalar_tensor(total, x.options());
   }
 
-  static void build(const at::Tensor& scaled, const at::Tensor& is_light,
-                    const at::Tensor& light_start, const at::Tensor& light_end,
-                    const at::Tensor& heavy_end, const at::Tensor& lights_through,
-                    at::Tensor& prob, at::Tensor& alias) {
+  static void pack(const at::Tensor& values, const at::Tensor& scaled,
+                   const at::Tensor& lights_through, bool lights, at::Tensor& packed_values,
+                   at::Tensor& packed_ids) {
     const int64_t n = scaled.numel();
-    const int64_t* through = lights_through.data_ptr<int64_t>();
+    const double* v = values.data_ptr<double>();
+    const double* s = scaled.data_ptr<double>();
+    const int32_t* through = lights_through.data_ptr<int32_t>();
     const int64_t num_light = through[n - 1];
-    const bool* light = is_light.data_ptr<bool>();
-    const double* ls = light_start.data_ptr<double>();
-    const double* le = light_end.data_ptr<double>();
-    const double* he = heavy_end.data_ptr<double>();
-    std::vector<double> c_light_start(num_light), c_light_end(num_light),
-        c_heavy_end(n - num_light);
-    std::vector<int64_t> c_heavy_index(n - num_light);
+    double* pv = packed_values.data_ptr<double>();
+    int32_t* pi = packed_ids.data_ptr<int32_t>();
     at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        const int64_t lights_before = through[i] - (light[i] ? 1 : 0);
-        if (light[i]) {
-          c_light_start[lights_before] = ls[i];
-          c_light_end[lights_before] = le[i];
-        } else {
-          c_heavy_end[i - lights_before] = he[i];
-          c_heavy_index[i - lights_before] = i;
-        }
+        const bool light = s[i] < 1.0;
+        if (light != lights) continue;
+        const int64_t pos = packed_position(light, i, through[i], num_light);
+        pv[pos] = v[i];
+        pi[pos] = static_cast<int32_t>(i);
       }
     });
-    const AliasSweep sweep{c_light_start.data(), c_light_end.data(), c_heavy_end.data(),
-                           c_heavy_index.data(), num_light, n - num_light};
-    const double* s = scaled.data_ptr<double>();
+  }
+
+  static void finalize(const at::Tensor& scaled, const at::Tensor& packed_values,
+                       const at::Tensor& packed_ids, const at::Tensor& lights_through,
+                       at::Tensor& prob, at::Tensor& alias) {
+    const int64_t n = scaled.numel();
+    const AliasSweep sweep =
+        alias_sweep(packed_values.data_ptr<double>(), packed_ids.data_ptr<int32_t>(),
+                    scaled.data_ptr<double>(), n, lights_through.data_ptr<int32_t>()[n - 1]);
     float* p = prob.data_ptr<float>();
     int32_t* a = alias.data_ptr<int32_t>();
-    // Donors and served counts only grow with the class id: one binary search per block,
-    // then cursors (O(V) instead of O(V log V) cache-missing searches).
-    at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
-      int64_t donor = -1, served = -1;
-      for (int64_t i = begin; i < end; ++i) {
-        const int64_t lights_before = through[i] - (light[i] ? 1 : 0);
-        if (light[i]) {
-          if (sweep.num_heavy == 0) {
-            donor = 0;
-          } else if (donor < 0) {
-            donor = light_donor(sweep, ls[i]);
-          } else {
-            while (donor < sweep.num_heavy - 1 && sweep.heavy_end[donor] < ls[i]) ++donor;
-          }
-          light_entry(sweep, i, s[i], donor, p, a);
+    // Donors and served counts only grow along the packed order: one binary search per
+    // block, then cursors (O(V) instead of O(V log V) cache-missing searches).
+    at::parallel_for(0, sweep.num_light, kGrain, [&](int64_t begin, int64_t end) {
+      int64_t donor = -1;
+      for (int64_t l = begin; l < end; ++l) {
+        const double start = sweep.light_start[l];
+        if (sweep.num_heavy == 0) {
+          donor = 0;
+        } else if (donor < 0) {
+          donor = light_donor(sweep, start);
         } else {
-          const int64_t pos = i - lights_before;
-          if (served < 0) {
-            served = lights_served(sweep, pos);
-          } else {
-            while (served < sweep.num_light && sweep.light_start[served] <= sweep.heavy_end[pos])
-              ++served;
-          }
-          heavy_entry(sweep, i, pos, served, p, a);
+          while (donor < sweep.num_heavy - 1 && sweep.heavy_end[donor] < start) ++donor;
         }
+        const int32_t i = sweep.light_id[l];
+        light_entry(sweep, i, sweep.scaled[i], donor, p, a);
+      }
+    });
+    at::parallel_for(0, sweep.num_heavy, kGrain, [&](int64_t begin, int64_t end) {
+      int64_t served = -1;
+      for (int64_t h = begin; h < end; ++h) {
+        if (served < 0) {
+          served = lights_served(sweep, h);
+        } else {
+          while (served < sweep.num_light && sweep.light_start[served] <= sweep.heavy_end[h])
+            ++served;
+        }
+        heavy_entry(sweep, sweep.heavy_id[h], h, served, p, a);
       }
     });
   }

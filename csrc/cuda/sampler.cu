@@ -28,8 +28,8 @@ constexpr int kScanThreads = 128;
 constexpr int kScanStep = 32;
 
 __global__ void __launch_bounds__(kScanThreads)
-    scan_chunks_kernel(const double* x, double* exclusive, int64_t n, const double* offsets,
-                       double* totals) {
+    scan_chunks_kernel(const double* x, double* prefix, int64_t n, const double* offsets,
+                       double* totals, bool inclusive) {
   __shared__ double tile[kScanThreads][kScanStep + 1];  // +1: fewer bank conflicts
   const int64_t chunks = num_chunks(n);
   const int t = static_cast<int>(threadIdx.x);
@@ -45,15 +45,15 @@ __global__ void __launch_bounds__(kScanThreads)
       __syncthreads();
       const int64_t base = k * kScanChunk + step;
       for (int e = 0; e < kScanStep && base + e < n && k < chunks; ++e) {
-        const double v = tile[t][e];
-        tile[t][e] = running;  // exclusive prefix
-        running = running + v;
+        const double next = running + tile[t][e];
+        tile[t][e] = inclusive ? next : running;
+        running = next;
       }
       __syncthreads();
-      if (exclusive != nullptr) {
+      if (prefix != nullptr) {  // may be x: this tile of x has been read
         for (int r = t; r < kScanThreads * kScanStep; r += kScanThreads) {  // coalesced store
           const int64_t i = (first + r / kScanStep) * kScanChunk + step + r % kScanStep;
-          if (i < n) exclusive[i] = tile[r / kScanStep][r % kScanStep];
+          if (i < n) prefix[i] = tile[r / kScanStep][r % kScanStep];
         }
       }
       __syncthreads();
@@ -62,118 +62,98 @@ __global__ void __launch_bounds__(kScanThreads)
   }
 }
 
-__global__ void fold_small_kernel(const double* x, double* exclusive, int64_t n, double* total) {
-  *total = fold_chunk(x, exclusive, 0, n, 0.0);
+__global__ void fold_small_kernel(const double* x, double* prefix, int64_t n, double* total,
+                                  bool inclusive) {
+  *total = fold_chunk(x, prefix, 0, n, 0.0, inclusive);
 }
 
 struct CudaBackend {
-  static void scan(const double* x, double* exclusive, int64_t n, double* total,
-                   const at::TensorOptions& options) {
+  static void scan(const double* x, double* prefix, int64_t n, double* total,
+                   const at::TensorOptions& options, bool inclusive) {
     if (n <= kScanChunk) {
-      FS_LAUNCH(fold_small_kernel, 1, 1, 0, x, exclusive, n, total);
+      FS_LAUNCH(fold_small_kernel, 1, 1, 0, x, prefix, n, total, inclusive);
       return;
     }
     const int64_t chunks = num_chunks(n);
     at::Tensor totals = at::empty({chunks}, options), offsets = at::empty({chunks}, options);
     const int64_t grid = cuda::blocks_for(chunks, kScanThreads);
     FS_LAUNCH(scan_chunks_kernel, grid, kScanThreads, 0, x, nullptr, n, nullptr,
-              totals.data_ptr<double>());
-    scan(totals.data_ptr<double>(), offsets.data_ptr<double>(), chunks, total, options);
-    if (exclusive) {
-      FS_LAUNCH(scan_chunks_kernel, grid, kScanThreads, 0, x, exclusive, n,
-                offsets.data_ptr<double>(), nullptr);
+              totals.data_ptr<double>(), false);
+    scan(totals.data_ptr<double>(), offsets.data_ptr<double>(), chunks, total, options, false);
+    if (prefix) {
+      FS_LAUNCH(scan_chunks_kernel, grid, kScanThreads, 0, x, prefix, n,
+                offsets.data_ptr<double>(), nullptr, inclusive);
     }
   }
 
-  static at::Tensor fixed_scan(const at::Tensor& x, at::Tensor* exclusive) {
+  static at::Tensor fixed_scan(const at::Tensor& x, at::Tensor* prefix, bool inclusive) {
     at::Tensor total = at::empty({}, x.options());
-    scan(x.data_ptr<double>(), exclusive ? exclusive->data_ptr<double>() : nullptr, x.numel(),
-         total.data_ptr<double>(), x.options());
+    scan(x.data_ptr<double>(), prefix ? prefix->data_ptr<double>() : nullptr, x.numel(),
+         total.data_ptr<double>(), x.options(), inclusive);
     return total;
   }
 
-  static void build(const at::Tensor& scaled, const at::Tensor& is_light,
-                    const at::Tensor& light_start, const at::Tensor& light_end,
-                    const at::Tensor& heavy_end, const at::Tensor& lights_through,
-                    at::Tensor& prob, at::Tensor& alias);
+  static void pack(const at::Tensor& values, const at::Tensor& scaled,
+                   const at::Tensor& lights_through, bool lights, at::Tensor& packed_values,
+                   at::Tensor& packed_ids);
+  static void finalize(const at::Tensor& scaled, const at::Tensor& packed_values,
+                       const at::Tensor& packed_ids, const at::Tensor& lights_through,
+                       at::Tensor& prob, at::Tensor& alias);
 };
 
 // ---- alias-table build ---------------------------------------------------------------------
+// The light count num_light = lights_through[n - 1] is read on the device: the split between
+// lights and heavies never goes through the host.
 
-struct BuildParams {
-  int64_t n;
-  const double* scaled;
-  const bool* is_light;
-  const double* light_start;  // exclusive deficit prefix, per class
-  const double* light_end;    // inclusive deficit prefix, per class
-  const double* heavy_end;    // inclusive surplus prefix, per class
-  const int64_t* lights_through;
-  double* c_light_start;  // compacted, capacity n
-  double* c_light_end;
-  double* c_heavy_end;
-  int64_t* c_heavy_index;
-  float* prob;
-  int32_t* alias;
-};
-
-__global__ void compact_kernel(BuildParams p) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
+__global__ void pack_kernel(const double* values, const double* scaled,
+                            const int32_t* lights_through, int64_t n, bool lights,
+                            double* packed_values, int32_t* packed_ids) {
+  const int64_t num_light = lights_through[n - 1];
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const bool light = p.is_light[i];
-    const int64_t lights_before = p.lights_through[i] - (light ? 1 : 0);
-    if (light) {
-      p.c_light_start[lights_before] = p.light_start[i];
-      p.c_light_end[lights_before] = p.light_end[i];
+    const bool light = scaled[i] < 1.0;
+    if (light != lights) continue;
+    const int64_t pos = packed_position(light, i, lights_through[i], num_light);
+    packed_values[pos] = values[i];
+    packed_ids[pos] = static_cast<int32_t>(i);
+  }
+}
+
+__global__ void finalize_kernel(const double* scaled, const double* packed_values,
+                                const int32_t* packed_ids, const int32_t* lights_through,
+                                int64_t n, float* prob, int32_t* alias) {
+  const AliasSweep sweep =
+      alias_sweep(packed_values, packed_ids, scaled, n, lights_through[n - 1]);
+  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < n;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (j < sweep.num_light) {
+      const int64_t donor = sweep.num_heavy ? light_donor(sweep, sweep.light_start[j]) : 0;
+      const int32_t i = sweep.light_id[j];
+      light_entry(sweep, i, scaled[i], donor, prob, alias);
     } else {
-      p.c_heavy_end[i - lights_before] = p.heavy_end[i];
-      p.c_heavy_index[i - lights_before] = i;
+      const int64_t h = j - sweep.num_light;
+      heavy_entry(sweep, sweep.heavy_id[h], h, lights_served(sweep, h), prob, alias);
     }
   }
 }
 
-__global__ void finalize_kernel(BuildParams p) {
-  const int64_t num_light = p.lights_through[p.n - 1];
-  const AliasSweep sweep{p.c_light_start, p.c_light_end, p.c_heavy_end, p.c_heavy_index,
-                         num_light, p.n - num_light};
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const bool light = p.is_light[i];
-    const int64_t lights_before = p.lights_through[i] - (light ? 1 : 0);
-    if (light) {
-      const int64_t donor = sweep.num_heavy ? light_donor(sweep, p.light_start[i]) : 0;
-      light_entry(sweep, i, p.scaled[i], donor, p.prob, p.alias);
-    } else {
-      const int64_t pos = i - lights_before;
-      heavy_entry(sweep, i, pos, lights_served(sweep, pos), p.prob, p.alias);
-    }
-  }
-}
-
-void CudaBackend::build(const at::Tensor& scaled, const at::Tensor& is_light,
-                        const at::Tensor& light_start, const at::Tensor& light_end,
-                        const at::Tensor& heavy_end, const at::Tensor& lights_through,
-                        at::Tensor& prob, at::Tensor& alias) {
+void CudaBackend::pack(const at::Tensor& values, const at::Tensor& scaled,
+                       const at::Tensor& lights_through, bool lights, at::Tensor& packed_values,
+                       at::Tensor& packed_ids) {
   const int64_t n = scaled.numel();
-  // Compacted arrays sized n: the split between lights and heavies stays on the device.
-  at::Tensor c_light_start = at::empty({n}, scaled.options());
-  at::Tensor c_light_end = at::empty({n}, scaled.options());
-  at::Tensor c_heavy_end = at::empty({n}, scaled.options());
-  at::Tensor c_heavy_index = at::empty({n}, scaled.options().dtype(at::kLong));
-  const BuildParams p{n,
-                      scaled.data_ptr<double>(),
-                      is_light.data_ptr<bool>(),
-                      light_start.data_ptr<double>(),
-                      light_end.data_ptr<double>(),
-                      heavy_end.data_ptr<double>(),
-                      lights_through.data_ptr<int64_t>(),
-                      c_light_start.data_ptr<double>(),
-                      c_light_end.data_ptr<double>(),
-                      c_heavy_end.data_ptr<double>(),
-                      c_heavy_index.data_ptr<int64_t>(),
-                      prob.data_ptr<float>(),
-                      alias.data_ptr<int32_t>()};
-  FS_LAUNCH(compact_kernel, grid_for(n), kThreads, 0, p);
-  FS_LAUNCH(finalize_kernel, grid_for(n), kThreads, 0, p);
+  FS_LAUNCH(pack_kernel, grid_for(n), kThreads, 0, values.data_ptr<double>(),
+            scaled.data_ptr<double>(), lights_through.data_ptr<int32_t>(), n, lights,
+            packed_values.data_ptr<double>(), packed_ids.data_ptr<int32_t>());
+}
+
+void CudaBackend::finalize(const at::Tensor& scaled, const at::Tensor& packed_values,
+                           const at::Tensor& packed_ids, const at::Tensor& lights_through,
+                           at::Tensor& prob, at::Tensor& alias) {
+  const int64_t n = scaled.numel();
+  FS_LAUNCH(finalize_kernel, grid_for(n), kThreads, 0, scaled.data_ptr<double>(),
+            packed_values.data_ptr<double>(), packed_ids.data_ptr<int32_t>(),
+            lights_through.data_ptr<int32_t>(), n, prob.data_ptr<float>(),
+            alias.data_ptr<int32_t>());
 }
 
 std::tuple<at::Tensor, at::Tensor> alias_build_cuda(const at::Tensor& weights) {
