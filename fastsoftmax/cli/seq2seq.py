@@ -2,6 +2,8 @@
 
     fastsoftmax-seq2seq train --data FILE --task {pairs,chars} \\
         --attention {dot,general,concat,none} --output {full,sampled,...} [--checkpoint CKPT]
+    fastsoftmax-seq2seq train ... --attention-mode hard [--baseline {none,mean,value}] \\
+        [--entropy-bonus 0.01]
     fastsoftmax-seq2seq train --resume CKPT [--epochs N]
     fastsoftmax-seq2seq translate --checkpoint CKPT < sources.txt
     fastsoftmax-seq2seq eval --checkpoint CKPT [--data FILE]
@@ -104,6 +106,14 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
                    help="pairs: words, TAB-separated; chars: characters, source_target")
     t.add_argument("--attention", default=d.attention,
                    choices=["dot", "general", "concat", "none"], help="Luong score")
+    t.add_argument("--attention-mode", default=d.attention_mode, choices=s2s.ATTENTION_MODES,
+                   help="soft: weighted mean of the source states; hard: one source state, "
+                        "drawn in training (REINFORCE), argmax at inference")
+    t.add_argument("--baseline", default=d.baseline, choices=s2s.BASELINES,
+                   help="reward baseline, hard attention only; unset means mean")
+    t.add_argument("--entropy-bonus", type=float, default=d.entropy_bonus,
+                   help="weight of the attention entropy bonus, hard attention only; unset "
+                        "means 0.01")
     t.add_argument("--output", default=d.output, choices=tuple(HEADS), help="output layer")
     t.add_argument("--num-sampled", type=positive_int, default=d.num_sampled,
                    help="samples per step of the sampled heads")

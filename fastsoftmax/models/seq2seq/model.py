@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ...nn import HEADS, make_head
+from . import hard_attention as hard
 from .data import BOS, EOS, PAD
 
 ATTENTIONS = ("dot", "general", "concat", None)
@@ -37,6 +38,16 @@ class Seq2Seq(nn.Module):
     output: any head of fastsoftmax.nn.HEADS ('full', 'sampled', ...); a sampled head changes
         the training loss only: eval-mode loss and decoding use the exact softmax.
     counts: target-token frequencies [V] for the sampled heads' unigram sampler.
+    attention_mode: 'soft' (c_t = Σ_s α_ts h_s) or 'hard' (c_t = h_{z_t}: z_t drawn from α_t
+        in training, argmax_s α_ts in eval mode and in greedy and beam search), with the score
+        network learnt by REINFORCE (see hard_attention.py for the surrogate loss). In hard
+        mode the training loss's value is still the mean cross entropy of the target tokens
+        (under the drawn positions); the REINFORCE terms only add their gradient. The reward
+        of step t is the head's per-token log-likelihood (for a sampled head: minus its
+        per-token training loss).
+    baseline: hard mode only, 'none', 'mean' (moving average of the reward, the default) or
+        'value' (a linear value head on the decoder state); see hard.RewardBaseline.
+    entropy_bonus: hard mode only, λ ≥ 0 of the -λ·H(α_t) term (default 0.01).
     """
 
     def __init__(
@@ -55,6 +66,9 @@ class Seq2Seq(nn.Module):
         num_sampled: int = 64,
         counts: Tensor | None = None,
         dropout: float = 0.0,
+        attention_mode: str = "soft",
+        baseline: str | None = None,
+        entropy_bonus: float | None = None,
     ):
         super().__init__()
         if attention == "none":
@@ -69,6 +83,8 @@ class Seq2Seq(nn.Module):
             raise ValueError(
                 f"a bidirectional encoder needs an even hidden_size, got {hidden_size}"
             )
+        baseline, entropy_bonus = hard.resolve_options(attention, attention_mode, baseline,
+                                                      entropy_bonus)
         for name, v in (
             ("src_vocab_size", src_vocab_size),
             ("tgt_vocab_size", tgt_vocab_size),
@@ -91,10 +107,16 @@ class Seq2Seq(nn.Module):
             "output": output,
             "num_sampled": num_sampled,
             "dropout": dropout,
+            "attention_mode": attention_mode,
+            "baseline": baseline,
+            "entropy_bonus": entropy_bonus,
         }
         self._counts = counts
         H = hidden_size
         self.attention = attention
+        self.attention_mode = attention_mode
+        self.entropy_bonus = entropy_bonus
+        self.baseline_kind: str | None = None  # overrides the baseline's kind when set
         self.peeky = peeky
         self.reverse_source = reverse_source
         self.bidirectional = bidirectional
@@ -122,8 +144,12 @@ class Seq2Seq(nn.Module):
         if attention is not None:
             self.combine = nn.Linear(2 * H, H, bias=False)  # W_c
         D = H + (H if peeky else 0)
+        # Hard attention needs each token's loss (its reward), so its head does not reduce.
         self.head = make_head(output, D, tgt_vocab_size, num_samples=num_sampled, counts=counts,
-                              bias=True, ignore_index=PAD)
+                              bias=True, ignore_index=PAD,
+                              reduction="none" if attention_mode == "hard" else "mean")
+        if attention_mode == "hard":
+            self.reward_baseline = hard.RewardBaseline(baseline, H)
 
     # -- encoder ------------------------------------------------------------------------------
     @staticmethod
@@ -172,39 +198,74 @@ class Seq2Seq(nn.Module):
 
     def _decode_steps(self, tgt_in: Tensor, state, memory: Tensor, mask: Tensor, summary: Tensor):
         """Runs the decoder over tgt_in [B, T] from `state`; returns output features [B, T, D],
-        the new state and attention weights [B, T, S] (None without attention)."""
+        the new state, attention weights [B, T, S] (None without attention; one-hot rows of the
+        chosen positions with hard attention) and, with hard attention, what REINFORCE needs:
+        (log α [B, T, S], chosen positions [B, T], decoder states [B, T, H]), else None."""
         emb = self.dropout(self.tgt_embed(tgt_in))
         T = tgt_in.shape[1]
         if self.peeky:
             emb = torch.cat([emb, summary[:, None, :].expand(-1, T, -1)], dim=-1)
         dec, state = self.decoder(emb, state)
-        weights = None
-        if self.attention is not None:
+        weights = reinforce = None
+        if self.attention is not None and self.attention_mode == "hard":
+            log_alpha = hard.masked_log_softmax(self._scores(memory, dec), mask)
+            positions = hard.choose_positions(log_alpha, sample=self.training)
+            # One-hot rows times memory: exactly h_{z_t}, with the gradient of h_{z_t} only.
+            weights = nn.functional.one_hot(positions, memory.shape[1]).to(dec.dtype)
+            reinforce = (log_alpha, positions, dec)
+        elif self.attention is not None:
             scores = self._scores(memory, dec).masked_fill(~mask[:, None, :], float("-inf"))
             weights = torch.softmax(scores.float(), dim=-1).to(dec.dtype)
+        if self.attention is not None:
             context = weights @ memory  # [B, T, H]
             feats = torch.tanh(self.combine(torch.cat([context, dec], dim=-1)))
         else:
             feats = dec
         if self.peeky:
             feats = torch.cat([feats, summary[:, None, :].expand(-1, T, -1)], dim=-1)
-        return self.dropout(feats), state, weights
+        return self.dropout(feats), state, weights, reinforce
 
     def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
         """Teacher-forced loss, averaged over the non-padding target tokens: the head's sampled
-        loss in training mode (output='sampled'), the exact cross entropy otherwise."""
+        loss in training mode (output='sampled'), the exact cross entropy otherwise. With hard
+        attention in training mode its gradient also holds the REINFORCE terms."""
         memory, mask, state, summary = self.encode(src, src_len)
-        feats, _, _ = self._decode_steps(tgt_in, state, memory, mask, summary)
-        return self.head(feats.reshape(-1, feats.shape[-1]), tgt_out.reshape(-1))
+        feats, _, _, reinforce = self._decode_steps(tgt_in, state, memory, mask, summary)
+        loss = self.head(feats.reshape(-1, feats.shape[-1]), tgt_out.reshape(-1))
+        if self.attention_mode == "hard":
+            return self._hard_loss(loss.view(tgt_out.shape), tgt_out, reinforce)
+        return loss
+
+    def _hard_loss(self, token_loss: Tensor, tgt_out: Tensor, reinforce) -> Tensor:
+        """token_loss [B, T] (0 on padding) → mean cross entropy + (s - s.detach()), where s is
+        the REINFORCE surrogate (hard_attention.py) plus the value head's regression loss:
+        zero in value, so the loss reads as a cross entropy, but its gradient in backward.
+        Training mode also folds the batch's reward into the baseline's moving average."""
+        valid = (tgt_out != PAD).to(token_loss.dtype)
+        count = valid.sum().clamp(min=1)
+        loss = (token_loss * valid).sum() / count
+        if not self.training:
+            return loss
+        log_alpha, positions, dec = reinforce
+        reward = -token_loss.detach()
+        log_chosen = log_alpha.gather(-1, positions[..., None]).squeeze(-1)
+        b = self.reward_baseline(dec, self.baseline_kind)
+        per_step = (hard.reinforce_term(log_chosen, reward, b)
+                    - self.entropy_bonus * hard.entropy(log_alpha))
+        surrogate = ((per_step * valid).sum() / count
+                     + self.reward_baseline.value_loss(dec, reward, valid)).to(loss.dtype)
+        self.reward_baseline.update(reward, valid)
+        return loss + (surrogate - surrogate.detach())
 
     def log_prob(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> Tensor:
         """Exact teacher-forced log-probabilities [B, T, V]."""
         memory, mask, state, summary = self.encode(src, src_len)
-        feats, _, _ = self._decode_steps(tgt_in, state, memory, mask, summary)
+        feats = self._decode_steps(tgt_in, state, memory, mask, summary)[0]
         return self.head.log_prob(feats)
 
     def attention_weights(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher-forced attention weights [B, T, S]."""
+        """Teacher-forced attention weights [B, T, S] (hard attention: one-hot rows of the
+        chosen positions, drawn in training mode, argmax in eval mode)."""
         if self.attention is None:
             raise ValueError("this model has no attention")
         memory, mask, state, summary = self.encode(src, src_len)
@@ -222,7 +283,7 @@ class Seq2Seq(nn.Module):
         score = torch.zeros(B, device=src.device)
         out, attn = [], []
         for _ in range(max_len):
-            feats, state, w = self._decode_steps(y, state, memory, mask, summary)
+            feats, state, w, _ = self._decode_steps(y, state, memory, mask, summary)
             logp = self.head.log_prob(feats[:, 0])
             best, tok = logp.max(dim=-1)
             score = score + torch.where(done, torch.zeros_like(best), best)
@@ -270,7 +331,7 @@ class Seq2Seq(nn.Module):
         seqs = torch.zeros(B, K, 0, dtype=torch.long, device=dev)
         y = torch.full((B * K, 1), BOS, dtype=torch.long, device=dev)
         for _ in range(max_len):
-            feats, state, _ = self._decode_steps(y, state, memory, mask, summary)
+            feats, state, _, _ = self._decode_steps(y, state, memory, mask, summary)
             logp = self.head.log_prob(feats[:, 0]).view(B, K, -1)
             V = logp.shape[-1]
             # A finished hypothesis has one continuation, padding, at no cost.
@@ -324,3 +385,4 @@ class Seq2Seq(nn.Module):
         model = cls(**state["config"], counts=state.get("counts"))
         model.load_state_dict(state["state_dict"])
         return model
+

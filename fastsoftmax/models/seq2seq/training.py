@@ -18,6 +18,7 @@ from ..checkpoints import (default_path, refuse_overwrite, resume_values, rng_st
 from ..progress import progress_bar
 from ..vocabulary import Vocabulary
 from .data import batches, load_task, target_counts
+from . import hard_attention as hard
 from .generation import evaluate
 from .model import Seq2Seq
 
@@ -31,11 +32,16 @@ class TrainConfig:
     """Every option of a run (the command line's flags, with - for _). checkpoint: written
     after every epoch; None picks a new seq2seq-<output>-<time>.pt in the working directory,
     and an existing file other than the resumed one is never overwritten unless force.
-    progress None draws the bar only when stderr is a terminal."""
+    progress None draws the bar only when stderr is a terminal. attention_mode 'hard' trains
+    hard attention by REINFORCE with `baseline` ('none', 'mean', 'value'; default 'mean') and
+    `entropy_bonus` (default 0.01), which soft attention refuses (see Seq2Seq)."""
 
     data: Optional[str] = None
     task: str = "pairs"
     attention: Optional[str] = "general"
+    attention_mode: str = "soft"
+    baseline: Optional[str] = None
+    entropy_bonus: Optional[float] = None
     output: str = "full"
     num_sampled: int = 64
     embed_dim: int = 64
@@ -68,7 +74,11 @@ class TrainConfig:
 
 
 MODEL_KEYS = ("embed_dim", "hidden_size", "num_layers", "bidirectional", "reverse_source",
-              "attention", "peeky", "output", "num_sampled", "dropout")
+              "attention", "peeky", "output", "num_sampled", "dropout", "attention_mode",
+              "baseline", "entropy_bonus")
+# Options added after checkpoints of version 1 were first written, with the value an older
+# checkpoint (which lacks them) was trained with.
+ADDED_OPTIONS = {"attention_mode": "soft", "baseline": None, "entropy_bonus": None}
 
 
 def save_checkpoint(path: str, *, model: Seq2Seq, optimizer, epoch: int, history: list,
@@ -95,12 +105,15 @@ def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterabl
                  if getattr(config, f.name) != getattr(default, f.name)}
     values = config.to_dict()
     if state is not None:
-        values = resume_values(values, set(given), state["train_config"], resume=config.resume,
+        saved = dict(ADDED_OPTIONS, **state["train_config"])
+        values = resume_values(values, set(given), saved, resume=config.resume,
                                may_change=MAY_CHANGE_ON_RESUME, run_options=RUN_OPTIONS)
         if values["checkpoint"] is None:
             values["checkpoint"] = config.resume
     if values["device"] is None:
         values["device"] = "cuda" if torch.cuda.is_available() else "cpu"
+    hard.resolve_options(None if values["attention"] == "none" else values["attention"],
+                         values["attention_mode"], values["baseline"], values["entropy_bonus"])
     if values["data"] is None and not has_data:
         raise ValueError("training needs --data (a pair file)")
     if values["checkpoint"] is None:
@@ -155,7 +168,9 @@ def fit(config: TrainConfig | dict, *, data: Optional[dict] = None, given=None,
         valid_pairs, valid = valid_pairs[:eval_limit], valid[:eval_limit]
     log(f"{task}: {len(data['train'])} train / {len(valid)} held-out pairs, vocab "
         f"{len(src_vocab)} → {len(tgt_vocab)}, {sum(p.numel() for p in model.parameters())} "
-        f"parameters, output {model.config['output']}, attention {model.attention}")
+        f"parameters, output {model.config['output']}, attention {model.attention}"
+        + (f" (hard: baseline {model.config['baseline']}, entropy bonus "
+           f"{model.config['entropy_bonus']})" if model.attention_mode == "hard" else ""))
     log(f"checkpoint: {config.checkpoint}")
     for epoch in range(start_epoch, config.epochs):
         model.train()
