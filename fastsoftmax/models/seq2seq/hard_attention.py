@@ -103,9 +103,11 @@ class RewardBaseline(nn.Module):
     kind 'mean': b = an exponential moving average (decay `decay`) of the mean reward per
         target token over past training batches, bias-corrected like Adam's moments so the
         first batches are not pulled towards 0. Cheap and target-independent.
-    kind 'value': b_t = a linear value head on the decoder state h_t (detached, so fitting the
-        value does not reshape the decoder), trained to predict R_t by squared error. It can
-        tell easy steps (a separator) from hard ones (a digit), which a single mean cannot.
+    kind 'value': b_t = the running mean + a linear value head on the decoder state h_t
+        (detached, so fitting the value does not reshape the decoder), trained to predict R_t
+        by squared error. It can tell easy steps (a separator) from hard ones (a digit), which
+        a single mean cannot; starting at zero, the head begins as the 'mean' baseline
+        instead of as a random guess that would raise the variance until it is fitted.
 
     Every kind keeps the running mean (also a readable training signal); only 'value' owns
     parameters. Neither depends on the draw z_t, which keeps the estimate unbiased.
@@ -120,7 +122,11 @@ class RewardBaseline(nn.Module):
         self.kind, self.decay = kind, decay
         self.register_buffer("running_sum", torch.zeros((), dtype=torch.float64))
         self.register_buffer("running_weight", torch.zeros((), dtype=torch.float64))
-        self.value = nn.Linear(hidden_size, 1) if kind == "value" else None
+        self.value = None
+        if kind == "value":
+            self.value = nn.Linear(hidden_size, 1)
+            nn.init.zeros_(self.value.weight)
+            nn.init.zeros_(self.value.bias)
 
     @property
     def mean(self) -> float:
@@ -137,13 +143,13 @@ class RewardBaseline(nn.Module):
             return self.mean
         if self.value is None:
             raise ValueError("this model has no value head (it was built with another baseline)")
-        return self.value(dec.detach()).squeeze(-1)
+        return self.mean + self.value(dec.detach()).squeeze(-1)
 
     def value_loss(self, dec: Tensor, reward: Tensor, valid: Tensor) -> Tensor:
         """Mean squared error of the value head on the real target steps (0 without one)."""
         if self.value is None:
             return reward.new_zeros(())
-        err = (self.value(dec.detach()).squeeze(-1) - reward.detach()) ** 2
+        err = (self.forward(dec, "value") - reward.detach()) ** 2
         return (err * valid).sum() / valid.sum().clamp(min=1)
 
     @torch.no_grad()
