@@ -381,6 +381,12 @@ def test_command_line_trains_hard_attention_and_refuses_soft_only_mistakes(tmp_p
     assert s2s.load_checkpoint(ckpt)[0].config["entropy_bonus"] == 0.05
     assert cli.main(["train", "--resume", ckpt, "--attention-mode", "soft"]) == 2
     assert "--attention-mode soft (the checkpoint has hard)" in capsys.readouterr().err
+    # Defaults are stored filled in: naming them again on resume is no conflict.
+    default = str(tmp_path / "d.pt")
+    assert cli.main(common + ["--attention-mode", "hard", "--checkpoint", default]) == 0
+    assert cli.main(["train", "--resume", default, "--epochs", "2", "--baseline", "mean",
+                     "--entropy-bonus", "0.01", "--no-progress"]) == 0
+    assert s2s.load_checkpoint(default)[1]["train_config"]["baseline"] == "mean"
     assert cli.main(common + ["--baseline", "value", "--checkpoint", str(tmp_path / "x.pt")]) == 2
     assert "baseline applies to hard attention only" in capsys.readouterr().err
     assert cli.main(common + ["--attention-mode", "hard", "--attention", "none",

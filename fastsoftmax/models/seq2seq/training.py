@@ -112,8 +112,11 @@ def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterabl
             values["checkpoint"] = config.resume
     if values["device"] is None:
         values["device"] = "cuda" if torch.cuda.is_available() else "cpu"
-    hard.resolve_options(None if values["attention"] == "none" else values["attention"],
-                         values["attention_mode"], values["baseline"], values["entropy_bonus"])
+    # The checkpoint keeps the baseline and bonus a hard run trains with, defaults filled in,
+    # so that giving the default explicitly on resume is no conflict.
+    values["baseline"], values["entropy_bonus"] = hard.resolve_options(
+        None if values["attention"] == "none" else values["attention"],
+        values["attention_mode"], values["baseline"], values["entropy_bonus"])
     if values["data"] is None and not has_data:
         raise ValueError("training needs --data (a pair file)")
     if values["checkpoint"] is None:
