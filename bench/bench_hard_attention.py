@@ -16,7 +16,8 @@ baselines at hand), after its first and its last epoch, we draw `--draws` gradie
 score network's weight (attn_W, the only parameter that sees nothing but the REINFORCE term)
 on one fixed training batch, each with a fresh draw of the positions, once per baseline, and
 report the total variance Σ_k Var[g_k] and its ratio to the variance without a baseline. The
-parameters and the batch are the same for the three, so the ratio isolates the baseline.
+parameters, the batch and the position draws (common random numbers) are the same for the
+three, so the ratio isolates the baseline.
 
 The heatmap of a task shows, for one held-out source: the soft model's attention weights, the
 hard model's chosen (argmax) positions, and how often the hard model chooses each source
@@ -58,21 +59,25 @@ TASKS = {
 }
 
 
-def score_gradient_variance(model, batch, kinds, draws):
+def score_gradient_variance(model, batch, kinds, draws, seed):
     """{kind: (total variance of the attn_W gradient over `draws` draws, squared norm of its
-    mean)} on one batch; the baseline's running mean is restored after every draw, so each
-    draw sees the same baseline and the model leaves as it came."""
+    mean)} on one batch. Every kind sees the same `draws` position draws (the generator is
+    reseeded per kind: common random numbers), so the figures differ by the baseline only.
+    The baseline's running mean is restored after every draw, so each draw sees the same
+    baseline, and the model and the global generator leave as they came."""
     model.train()
     saved = {k: v.clone() for k, v in model.reward_baseline.state_dict().items()}
     out = {}
     for kind in kinds:
         model.baseline_kind = kind
         grads = []
-        for _ in range(draws):
-            model.zero_grad(set_to_none=True)
-            model(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out).backward()
-            grads.append(model.attn_W.weight.grad.detach().double().flatten().clone())
-            model.reward_baseline.load_state_dict(saved)
+        with torch.random.fork_rng(devices=[] if batch.src.device.type == "cpu" else None):
+            torch.manual_seed(seed)
+            for _ in range(draws):
+                model.zero_grad(set_to_none=True)
+                model(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out).backward()
+                grads.append(model.attn_W.weight.grad.detach().double().flatten().clone())
+                model.reward_baseline.load_state_dict(saved)
         g = torch.stack(grads)
         out[kind] = (float(g.var(0, unbiased=True).sum()), float(g.mean(0).pow(2).sum()))
     model.baseline_kind = None
@@ -100,7 +105,8 @@ def step_times(models, batch, repeats, device):
 
 
 def variance_rows(task, when, model, batch, args, shape):
-    res = score_gradient_variance(model, batch, ("none", "mean", "value"), args.draws)
+    res = score_gradient_variance(model, batch, ("none", "mean", "value"), args.draws,
+                                  args.seed)
     rows = []
     for kind, (var, mean_sq) in res.items():
         provider = f"hard baseline=value, estimate with baseline={kind} ({when})"
