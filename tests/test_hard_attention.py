@@ -384,9 +384,9 @@ def test_command_line_trains_hard_attention_and_refuses_soft_only_mistakes(tmp_p
     # Defaults are stored filled in: naming them again on resume is no conflict.
     default = str(tmp_path / "d.pt")
     assert cli.main(common + ["--attention-mode", "hard", "--checkpoint", default]) == 0
-    assert cli.main(["train", "--resume", default, "--epochs", "2", "--baseline", "mean",
+    assert cli.main(["train", "--resume", default, "--epochs", "2", "--baseline", "value",
                      "--entropy-bonus", "0.01", "--no-progress"]) == 0
-    assert s2s.load_checkpoint(default)[1]["train_config"]["baseline"] == "mean"
+    assert s2s.load_checkpoint(default)[1]["train_config"]["baseline"] == "value"
     assert cli.main(common + ["--baseline", "value", "--checkpoint", str(tmp_path / "x.pt")]) == 2
     assert "baseline applies to hard attention only" in capsys.readouterr().err
     assert cli.main(common + ["--attention-mode", "hard", "--attention", "none",

@@ -110,7 +110,7 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
                    help="soft: weighted mean of the source states; hard: one source state, "
                         "drawn in training (REINFORCE), argmax at inference")
     t.add_argument("--baseline", default=d.baseline, choices=s2s.BASELINES,
-                   help="reward baseline, hard attention only; unset means mean")
+                   help="reward baseline, hard attention only; unset means value")
     t.add_argument("--entropy-bonus", type=float, default=d.entropy_bonus,
                    help="weight of the attention entropy bonus, hard attention only; unset "
                         "means 0.01")

@@ -45,8 +45,9 @@ class Seq2Seq(nn.Module):
         (under the drawn positions); the REINFORCE terms only add their gradient. The reward
         of step t is the head's per-token log-likelihood (for a sampled head: minus its
         per-token training loss).
-    baseline: hard mode only, 'none', 'mean' (moving average of the reward, the default) or
-        'value' (a linear value head on the decoder state); see hard.RewardBaseline.
+    baseline: hard mode only, 'none', 'mean' (moving average of the reward) or 'value' (the
+        default: that average plus a linear value head on the decoder state); see
+        hard_attention.RewardBaseline.
     entropy_bonus: hard mode only, λ ≥ 0 of the -λ·H(α_t) term (default 0.01).
     """
 

@@ -33,7 +33,7 @@ class TrainConfig:
     after every epoch; None picks a new seq2seq-<output>-<time>.pt in the working directory,
     and an existing file other than the resumed one is never overwritten unless force.
     progress None draws the bar only when stderr is a terminal. attention_mode 'hard' trains
-    hard attention by REINFORCE with `baseline` ('none', 'mean', 'value'; default 'mean') and
+    hard attention by REINFORCE with `baseline` ('none', 'mean', 'value'; default 'value') and
     `entropy_bonus` (default 0.01), which soft attention refuses (see Seq2Seq)."""
 
     data: Optional[str] = None
