@@ -369,6 +369,26 @@ def test_resume_refuses_a_changed_attention_mode_or_baseline(hard_run, tmp_path)
                     given={flag, "epochs"}, log=lambda m: None)
 
 
+def test_checkpoints_written_before_hard_attention_resume_as_soft(tmp_path):
+    """A checkpoint without the hard-attention options (as older versions wrote them) loads
+    and resumes as soft attention, and refuses to be resumed as hard."""
+    data = s2s.split_task(copy_pairs(60), "chars", valid_fraction=0.2, seed=0)
+    old = str(tmp_path / "old.pt")
+    s2s.fit(dict(SETTINGS, attention_mode="soft", baseline=None, hidden_size=8, embed_dim=4,
+                 epochs=1, checkpoint=old), data=data, log=lambda m: None)
+    state = torch.load(old, weights_only=False)
+    for key in ("attention_mode", "baseline", "entropy_bonus"):
+        del state["train_config"][key], state["model"]["config"][key]
+    torch.save(state, old)
+    assert s2s.load_checkpoint(old)[0].attention_mode == "soft"
+    with pytest.raises(ValueError, match="--attention-mode hard \\(the checkpoint has soft\\)"):
+        s2s.fit(dict(resume=old, epochs=2, attention_mode="hard"), data=data,
+                given={"epochs", "attention_mode"}, log=lambda m: None)
+    res = s2s.fit(dict(resume=old, epochs=2, progress=False), data=data, given={"epochs"},
+                  log=lambda m: None)
+    assert res["model"].attention_mode == "soft" and len(res["history"]) == 2
+
+
 def test_command_line_trains_hard_attention_and_refuses_soft_only_mistakes(tmp_path, capsys):
     pairs = tmp_path / "copy.txt"
     pairs.write_text("".join(f"{s}_{t}\n" for s, t in copy_pairs(120)))
