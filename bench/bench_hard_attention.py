@@ -202,7 +202,7 @@ def heatmap(path, task, soft, hard, data, device):
     axes[2].imshow(freq, cmap="gray_r", vmin=0.0, vmax=1.0, aspect="auto")
     axes[2].set_xlabel("source position")
     axes[2].set_ylabel("output step")
-    axes[2].set_title(f"hard: choice frequency over {len(examples)} held-out pairs")
+    axes[2].set_title(f"hard: choice frequency, {len(examples)} held-out")
     fig.suptitle(f"{task}: {pairs[index][0].strip()!r}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
