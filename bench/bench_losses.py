@@ -257,12 +257,41 @@ def bench_hs(device, dtype, shape, args, rows):
     add_ratios(rows[first], results)
 
 
+def bench_eval(device, dtype, shape, args, rows):
+    """The modules' exact eval loss (what `.eval()` layers, log_prob and perplexity run): our
+    streamed log-sum-exp against linear_cross_entropy, forward only, without autograd."""
+    n, d, v, _ = shape
+    _, params = make_lm(device, dtype, shape)
+    w, b = params[1], params[2]
+    g = torch.Generator().manual_seed(1)
+    h = torch.randn(n, d, generator=g).to(device, dtype)
+    t = torch.randint(0, v, (n,), generator=g).to(device)
+    providers = [("ours", lambda: FF.full_softmax_loss(h, w, t, b, reduction="sum")),
+                 ("full_softmax", lambda: F.cross_entropy(F.linear(h, w, b).float(), t,
+                                                          reduction="sum"))]
+    if args.lce:
+        providers += [(name, lambda o=options: lce_loss(o)(h, w, b, t))
+                      for name, options in lce_variants(n, v, device, args.lce_rows)]
+    with torch.no_grad():
+        ref = providers[1][1]()
+        results, first = {}, len(rows)
+        for name, fn in providers:
+            torch.testing.assert_close(fn().float(), ref, rtol=1e-4, atol=1e-2)
+            med, lo, hi = time_it(fn, device, args.repeat, args.warmup, budget_s=120)
+            mem = peak_extra_bytes(fn, device) / 2**20
+            results[name] = 1e3 * med
+            rows.append(dict(case="exact_eval", provider=name, dtype=str(dtype)[6:],
+                             shape=f"N={n} D={d} V={v}", median_ms=1e3 * med, min_ms=1e3 * lo,
+                             max_ms=1e3 * hi, peak_extra_mb=mem))
+    add_ratios(rows[first], results)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--cases", default="word2vec,lm,hs")
+    parser.add_argument("--cases", default="word2vec,lm,hs,eval")
     parser.add_argument("--no-lce", dest="lce", action="store_false",
                         help="leave out the F.linear_cross_entropy providers")
     parser.add_argument("--lce-rows", type=int, default=256,
@@ -295,6 +324,9 @@ def main():
         if "hs" in args.cases:
             for shape in shapes["hs"]:
                 bench_hs(device, dtype, shape, args, rows)
+        if "eval" in args.cases:
+            for shape in shapes["lm"]:
+                bench_eval(device, dtype, shape, args, rows)
     long_rows = []
     for r in rows:
         shape = f"{r['dtype']} {r['shape']}"
