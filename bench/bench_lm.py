@@ -169,7 +169,7 @@ def check_full_nll(model, x, y) -> None:
         model.eval()
         feats, _ = model.features(x)
         chunked = model.head.full_loss(feats, y)
-        logits = F.linear(feats, model.head.weight, model.head.bias)
+        logits = F.linear(feats, model.head.linear_weight, model.head.linear_bias)
         direct = F.cross_entropy(logits.flatten(0, 1).float(), y.reshape(-1))
         model.train()
     if not torch.allclose(chunked, direct, rtol=1e-4, atol=1e-4):

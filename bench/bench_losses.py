@@ -74,7 +74,7 @@ def ns_plain(h, w, t, neg):
 
 
 def ss_ours(h, w, b, t, sampled):
-    return FF.sampled_softmax_loss(h, w, t, b, sampled=sampled, reduction="sum")
+    return FF.sampled_softmax_loss(h, w, t, linear_bias=b, sampled=sampled, reduction="sum")
 
 
 def ss_plain(h, w, b, t, sampled):

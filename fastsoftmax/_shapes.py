@@ -1,6 +1,7 @@
 """Argument checks, target shapes and loss reductions shared by every loss.
 
-Shapes: input [*, D], weight [V, D], target int64 [*] or [*, T]; N = the rows of input.
+Shapes: input [*, D], linear_weight [V, D], target int64 [*] or [*, T]; N = the rows of
+input. `weight` is a per-class rescaling [V], as in torch.nn.CrossEntropyLoss.
 """
 
 import math
@@ -13,19 +14,19 @@ REDUCTIONS = ("mean", "sum", "none")
 
 
 def check_inputs(input, weight, target, reduction) -> None:
-    """Types, ranks, feature sizes, dtype and device of a loss's main arguments."""
-    for name, t in (("input", input), ("weight", weight), ("target", target)):
+    """Types, ranks, feature sizes, dtype and device of a loss's main arguments (`weight` is
+    the output embedding, linear_weight [V, D])."""
+    for name, t in (("input", input), ("linear_weight", weight), ("target", target)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
     check_reduction(reduction)
     if input.dim() < 1:
         raise ValueError("input must have at least one dimension [*, D]")
     if weight.dim() != 2:
-        raise ValueError(f"weight must be 2-D [V, D], got shape {tuple(weight.shape)}")
+        raise ValueError(f"linear_weight must be 2-D [V, D], got shape {tuple(weight.shape)}")
     if weight.shape[1] != input.shape[-1]:
-        raise ValueError(
-            f"weight has {weight.shape[1]} features per class but input has {input.shape[-1]}"
-        )
+        raise ValueError(f"linear_weight has {weight.shape[1]} features per class but input "
+                         f"has {input.shape[-1]}")
     if target.dtype != torch.int64:
         raise TypeError(f"target must be an int64 tensor of class ids, got {target.dtype}")
     if target.device != input.device:
@@ -35,6 +36,39 @@ def check_inputs(input, weight, target, reduction) -> None:
 def check_reduction(reduction) -> None:
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+
+def check_class_weight(weight, num_classes: int, device: torch.device,
+                       num_true: int = 1) -> Optional[Tensor]:
+    """The per-class rescaling `weight` (torch.nn.CrossEntropyLoss's): None, or a floating
+    1-D tensor with one entry per class on the input's device."""
+    if weight is None:
+        return None
+    if not isinstance(weight, Tensor):
+        raise TypeError(f"weight (a per-class rescaling, as in nn.CrossEntropyLoss) must be a "
+                        f"tensor of shape ({num_classes},), got {type(weight).__name__}")
+    if tuple(weight.shape) != (num_classes,):
+        hint = (" (the output embedding is now called linear_weight)" if weight.dim() == 2
+                else "")
+        raise ValueError(f"weight (a per-class rescaling) must have shape ({num_classes},), "
+                         f"got {tuple(weight.shape)}{hint}")
+    if not weight.is_floating_point():
+        raise TypeError(f"weight (a per-class rescaling) must be floating point, got "
+                        f"{weight.dtype}")
+    if weight.device != device:
+        raise ValueError(f"weight is on {weight.device} but input is on {device}")
+    if num_true != 1:
+        raise ValueError(f"a per-class weight needs one true class per row; target has "
+                         f"{num_true} (the weighting of several true classes is undefined)")
+    return weight
+
+
+def check_label_smoothing(value) -> float:
+    """A float in [0, 1], as F.cross_entropy's label_smoothing."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"label_smoothing must be a float in [0, 1], got {value!r}")
+    return float(value)
 
 
 def check_count(value, name: str) -> int:
@@ -72,9 +106,11 @@ def _shape_text(shape: tuple) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-def reduce_loss(loss: Tensor, target2d: Tensor, lead, reduction: str, ignore_index: int, dtype):
+def reduce_loss(loss: Tensor, target2d: Tensor, lead, reduction: str, ignore_index: int, dtype,
+                row_weight: Optional[Tensor] = None):
     """Per-row losses [N] -> the reduction, in `dtype`. 'mean' divides by the rows whose first
-    target is not ignore_index (NaN when there are none, as F.cross_entropy)."""
+    target is not ignore_index (NaN when there are none, as F.cross_entropy); with per-class
+    weights, by the sum of those rows' target weights `row_weight` [N], as F.cross_entropy."""
     if torch.is_autocast_enabled(loss.device.type):
         dtype = loss.dtype  # float32 under autocast, as F.cross_entropy
     if reduction == "none":
@@ -82,5 +118,9 @@ def reduce_loss(loss: Tensor, target2d: Tensor, lead, reduction: str, ignore_ind
     total = loss.sum()
     if reduction == "sum":
         return total.to(dtype)
-    count = (target2d[:, 0] != ignore_index).sum()
+    keep = target2d[:, 0] != ignore_index
+    if row_weight is None:
+        count = keep.sum()
+    else:
+        count = torch.where(keep, row_weight, torch.zeros_like(row_weight)).sum()
     return (total / count).to(dtype)

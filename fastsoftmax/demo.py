@@ -97,13 +97,13 @@ def demo_losses():
     layer.train()
     step(lambda: layer(h, target))  # warm-up
     sampled_s = min(step(lambda: layer(h, target)) for _ in range(3))
-    full_s = min(step(lambda: F.cross_entropy(F.linear(h, layer.weight, layer.bias), target))
+    full_s = min(step(lambda: F.cross_entropy(F.linear(h, layer.linear_weight, layer.linear_bias), target))
                  for _ in range(2))
     print(f"forward+backward: sampled softmax (1024 samples) {1e3 * sampled_s:.0f} ms, "
           f"full softmax {1e3 * full_s:.0f} ms: {full_s / sampled_s:.1f}x faster")
     layer.eval()
     with torch.no_grad():
-        exact = F.cross_entropy(F.linear(h, layer.weight, layer.bias), target)
+        exact = F.cross_entropy(F.linear(h, layer.linear_weight, layer.linear_bias), target)
         print(f"eval mode returns the exact cross entropy: {float(layer(h, target)):.6f} "
               f"(F.cross_entropy: {float(exact):.6f})")
 

@@ -1,7 +1,9 @@
 """Sampled output-layer losses: sampled softmax, NCE and negative sampling.
 
-Shapes: input [*, D], weight [V, D], bias [V], target int64 [*] or [*, num_true]. Any
-leading dims. Losses are computed per row in float32 (float64 for float64 input) and
+Shapes: input [*, D], linear_weight [V, D], linear_bias [V], target int64 [*] or
+[*, num_true]. Any leading dims. The names follow torch.nn.functional.linear_cross_entropy:
+`linear_weight`/`linear_bias` are the output embedding, `weight` [V] is a per-class rescaling
+as in F.cross_entropy (renamed in 0.1: `weight`/`bias` used to be the output embedding). Losses are computed per row in float32 (float64 for float64 input) and
 returned in the input's dtype; `reduction='mean'` averages over rows not ignored (NaN when
 every row is ignored or the batch is empty, as F.cross_entropy); 'sum' of an empty batch is 0
 and 'none' returns shape [*].
@@ -20,15 +22,19 @@ import torch
 from torch import Tensor
 
 from . import ops
-from ._shapes import check_count, check_inputs, reduce_loss, target_2d
+from ._shapes import (check_class_weight, check_count, check_inputs, check_label_smoothing,
+                      reduce_loss, target_2d)
+from ._smoothing import weighted_smoothed_loss
 from .samplers import LogUniformSampler, SampledValues, Sampler, UniformSampler
+
 
 def _check_sampler(sampler, num_classes: int, device: torch.device) -> Sampler:
     if not isinstance(sampler, Sampler):
         raise TypeError(f"sampler must be a fastsoftmax Sampler, got {type(sampler).__name__}")
     if sampler.num_classes != num_classes:
         raise ValueError(
-            f"sampler draws from {sampler.num_classes} classes but weight has {num_classes}"
+            f"sampler draws from {sampler.num_classes} classes but linear_weight has "
+            f"{num_classes}"
         )
     if sampler.device != device:
         raise ValueError(
@@ -49,14 +55,17 @@ def draw_candidates(
 
 def _sampled_logits_loss(input, weight, target, bias, *, mode, num_sampled, sampler, sampled,
                          num_true, remove_accidental_hits, log_z, reduction, ignore_index,
-                         generator, sparse):
+                         generator, sparse, class_weight=None, label_smoothing=0.0):
     """Sampled softmax (mode MODE_SOFTMAX) or NCE (MODE_NCE): the body both public
-    functionals share."""
+    functionals share. `weight`/`bias` here are the output embedding."""
     check_inputs(input, weight, target, reduction)
     lead = tuple(input.shape[:-1])
     t2 = target_2d(target, lead, num_true)
     h = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
     V = weight.shape[0]
+    class_weight = check_class_weight(class_weight, V, input.device, t2.shape[1])
+    label_smoothing = check_label_smoothing(label_smoothing)
+    safe = torch.where(t2 == ignore_index, torch.zeros_like(t2), t2)
     if sampled is None:
         if num_sampled is None:
             raise ValueError("give either num_sampled (and optionally sampler) or sampled")
@@ -66,7 +75,6 @@ def _sampled_logits_loss(input, weight, target, bias, *, mode, num_sampled, samp
         if sampler is None:
             sampler = LogUniformSampler(V, device=input.device)
         sampler = _check_sampler(sampler, V, input.device)
-        safe = torch.where(t2 == ignore_index, torch.zeros_like(t2), t2)
         sampled = draw_candidates(sampler, safe, num_sampled, generator)
     else:
         if not (isinstance(sampled, tuple) and len(sampled) == 3):
@@ -85,15 +93,24 @@ def _sampled_logits_loss(input, weight, target, bias, *, mode, num_sampled, samp
         h, weight, bias, t2, candidates, true_count, sampled_count, log_z.reshape(()),
         mode, bool(remove_accidental_hits), int(ignore_index), bool(sparse),
     )
-    return reduce_loss(loss, t2, lead, reduction, ignore_index, input.dtype)
+    row_weight = None
+    if class_weight is not None or label_smoothing:
+        loss, row_weight = weighted_smoothed_loss(
+            loss, h, weight, bias, safe, (candidates, true_count, sampled_count),
+            bool(remove_accidental_hits), class_weight, label_smoothing, bool(sparse))
+        keep = t2[:, 0] != ignore_index
+        loss = torch.where(keep, loss, torch.zeros_like(loss))
+    return reduce_loss(loss, t2, lead, reduction, ignore_index, input.dtype, row_weight)
 
 
 def sampled_softmax_loss(
     input: Tensor,
-    weight: Tensor,
+    linear_weight: Tensor,
     target: Tensor,
-    bias: Optional[Tensor] = None,
     *,
+    linear_bias: Optional[Tensor] = None,
+    weight: Optional[Tensor] = None,
+    label_smoothing: float = 0.0,
     num_sampled: Optional[int] = None,
     sampler: Optional[Sampler] = None,
     sampled: Optional[SampledValues] = None,
@@ -106,22 +123,31 @@ def sampled_softmax_loss(
 ) -> Tensor:
     """Softmax cross entropy over [true..., sampled...] logits with label mass 1/num_true on
     each true class (tf.nn.sampled_softmax_loss). One candidate set of `num_sampled` distinct
-    classes is drawn from `sampler` (default LogUniformSampler) per call, shared by the batch,
-    unless `sampled` is given. `sparse` makes weight's gradient a sparse tensor of the rows
-    used (for SparseAdam or SGD on very large V)."""
+    classes is drawn from `sampler` (default LogUniformSampler) with `generator` per call,
+    shared by the batch, unless `sampled` is given. `sparse` makes linear_weight's gradient a
+    sparse tensor of the rows used (for SparseAdam or SGD on very large V).
+
+    `weight` [V] rescales each row's loss by the weight of its true class and 'mean' then
+    divides by the sum of those weights, as F.cross_entropy (one true class per row).
+    `label_smoothing` spreads that mass uniformly over the row's candidates (its true
+    classes and the sampled classes it keeps), with the logQ-corrected logits; see
+    fastsoftmax._smoothing for the formula. Both are exact F.cross_entropy in eval, where
+    the layers compute the full softmax."""
     return _sampled_logits_loss(
-        input, weight, target, bias, mode=ops.MODE_SOFTMAX, num_sampled=num_sampled,
-        sampler=sampler, sampled=sampled, num_true=num_true,
+        input, linear_weight, target, linear_bias, mode=ops.MODE_SOFTMAX,
+        num_sampled=num_sampled, sampler=sampler, sampled=sampled, num_true=num_true,
         remove_accidental_hits=remove_accidental_hits, log_z=0.0, reduction=reduction,
-        ignore_index=ignore_index, generator=generator, sparse=sparse)
+        ignore_index=ignore_index, generator=generator, sparse=sparse, class_weight=weight,
+        label_smoothing=label_smoothing)
 
 
 def nce_loss(
     input: Tensor,
-    weight: Tensor,
+    linear_weight: Tensor,
     target: Tensor,
-    bias: Optional[Tensor] = None,
     *,
+    linear_bias: Optional[Tensor] = None,
+    weight: Optional[Tensor] = None,
     num_sampled: Optional[int] = None,
     sampler: Optional[Sampler] = None,
     sampled: Optional[SampledValues] = None,
@@ -136,19 +162,23 @@ def nce_loss(
     """Noise-contrastive estimation (tf.nn.nce_loss): per row, the sum of sigmoid cross
     entropies of the true logits (label 1/num_true) and sampled logits (label 0), every logit
     shifted by -log_z (a float, or a tensor to learn it; 0 = self-normalised). `sparse` as in
-    sampled_softmax_loss."""
+    sampled_softmax_loss. `weight` [V] scales each row's whole loss (its true and noise
+    terms: the row is one example of its class) by the weight of its true class; 'mean'
+    divides by the sum of those weights. NCE is not a cross entropy, so it has no
+    label_smoothing."""
     return _sampled_logits_loss(
-        input, weight, target, bias, mode=ops.MODE_NCE, num_sampled=num_sampled,
-        sampler=sampler, sampled=sampled, num_true=num_true,
+        input, linear_weight, target, linear_bias, mode=ops.MODE_NCE,
+        num_sampled=num_sampled, sampler=sampler, sampled=sampled, num_true=num_true,
         remove_accidental_hits=remove_accidental_hits, log_z=log_z, reduction=reduction,
-        ignore_index=ignore_index, generator=generator, sparse=sparse)
+        ignore_index=ignore_index, generator=generator, sparse=sparse, class_weight=weight)
 
 
 def negative_sampling_loss(
     input: Tensor,
-    weight: Tensor,
+    linear_weight: Tensor,
     target: Tensor,
     *,
+    weight: Optional[Tensor] = None,
     num_negatives: Optional[int] = None,
     sampler: Optional[Sampler] = None,
     negatives: Optional[Tensor] = None,
@@ -161,12 +191,15 @@ def negative_sampling_loss(
     [*, T]; negatives int64 [*, K] (per row) or [K] (shared). When not given, K =
     `num_negatives` per-row negatives are drawn from `sampler` (default uniform). Negatives
     equal to a true class are kept, as in the formula (word2vec.c skips them). `sparse` as in
-    sampled_softmax_loss."""
+    sampled_softmax_loss. `weight` [V] scales each row's whole loss by the weight of its
+    true class, as for nce_loss."""
+    class_weight, weight = weight, linear_weight
     check_inputs(input, weight, target, reduction)
     lead = tuple(input.shape[:-1])
     t2 = target_2d(target, lead, None)
     h = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
     V = weight.shape[0]
+    class_weight = check_class_weight(class_weight, V, input.device, t2.shape[1])
     if negatives is None:
         if num_negatives is None:
             raise ValueError("give either num_negatives (and optionally sampler) or negatives")
@@ -192,7 +225,17 @@ def negative_sampling_loss(
                 f"{tuple(negatives.shape)}"
             )
     loss, _ = ops.negative_sampling_forward(h, weight, t2, neg, int(ignore_index), bool(sparse))
-    return reduce_loss(loss, t2, lead, reduction, ignore_index, input.dtype)
+    loss, row_weight = _rescale_rows(loss, t2, class_weight, ignore_index)
+    return reduce_loss(loss, t2, lead, reduction, ignore_index, input.dtype, row_weight)
+
+
+def _rescale_rows(loss: Tensor, t2: Tensor, class_weight: Optional[Tensor], ignore_index: int):
+    """(loss * weight[target], weight[target]) per row; ignored rows keep their zero loss."""
+    if class_weight is None:
+        return loss, None
+    safe = torch.where(t2[:, 0] == ignore_index, torch.zeros_like(t2[:, 0]), t2[:, 0])
+    row_weight = class_weight.to(loss.dtype)[safe]
+    return loss * row_weight, row_weight
 
 
 # ---------------------------------------------------------------------------------------
@@ -233,26 +276,34 @@ def _logit_blocks(h: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_bytes
 
 
 def _check_full(input, weight, bias) -> Tensor:
-    for name, t in (("input", input), ("weight", weight)):
+    for name, t in (("input", input), ("linear_weight", weight)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
     if weight.dim() != 2 or input.dim() < 1 or weight.shape[1] != input.shape[-1]:
-        raise ValueError(f"input [*, D] and weight [V, D] disagree: {tuple(input.shape)} and "
-                         f"{tuple(weight.shape)}")
+        raise ValueError(f"input [*, D] and linear_weight [V, D] disagree: "
+                         f"{tuple(input.shape)} and {tuple(weight.shape)}")
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
-        raise ValueError(f"bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
+        raise ValueError(f"linear_bias must have shape ({weight.shape[0]},), got "
+                         f"{tuple(bias.shape)}")
     return input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
 
 
 def _stream(h: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_bytes: int,
-            targets: Optional[Tensor]) -> Tuple[Tensor, Optional[Tensor]]:
-    """(log-sum-exp [N], sum of the logits at `targets` [N, T] or None) in one pass over the
-    blocks of logits: each block's logsumexp is folded into the running value with logaddexp
-    (exact, no overflow: each block subtracts its own max), and the true logits are gathered
-    from the block that holds them, so weight rows are never gathered separately."""
-    lse_blocks, true_blocks = [], []
+            targets: Optional[Tensor], class_sum: Optional[Tensor] = None):
+    """(log-sum-exp [N], sum of the logits at `targets` [N, T] or None, and with `class_sum`
+    [V] the sum over classes of class_sum[c] * logit[c] [N]) in one pass over the blocks of
+    logits: each block's logsumexp is folded into the running value with logaddexp (exact,
+    no overflow: each block subtracts its own max), and the true logits are gathered from the
+    block that holds them, so weight rows are never gathered separately."""
+    lse_blocks, true_blocks, sum_blocks = [], [], []
     for rows, c0, logits in _logit_blocks(h, weight, bias, chunk_bytes):
         part = torch.logsumexp(logits, 1)
+        if class_sum is not None:
+            total = logits @ class_sum[c0:c0 + logits.shape[1]].to(logits.dtype)
+            if c0 == 0:
+                sum_blocks.append(total)
+            else:
+                sum_blocks[-1] = sum_blocks[-1] + total
         true = None
         if targets is not None:
             t = targets[rows]
@@ -267,38 +318,47 @@ def _stream(h: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_bytes: int,
             if true is not None:
                 true_blocks[-1] = true_blocks[-1] + true
     lse = torch.cat(lse_blocks) if len(lse_blocks) > 1 else lse_blocks[0]
-    if targets is None:
-        return lse, None
-    return lse, (torch.cat(true_blocks) if len(true_blocks) > 1 else true_blocks[0])
+    true = None
+    if targets is not None:
+        true = torch.cat(true_blocks) if len(true_blocks) > 1 else true_blocks[0]
+    if class_sum is None:
+        return lse, true
+    return lse, true, (torch.cat(sum_blocks) if len(sum_blocks) > 1 else sum_blocks[0])
 
 
-def streaming_logsumexp(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *,
+def streaming_logsumexp(input: Tensor, linear_weight: Tensor, *,
+                        linear_bias: Optional[Tensor] = None,
                         chunk_bytes: int = CHUNK_BYTES) -> Tensor:
     """log sum_c exp(input.weight[c] + bias[c]) per row, shape [*], in float32 (float64 for
     float64 input). The [N, V] logits are never held at once: each block of about
     `chunk_bytes` is reduced by logsumexp and folded into the running value with logaddexp,
     which is exact (no overflow: each block subtracts its own max). Differentiable; in
     backward autograd keeps the blocks it needs."""
+    weight, bias = linear_weight, linear_bias
     h = _check_full(input, weight, bias)
     lse, _ = _stream(h, weight, bias, chunk_bytes, None)
     return lse.reshape(input.shape[:-1])
 
 
-def full_log_softmax(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *,
+def full_log_softmax(input: Tensor, linear_weight: Tensor, *,
+                     linear_bias: Optional[Tensor] = None,
                      chunk_bytes: int = CHUNK_BYTES) -> Tensor:
     """Exact log-probabilities [*, V] of every class (the output itself is [N, V]; only the
     intermediate logits are bounded by chunk_bytes)."""
+    weight, bias = linear_weight, linear_bias
     h = _check_full(input, weight, bias)
-    lse = streaming_logsumexp(h, weight, bias, chunk_bytes=chunk_bytes)
+    lse = streaming_logsumexp(h, weight, linear_bias=bias, chunk_bytes=chunk_bytes)
     out = torch.empty(h.shape[0], weight.shape[0], dtype=lse.dtype, device=h.device)
     for rows, c0, logits in _logit_blocks(h, weight, bias, chunk_bytes):
         out[rows, c0:c0 + logits.shape[1]] = logits - lse[rows, None]
     return out.reshape(*input.shape[:-1], weight.shape[0])
 
 
-def full_argmax(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *,
+def full_argmax(input: Tensor, linear_weight: Tensor, *,
+                linear_bias: Optional[Tensor] = None,
                 chunk_bytes: int = CHUNK_BYTES) -> Tensor:
     """The most likely class [*] (int64) of the exact softmax, streamed as the log-sum-exp."""
+    weight, bias = linear_weight, linear_bias
     h = _check_full(input, weight, bias)
     best = torch.full((h.shape[0],), -math.inf, dtype=_acc_dtype(h), device=h.device)
     arg = torch.zeros(h.shape[0], dtype=torch.int64, device=h.device)
@@ -312,23 +372,31 @@ def full_argmax(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *,
 
 def full_softmax_loss(
     input: Tensor,
-    weight: Tensor,
+    linear_weight: Tensor,
     target: Tensor,
-    bias: Optional[Tensor] = None,
     *,
+    linear_bias: Optional[Tensor] = None,
+    weight: Optional[Tensor] = None,
+    label_smoothing: float = 0.0,
     num_true: Optional[int] = None,
     reduction: str = "mean",
     ignore_index: int = -100,
     chunk_bytes: int = CHUNK_BYTES,
 ) -> Tensor:
-    """Exact softmax cross entropy of input.weightᵀ + bias with label mass 1/T on each of the
-    row's T true classes (target [*] or [*, T]); the same value as F.cross_entropy on the
-    logits, computed with streaming_logsumexp so the logits never exist whole."""
+    """Exact softmax cross entropy of input.linear_weightᵀ + linear_bias with label mass 1/T
+    on each of the row's T true classes (target [*] or [*, T]); the same value as
+    F.linear_cross_entropy / F.cross_entropy on the logits, including `weight` (per-class
+    rescaling [V], one true class per row; 'mean' divides by the sum of the rows' target
+    weights) and `label_smoothing` (mass eps spread uniformly over all V classes), computed
+    with streaming_logsumexp so the logits never exist whole."""
+    class_weight, weight, bias = weight, linear_weight, linear_bias
     check_inputs(input, weight, target, reduction)
     lead = tuple(input.shape[:-1])
     t2 = target_2d(target, lead, num_true)
     h = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
     V = weight.shape[0]
+    class_weight = check_class_weight(class_weight, V, input.device, t2.shape[1])
+    eps = check_label_smoothing(label_smoothing)
     keep = t2[:, 0] != ignore_index
     safe = torch.where(t2 == ignore_index, torch.zeros_like(t2), t2)
     in_range = ((safe >= 0) & (safe < V)).all()
@@ -343,13 +411,25 @@ def full_softmax_loss(
         # All logits fit in one block: F.cross_entropy computes the same log-sum-exp, fused
         # with its gradient (about 1.5x faster than logsumexp + gather on CPU).
         logits = torch.nn.functional.linear(h, weight, bias).to(_acc_dtype(h))
-        loss = torch.nn.functional.cross_entropy(logits, safe[:, 0], reduction="none")
+        loss = torch.nn.functional.cross_entropy(
+            logits, safe[:, 0], reduction="none", label_smoothing=eps,
+            weight=None if class_weight is None else class_weight.to(logits.dtype))
     else:
         _check_full(h, weight, bias)
-        lse, true = _stream(h, weight, bias, chunk_bytes, safe)
+        if eps:  # F.cross_entropy's smoothing: eps / V * sum_c a(c) * (lse - logit_c)
+            a = (torch.ones(V, dtype=_acc_dtype(h), device=h.device) if class_weight is None
+                 else class_weight.to(_acc_dtype(h)))
+            lse, true, total = _stream(h, weight, bias, chunk_bytes, safe, a)
+        else:
+            lse, true = _stream(h, weight, bias, chunk_bytes, safe)
         loss = lse - true / t2.shape[1]
+        if class_weight is not None:
+            loss = loss * class_weight.to(loss.dtype)[safe[:, 0]]
+        if eps:
+            loss = (1.0 - eps) * loss + eps * (a.sum() * lse - total) / V
+    row_weight = None if class_weight is None else class_weight.to(loss.dtype)[safe[:, 0]]
     loss = torch.where(keep, loss, torch.zeros_like(loss))
-    return reduce_loss(loss, t2, lead, reduction, ignore_index, input.dtype)
+    return reduce_loss(loss, t2, lead, reduction, ignore_index, input.dtype, row_weight)
 
 
 __all__ = [

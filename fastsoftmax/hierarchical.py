@@ -2,7 +2,7 @@
 its output-layer module.
 
 A class c is a leaf of a binary tree (fastsoftmax.ClassTree) with V - 1 inner nodes, each
-owning a weight row w_i ([V - 1, D] in all). With the inner nodes i_1..i_L on c's path and
+owning a weight row w_i (`linear_weight`, [V - 1, D] in all). With the inner nodes i_1..i_L on c's path and
 the branch bits b_1..b_L taken there,
 
     log p(c | h) = sum_j log sigmoid((1 - 2 b_j) w_{i_j}.h)
@@ -19,13 +19,15 @@ import torch
 from torch import Tensor, nn
 
 from . import ops
+from ._shapes import check_class_weight
+from .samplers import _weights_tensor
 from .tree import ClassTree
 
 _REDUCTIONS = ("mean", "sum", "none")
 
 
 def _check_args(input, weight, target, tree, reduction):
-    for name, t in (("input", input), ("weight", weight), ("target", target)):
+    for name, t in (("input", input), ("linear_weight", weight), ("target", target)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
     if not isinstance(tree, ClassTree):
@@ -36,13 +38,15 @@ def _check_args(input, weight, target, tree, reduction):
     if input.dim() < 1:
         raise ValueError("input must have at least one dimension [*, D]")
     if weight.dim() != 2:
-        raise ValueError(f"weight must be 2-D [V - 1, D], got shape {tuple(weight.shape)}")
+        raise ValueError(f"linear_weight must be 2-D [V - 1, D], got shape "
+                         f"{tuple(weight.shape)}")
     if weight.shape[0] != tree.num_inner:
-        raise ValueError(f"weight must have one row per inner node of the tree, "
+        raise ValueError(f"linear_weight must have one row per inner node of the tree, "
                          f"{tree.num_inner} for {tree.num_classes} classes; got {weight.shape[0]}")
     if weight.shape[1] != input.shape[-1]:
         raise ValueError(
-            f"weight has {weight.shape[1]} features per node but input has {input.shape[-1]}")
+            f"linear_weight has {weight.shape[1]} features per node but input has "
+            f"{input.shape[-1]}")
     if target.dtype != torch.int64:
         raise TypeError(f"target must be an int64 tensor of class ids, got {target.dtype}")
     if tuple(target.shape) != tuple(input.shape[:-1]):
@@ -55,12 +59,19 @@ def _check_args(input, weight, target, tree, reduction):
                          "(use tree.to(device))")
 
 
-def _hierarchical_softmax(input, weight, target, tree, reduction, ignore_index, sparse):
+def _hierarchical_softmax(input, weight, target, tree, reduction, ignore_index, sparse,
+                          class_weight=None):
     _check_args(input, weight, target, tree, reduction)
+    class_weight = check_class_weight(class_weight, tree.num_classes, input.device)
     h = input.reshape(-1, input.shape[-1])
     t = target.reshape(-1)
     loss, _, _ = ops.hierarchical_softmax_forward(h, weight, t, tree.links, tree.max_depth,
                                                   int(ignore_index), bool(sparse))
+    count = (t != ignore_index).sum()
+    if class_weight is not None:  # -weight[c] log p(c | h); 'mean' over the weights' sum
+        row_weight = class_weight.to(loss.dtype)[torch.where(t == ignore_index, 0, t)]
+        row_weight = torch.where(t == ignore_index, torch.zeros_like(row_weight), row_weight)
+        loss, count = loss * row_weight, row_weight.sum()
     # As the other fastsoftmax losses: per-row float32 (float64) losses, the mean over rows
     # not ignored (NaN if every row is), returned in the input's dtype (float32 in autocast).
     dtype = loss.dtype if torch.is_autocast_enabled(loss.device.type) else input.dtype
@@ -69,25 +80,28 @@ def _hierarchical_softmax(input, weight, target, tree, reduction, ignore_index, 
     total = loss.sum()
     if reduction == "sum":
         return total.to(dtype)
-    return (total / (t != ignore_index).sum()).to(dtype)
+    return (total / count).to(dtype)
 
 
 def hierarchical_softmax_loss(
     input: Tensor,
-    weight: Tensor,
+    linear_weight: Tensor,
     target: Tensor,
     tree: ClassTree,
     *,
+    weight: Optional[Tensor] = None,
     reduction: str = "mean",
     ignore_index: int = -100,
     sparse: bool = False,
 ) -> Tensor:
-    """-log p(target | input) of the hierarchical softmax over `tree`: input [*, D], weight
-    [V - 1, D] (one row per inner node), target int64 [*]. A fused native kernel walks each
-    row's path (dot, log-sigmoid, gradient) without any [N, L, D] tensor. Exact: the same
-    loss serves training and evaluation. `sparse`: a sparse COO gradient of weight (the
-    touched inner nodes only)."""
-    return _hierarchical_softmax(input, weight, target, tree, reduction, ignore_index, sparse)
+    """-log p(target | input) of the hierarchical softmax over `tree`: input [*, D],
+    linear_weight [V - 1, D] (one row per inner node), target int64 [*]. A fused native kernel
+    walks each row's path (dot, log-sigmoid, gradient) without any [N, L, D] tensor. Exact:
+    the same loss serves training and evaluation. `weight` [V]: per-class rescaling as in
+    F.cross_entropy ('mean' divides by the sum of the rows' target weights). `sparse`: a
+    sparse COO gradient of linear_weight (the touched inner nodes only)."""
+    return _hierarchical_softmax(input, linear_weight, target, tree, reduction, ignore_index,
+                                 sparse, weight)
 
 
 def _level_log_probs(tree: ClassTree, weight: Tensor, h: Tensor, dtype) -> Tensor:
@@ -113,31 +127,45 @@ class HierarchicalSoftmaxLoss(nn.Module):
         in_features: D, the size of each input row.
         num_classes: V (at least 2).
         counts: class frequencies [V], from which word2vec.c's Huffman tree is built
-            (`ClassTree.huffman(counts)`); frequent classes get short paths. Give either
-            `counts` or `tree`.
+            (`ClassTree.huffman(counts)`); frequent classes get short paths. A tensor,
+            sequence or numpy array in id order, or a dict / collections.Counter with
+            `vocab`. Give either `counts` or `tree`.
         tree: an explicit `fastsoftmax.ClassTree` over the V classes.
+        vocab: the vocabulary in id order (or a mapping entry -> id) when `counts` is a dict
+            or Counter keyed by entry.
+        weight: per-class rescaling [V], as in nn.CrossEntropyLoss: row i's loss is
+            multiplied by weight[target_i] and 'mean' divides by the sum of those weights.
+        label_smoothing: only 0.0. A smoothed target needs every class's probability, which a
+            hierarchical softmax does not compute in training; any other value is refused.
         reduction: 'mean' (over rows not ignored), 'sum' or 'none'.
         ignore_index: target value whose rows contribute nothing.
-        sparse: sparse COO gradient of `weight` (touched inner nodes only).
-        device, dtype: of the weight, as for torch.nn layers.
+        sparse: sparse COO gradient of `linear_weight` (touched inner nodes only).
+        device, dtype: of the parameters, as for torch.nn layers.
 
-    `weight` [V - 1, D] starts at zero, as word2vec.c's syn1 (every class then has
-    probability 2^-code length, the tree's own prior). The tree is kept as the buffer
-    `tree_links`, so it travels with `.to()` and is saved in the state dict (and checked
+    `linear_weight` [V - 1, D] (renamed from `weight` in 0.1) starts at zero, as word2vec.c's
+    syn1 (every class then has probability 2^-code length, the tree's own prior). The tree is
+    kept as the buffer `tree_links`, so it travels with `.to()` and is saved in the state dict (and checked
     again when loaded). The loss is exact in training and evaluation alike; `log_prob` and
     `predict` evaluate all classes, in chunks of rows."""
 
     chunk_bytes = 256 * 2**20
 
     def __init__(self, in_features: int, num_classes: int, counts=None, *,
-                 tree: Optional[ClassTree] = None, reduction: str = "mean",
-                 ignore_index: int = -100, sparse: bool = False, device=None, dtype=None):
+                 tree: Optional[ClassTree] = None, vocab=None,
+                 weight: Optional[Tensor] = None, label_smoothing: float = 0.0,
+                 reduction: str = "mean", ignore_index: int = -100, sparse: bool = False,
+                 device=None, dtype=None):
         # nn.Module's constructor only: fastsoftmax.nn registers a subclass that is also an
         # OutputLayer (the head family), whose own constructor would build a [V, D] weight.
         nn.Module.__init__(self)
-        for arg, value in (("in_features", in_features), ("num_classes", num_classes)):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{arg} must be a positive int, got {value!r}")
+        from .nn import _check_size  # numpy integers are accepted
+        in_features = _check_size("in_features", in_features)
+        num_classes = _check_size("num_classes", num_classes)
+        if label_smoothing != 0.0:
+            raise ValueError(
+                "HierarchicalSoftmaxLoss does not support label_smoothing: a smoothed target "
+                "needs the probability of every class, which the tree does not compute per "
+                "row (use FullSoftmaxLoss or SampledSoftmaxLoss)")
         if num_classes < 2:
             raise ValueError(f"a hierarchical softmax needs num_classes >= 2, got {num_classes}")
         if reduction not in _REDUCTIONS:
@@ -145,7 +173,7 @@ class HierarchicalSoftmaxLoss(nn.Module):
         if (counts is None) == (tree is None):
             raise ValueError("give exactly one of counts (to build a Huffman tree) or tree")
         if tree is None:
-            counts = torch.as_tensor(counts)
+            counts = _weights_tensor(counts, "counts", vocab)
             if counts.dim() != 1 or counts.numel() != num_classes:
                 raise ValueError(f"counts must be 1-D with one entry per class ({num_classes}), "
                                  f"got shape {tuple(counts.shape)}")
@@ -156,9 +184,14 @@ class HierarchicalSoftmaxLoss(nn.Module):
             raise ValueError(f"tree has {tree.num_classes} classes, the layer {num_classes}")
         self.in_features, self.num_classes = in_features, num_classes
         self.reduction, self.ignore_index, self.sparse = reduction, ignore_index, bool(sparse)
-        self.weight = nn.Parameter(torch.zeros(num_classes - 1, in_features, device=device,
-                                               dtype=dtype))
-        tree = tree.to(self.weight.device)
+        self.linear_weight = nn.Parameter(torch.zeros(num_classes - 1, in_features,
+                                                      device=device, dtype=dtype))
+        if weight is not None:
+            weight = check_class_weight(weight, num_classes, weight.device if isinstance(
+                weight, Tensor) else None).to(self.linear_weight.device)
+        self.register_buffer("weight", weight)
+        self.register_parameter("linear_bias", None)  # as every head of the family: no bias
+        tree = tree.to(self.linear_weight.device)
         self.register_buffer("tree_links", tree.links)
         self._tree = tree
 
@@ -171,20 +204,26 @@ class HierarchicalSoftmaxLoss(nn.Module):
         return self._tree
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        from .nn import migrate_state_dict  # 'weight' [V - 1, D] before 0.1
+        migrate_state_dict(state_dict, prefix)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         self._tree = ClassTree(self.tree_links)  # a loaded tree is checked like a new one
 
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return _hierarchical_softmax(input, self.weight, target, self.tree, self.reduction,
-                                     self.ignore_index, self.sparse)
+    def forward(self, input: Tensor, target: Tensor, *,
+                generator: Optional[torch.Generator] = None) -> Tensor:
+        """The exact loss; `generator` is accepted as by every output layer, and unused (a
+        hierarchical softmax draws nothing)."""
+        return _hierarchical_softmax(input, self.linear_weight, target, self.tree,
+                                     self.reduction, self.ignore_index, self.sparse,
+                                     self.weight)
 
     def full_loss(self, input: Tensor, target: Tensor, *, reduction: Optional[str] = None
                   ) -> Tensor:
         """The exact loss with this layer's reduction (or the one given): for a hierarchical
         softmax it is the training loss itself (`forward`)."""
-        return _hierarchical_softmax(input, self.weight, target, self.tree,
+        return _hierarchical_softmax(input, self.linear_weight, target, self.tree,
                                      self.reduction if reduction is None else reduction,
-                                     self.ignore_index, self.sparse)
+                                     self.ignore_index, self.sparse, self.weight)
 
     def _rows_per_chunk(self) -> int:
         # Per row: V - 1 scores and two log-sigmoids, 2V - 1 node log-probabilities, V out.
@@ -203,7 +242,8 @@ class HierarchicalSoftmaxLoss(nn.Module):
         dtype = torch.float64 if h.dtype == torch.float64 else torch.float32
         step, tree = self._rows_per_chunk(), self.tree
         for start in range(0, h.shape[0], step):
-            yield start, _level_log_probs(tree, self.weight, h[start:start + step], dtype)
+            yield start, _level_log_probs(tree, self.linear_weight, h[start:start + step],
+                                          dtype)
 
     def log_prob(self, input: Tensor) -> Tensor:
         """log p(c | input) of every class, [*, V] (float32; float64 for float64 input),

@@ -1,35 +1,49 @@
 """One family of output layers: sampled loss in training, exact full softmax in eval.
 
-FullSoftmaxLoss, SampledSoftmaxLoss, NCELoss and NegativeSamplingLoss share one interface
-(OutputLayer) and a registry (`make_head(name, ...)`, `register_head`) from which every model
-takes its head by name. Each module owns `weight` [V, D] (and `bias` [V]) or shares a given
-weight Parameter (tying with an input embedding). In training mode `forward(input, target)` draws samples and returns
-the sampled loss; in eval mode it returns the exact full-softmax cross entropy with the same
-reduction, so exp(eval loss) is a true perplexity. The full-softmax paths (`eval` loss,
-`log_prob`, `predict`) are the streaming functionals of fastsoftmax.functional
-(streaming_logsumexp): no block of logits larger than `chunk_bytes` exists at once, also for
-V in the millions.
+FullSoftmaxLoss, SampledSoftmaxLoss, NCELoss, NegativeSamplingLoss and HierarchicalSoftmaxLoss
+share one interface (OutputLayer) and a registry (`make_head(name, ...)`, `register_head`) from
+which every model takes its head by name. The argument names follow
+torch.nn.functional.linear_cross_entropy and nn.CrossEntropyLoss (renamed in 0.1): each module
+owns the output embedding `linear_weight` [V, D] (and `linear_bias` [V]) or shares a given
+Parameter (tying with an input embedding), and `weight` [V] is a per-class rescaling. Loading
+a state dict saved before 0.1 (keys 'weight' [V, D] and 'bias') migrates it.
+
+In training mode `forward(input, target, *, generator=None)` draws samples (from `generator`
+when given) and returns the sampled loss; in eval mode it returns the exact full-softmax cross
+entropy with the same reduction, `weight` and `label_smoothing` as F.cross_entropy, so
+exp(eval loss) is a true perplexity. The full-softmax paths (`eval` loss, `log_prob`,
+`predict`) are the streaming functionals of fastsoftmax.functional (streaming_logsumexp): no
+block of logits larger than `chunk_bytes` exists at once, also for V in the millions.
+
+The default sampler of SampledSoftmaxLoss and NCELoss is log-uniform, which assumes class ids
+sorted by falling frequency (id 0 the most frequent). In training the layer checks its first
+targets against that assumption and warns once when they contradict it
+(fastsoftmax.sampler_fit); give `counts=` (a unigram sampler) or `sampler='uniform'` for a
+vocabulary in any other order.
 """
 
 import inspect
 import math
+import operator
 from typing import Optional, Union
 
 import torch
 from torch import Tensor, nn
 
 from . import functional
-from ._shapes import check_reduction
+from ._shapes import check_class_weight, check_label_smoothing, check_reduction
 from .sampler_fit import check_log_uniform_fit
 from .samplers import LogUniformSampler, Sampler, UniformSampler, UnigramSampler
 
 _SAMPLERS = ("unigram", "log_uniform", "uniform")
 
 
-def make_sampler(sampler, counts, power: float, num_classes: int, default: str) -> Sampler:
+def make_sampler(sampler, counts, power: float, num_classes: int, default: str, *,
+                 vocab=None, device=None) -> Sampler:
     """A Sampler over num_classes: `sampler` itself, or the one named ('unigram' from counts
-    to the power `power`, 'log_uniform', 'uniform'); None picks unigram when counts are given,
-    else `default`."""
+    to the power `power`, 'log_uniform', 'uniform') on `device`; None picks unigram when
+    counts are given, else `default`. `counts` is anything UnigramSampler takes: a tensor,
+    sequence or numpy array in id order, or a dict / Counter with `vocab`."""
     if isinstance(sampler, Sampler):
         if sampler.num_classes != num_classes:
             raise ValueError(
@@ -39,116 +53,215 @@ def make_sampler(sampler, counts, power: float, num_classes: int, default: str) 
     name = sampler if sampler is not None else ("unigram" if counts is not None else default)
     if name not in _SAMPLERS:
         raise ValueError(f"sampler must be a Sampler or one of {_SAMPLERS}, got {sampler!r}")
+    if name != "unigram" and counts is not None:
+        raise ValueError(f"counts is only used by sampler='unigram', not {name!r}")
+    if vocab is not None and counts is None:
+        raise ValueError("vocab orders the entries of counts; it needs counts=")
     if name == "unigram":
         if counts is None:
             raise ValueError("sampler='unigram' needs counts (class frequencies)")
-        counts = torch.as_tensor(counts)
-        if counts.numel() != num_classes:
-            raise ValueError(f"counts has {counts.numel()} entries for {num_classes} classes")
-        return UnigramSampler(counts, power)
-    if counts is not None:
-        raise ValueError(f"counts is only used by sampler='unigram', not {name!r}")
+        built = UnigramSampler(counts, power, vocab=vocab, device=device)
+        if built.num_classes != num_classes:
+            raise ValueError(f"counts has {built.num_classes} entries for {num_classes} classes")
+        return built
     if name == "log_uniform":
-        return LogUniformSampler(num_classes)
-    return UniformSampler(num_classes)
+        return LogUniformSampler(num_classes, device=device)
+    return UniformSampler(num_classes, device=device)
 
 
 def _check_size(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    """A positive int: Python or numpy/torch integer scalars, never bools or floats."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        value = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be a positive int, got {value!r}") from None
+    if value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
     return value
 
 
+def migrate_state_dict(state_dict, prefix: str) -> None:
+    """Before 0.1 the output embedding was saved as 'weight' (2-D) and 'bias'; a per-class
+    weight is 1-D, so a 2-D 'weight' with no 'linear_weight' beside it is the old name."""
+    old, new = prefix + "weight", prefix + "linear_weight"
+    value = state_dict.get(old)
+    if new in state_dict or not isinstance(value, Tensor) or value.dim() != 2:
+        return
+    state_dict[new] = state_dict.pop(old)
+    if prefix + "bias" in state_dict and prefix + "linear_bias" not in state_dict:
+        state_dict[prefix + "linear_bias"] = state_dict.pop(prefix + "bias")
+
+
+def _refuse_label_smoothing(layer: str, value) -> None:
+    if value != 0.0:
+        raise ValueError(
+            f"{layer} does not support label_smoothing (got {value!r}): its training "
+            "objective is a sum of binary logistic losses, not a cross entropy over classes, "
+            "so a smoothed target has no meaning there (use SampledSoftmaxLoss or "
+            "FullSoftmaxLoss)")
+
+
 class OutputLayer(nn.Module):
-    """The family's base: owns `weight` [V, D] and `bias` [V] (or None) and every exact
-    full-softmax path. A subclass sets what training does (`training_loss`); in eval mode
-    `forward` is always `full_loss`. `chunk_bytes` bounds the logits held at once."""
+    """The family's base: owns `linear_weight` [V, D] and `linear_bias` [V] (or None), the
+    per-class `weight` [V] (a buffer, or None) and every exact full-softmax path. A subclass
+    sets what training does (`training_loss`); in eval mode `forward` is always `full_loss`.
+    `chunk_bytes` bounds the logits held at once."""
 
     chunk_bytes = functional.CHUNK_BYTES
 
     def __init__(self, in_features: int, num_classes: int, *, bias: bool,
-                 weight: Optional[nn.Parameter], reduction: str, ignore_index: int):
+                 linear_weight: Optional[nn.Parameter], weight: Optional[Tensor],
+                 label_smoothing: float, reduction: str, ignore_index: int,
+                 device=None, dtype=None):
         super().__init__()
         self.in_features = _check_size("in_features", in_features)
-        self.num_classes = _check_size("num_classes", num_classes)
+        self.num_classes = V = _check_size("num_classes", num_classes)
         check_reduction(reduction)
         self.reduction, self.ignore_index = reduction, ignore_index
-        if weight is None:
-            self.weight = nn.Parameter(torch.empty(num_classes, in_features))
-            nn.init.normal_(self.weight, std=1.0 / math.sqrt(in_features))
+        self.label_smoothing = check_label_smoothing(label_smoothing)
+        if linear_weight is None:
+            self.linear_weight = nn.Parameter(
+                torch.empty(V, self.in_features, device=device, dtype=dtype))
+            nn.init.normal_(self.linear_weight, std=1.0 / math.sqrt(self.in_features))
         else:
-            if not isinstance(weight, nn.Parameter):
-                raise TypeError("weight must be an nn.Parameter (to tie, pass embedding.weight)")
-            if tuple(weight.shape) != (num_classes, in_features):
+            if not isinstance(linear_weight, nn.Parameter):
+                raise TypeError("linear_weight must be an nn.Parameter (to tie, pass "
+                                "embedding.weight)")
+            if tuple(linear_weight.shape) != (V, self.in_features):
                 raise ValueError(
-                    f"weight must have shape ({num_classes}, {in_features}), "
-                    f"got {tuple(weight.shape)}"
+                    f"linear_weight must have shape ({V}, {self.in_features}), "
+                    f"got {tuple(linear_weight.shape)}"
                 )
-            self.weight = weight
+            self.linear_weight = linear_weight
+        like = self.linear_weight
         if bias:
-            self.bias = nn.Parameter(torch.zeros(num_classes, dtype=self.weight.dtype,
-                                                 device=self.weight.device))
+            self.linear_bias = nn.Parameter(torch.zeros(V, dtype=like.dtype, device=like.device))
         else:
-            self.register_parameter("bias", None)
+            self.register_parameter("linear_bias", None)
+        if weight is not None:
+            if isinstance(weight, Tensor):
+                weight = check_class_weight(weight, V, weight.device)
+                weight = weight.detach().to(device=like.device, dtype=like.dtype)
+            else:
+                check_class_weight(weight, V, like.device)  # raises: not a tensor
+        self.register_buffer("weight", weight)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        migrate_state_dict(state_dict, prefix)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def log_prob(self, input: Tensor) -> Tensor:
         """Exact log-probabilities [*, V] of every class."""
-        return functional.full_log_softmax(input, self.weight, self.bias,
+        return functional.full_log_softmax(input, self.linear_weight,
+                                           linear_bias=self.linear_bias,
                                            chunk_bytes=self.chunk_bytes)
 
     def predict(self, input: Tensor) -> Tensor:
         """argmax class ids [*] of the exact softmax."""
-        return functional.full_argmax(input, self.weight, self.bias, chunk_bytes=self.chunk_bytes)
+        return functional.full_argmax(input, self.linear_weight, linear_bias=self.linear_bias,
+                                      chunk_bytes=self.chunk_bytes)
 
     def full_loss(self, input: Tensor, target: Tensor, *, reduction: Optional[str] = None
                   ) -> Tensor:
         """Exact full-softmax cross entropy (label mass 1/T on each of T true classes), with
-        this layer's ignore_index and reduction (or the one given)."""
+        this layer's weight, label_smoothing, ignore_index and reduction (or the one given):
+        F.cross_entropy of the full logits."""
         return functional.full_softmax_loss(
-            input, self.weight, target, self.bias, ignore_index=self.ignore_index,
+            input, self.linear_weight, target, linear_bias=self.linear_bias,
+            weight=self.weight, label_smoothing=self.label_smoothing,
+            ignore_index=self.ignore_index,
             reduction=self.reduction if reduction is None else reduction,
             chunk_bytes=self.chunk_bytes)
 
-    def training_loss(self, input: Tensor, target: Tensor) -> Tensor:
+    def training_loss(self, input: Tensor, target: Tensor,
+                      generator: Optional[torch.Generator] = None) -> Tensor:
         raise NotImplementedError
 
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+    def forward(self, input: Tensor, target: Tensor, *,
+                generator: Optional[torch.Generator] = None) -> Tensor:
+        """input [*, D], target int64 [*] (or [*, T]) -> the loss. Training mode: the layer's
+        sampled loss, its samples drawn with `generator` (a torch.Generator; default: the
+        global one); eval mode: the exact full-softmax loss."""
         if not self.training:
             return self.full_loss(input, target)
         check_log_uniform_fit(self, target)  # warns once if ids are not sorted by frequency
-        return self.training_loss(input, target)
+        if generator is None:  # a registered head may define training_loss(input, target)
+            return self.training_loss(input, target)
+        return self.training_loss(input, target, generator=generator)
 
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, num_classes={self.num_classes}, "
-                f"bias={self.bias is not None}, reduction={self.reduction!r}")
+        text = (f"in_features={self.in_features}, num_classes={self.num_classes}, "
+                f"bias={self.linear_bias is not None}, reduction={self.reduction!r}")
+        if self.weight is not None:
+            text += ", weight=[per-class]"
+        if self.label_smoothing:
+            text += f", label_smoothing={self.label_smoothing}"
+        return text
+
+
+_COMMON_ARGS = """
+        bias: learn a bias `linear_bias` [V] (default True).
+        linear_weight: an existing nn.Parameter [V, D] to use as the output embedding (tie it
+            with an input embedding: pass embedding.weight); default: a new one, N(0, 1/D).
+        weight: per-class rescaling [V] (a tensor), as in nn.CrossEntropyLoss: row i's loss
+            is multiplied by weight[target_i] and 'mean' divides by the sum of those weights
+            over the rows not ignored. Exact F.cross_entropy(weight=...) in eval. Needs one
+            true class per row. Kept as the buffer `weight`.
+        reduction: 'mean' (over the rows not ignored), 'sum' or 'none'.
+        ignore_index: target value whose rows contribute nothing (default -100).
+        device, dtype: of the parameters, as for torch.nn.Linear."""
+
+_SAMPLER_ARGS = """
+        sampler: a fastsoftmax Sampler over the V classes, or 'unigram' (counts ** power),
+            'log_uniform' or 'uniform'; default: unigram when `counts` are given, else {default}.
+        counts: class frequencies for the unigram sampler: a tensor, list or numpy array in id
+            order, or a dict / collections.Counter keyed by vocabulary entry (with `vocab`).
+        vocab: the vocabulary in id order (or a mapping entry -> id), when counts is a dict.
+        power: exponent of the unigram counts (default 0.75, as word2vec).
+        sparse: sparse COO gradient of linear_weight (the rows used), for SparseAdam or SGD on
+            very large V."""
 
 
 class FullSoftmaxLoss(OutputLayer):
-    """The exact softmax cross entropy in training and in eval (the baseline of the family),
-    with the logits streamed in blocks of `chunk_bytes`. In training autograd keeps the
-    blocks for backward; in eval (no grad) memory stays bounded for any V."""
+    __doc__ = """The exact softmax cross entropy in training and in eval (the baseline of the
+    family), with the logits streamed in blocks of `chunk_bytes`. In training autograd keeps the
+    blocks for backward; in eval (no grad) memory stays bounded for any V. It equals
+    F.linear_cross_entropy(input, linear_weight, target, linear_bias=, weight=,
+    label_smoothing=, reduction=, ignore_index=).
+
+    Args:
+        in_features: D, the size of each input row.
+        num_classes: V, the number of classes.
+        label_smoothing: as F.cross_entropy: the target puts 1 - eps on the true class and
+            spreads eps uniformly over all V classes (default 0.0).""" + _COMMON_ARGS
 
     num_samples_arg = None
 
     def __init__(self, in_features: int, num_classes: int, *, bias: bool = True,
-                 weight: Optional[nn.Parameter] = None, reduction: str = "mean",
-                 ignore_index: int = -100):
-        super().__init__(in_features, num_classes, bias=bias, weight=weight,
-                         reduction=reduction, ignore_index=ignore_index)
+                 linear_weight: Optional[nn.Parameter] = None, weight: Optional[Tensor] = None,
+                 label_smoothing: float = 0.0, reduction: str = "mean",
+                 ignore_index: int = -100, device=None, dtype=None):
+        super().__init__(in_features, num_classes, bias=bias, linear_weight=linear_weight,
+                         weight=weight, label_smoothing=label_smoothing, reduction=reduction,
+                         ignore_index=ignore_index, device=device, dtype=dtype)
 
-    def training_loss(self, input: Tensor, target: Tensor) -> Tensor:
-        return self.full_loss(input, target)
+    def training_loss(self, input: Tensor, target: Tensor,
+                      generator: Optional[torch.Generator] = None) -> Tensor:
+        return self.full_loss(input, target)  # draws nothing: generator is not needed
 
 
 class _SampledLayer(OutputLayer):
     """A layer that trains on a sampled objective drawn from `self.sampler`."""
 
-    def __init__(self, in_features, num_classes, num_samples, *, sampler, counts, power, sparse,
-                 default_sampler, **layer):
+    def __init__(self, in_features, num_classes, num_samples, *, sampler, counts, vocab, power,
+                 sparse, default_sampler, **layer):
         super().__init__(in_features, num_classes, **layer)
-        _check_size(self.num_samples_arg, num_samples)
+        self.num_samples = _check_size(self.num_samples_arg, num_samples)
         self.sparse = bool(sparse)
-        self.sampler = make_sampler(sampler, counts, power, num_classes, default_sampler)
+        self.sampler = make_sampler(sampler, counts, power, self.num_classes, default_sampler,
+                                    vocab=vocab, device=self.linear_weight.device)
 
     def _sampler_on(self, device: torch.device) -> Sampler:
         if self.sampler.device != device:
@@ -160,94 +273,155 @@ class _SampledLayer(OutputLayer):
 
 
 class SampledSoftmaxLoss(_SampledLayer):
-    """Sampled softmax output layer (tf.nn.sampled_softmax_loss) over `num_classes` classes,
-    `num_sampled` candidates per step shared by the batch (default sampler: log-uniform, or
-    unigram^power when `counts` are given)."""
+    __doc__ = """Sampled softmax output layer (tf.nn.sampled_softmax_loss) over `num_classes`
+    classes, `num_sampled` candidates per step shared by the batch (default sampler: log-uniform, or
+    unigram^power when `counts` are given). In eval: the exact full softmax.
+
+    Log-uniform assumes ids sorted by falling frequency; the layer warns once in training
+    when its targets contradict that (see fastsoftmax.sampler_fit). Give `counts=` or
+    sampler='uniform' for a vocabulary in any other order.
+
+    Args:
+        in_features: D, the size of each input row.
+        num_classes: V, the number of classes.
+        num_sampled: S, the candidates drawn per step (distinct, shared by the batch).
+        remove_accidental_hits: leave a sampled class that equals a row's true class out of
+            that row (default True).
+        label_smoothing: eps (default 0.0). Eval: exactly F.cross_entropy's. Training: the
+            row's target puts 1 - eps on its true class and spreads eps uniformly over its
+            candidates (the true class and the sampled classes it keeps), with the
+            logQ-corrected logits; `weight` weighs each candidate's term as F.cross_entropy
+            weighs each class's. See fastsoftmax._smoothing.""" + _SAMPLER_ARGS.format(
+        default="log-uniform") + _COMMON_ARGS
 
     num_samples_arg = "num_sampled"
 
     def __init__(self, in_features: int, num_classes: int, num_sampled: int, *,
-                 sampler: Union[Sampler, str, None] = None, counts=None, power: float = 0.75,
-                 bias: bool = True, weight: Optional[nn.Parameter] = None,
-                 remove_accidental_hits: bool = True, reduction: str = "mean",
-                 ignore_index: int = -100, sparse: bool = False):
+                 sampler: Union[Sampler, str, None] = None, counts=None, vocab=None,
+                 power: float = 0.75, bias: bool = True,
+                 linear_weight: Optional[nn.Parameter] = None, weight: Optional[Tensor] = None,
+                 label_smoothing: float = 0.0, remove_accidental_hits: bool = True,
+                 reduction: str = "mean", ignore_index: int = -100, sparse: bool = False,
+                 device=None, dtype=None):
         super().__init__(in_features, num_classes, num_sampled, sampler=sampler, counts=counts,
-                         power=power, sparse=sparse, default_sampler="log_uniform", bias=bias,
-                         weight=weight, reduction=reduction, ignore_index=ignore_index)
-        self.num_sampled = num_sampled
+                         vocab=vocab, power=power, sparse=sparse, default_sampler="log_uniform",
+                         bias=bias, linear_weight=linear_weight, weight=weight,
+                         label_smoothing=label_smoothing, reduction=reduction,
+                         ignore_index=ignore_index, device=device, dtype=dtype)
+        self.num_sampled = self.num_samples
         self.remove_accidental_hits = remove_accidental_hits
 
-    def training_loss(self, input, target):
+    def training_loss(self, input, target, generator=None):
         return functional.sampled_softmax_loss(
-            input, self.weight, target, self.bias, num_sampled=self.num_sampled,
-            sampler=self._sampler_on(input.device), num_true=None,
+            input, self.linear_weight, target, linear_bias=self.linear_bias,
+            weight=self.weight, label_smoothing=self.label_smoothing,
+            num_sampled=self.num_sampled, sampler=self._sampler_on(input.device), num_true=None,
             remove_accidental_hits=self.remove_accidental_hits, reduction=self.reduction,
-            ignore_index=self.ignore_index, sparse=self.sparse)
+            ignore_index=self.ignore_index, generator=generator, sparse=self.sparse)
 
 
 class NCELoss(_SampledLayer):
-    """Noise-contrastive estimation output layer (tf.nn.nce_loss). Logits are shifted by
-    -log_z (self-normalised when 0); with `learn_log_z` it is a Parameter.
+    __doc__ = """Noise-contrastive estimation output layer (tf.nn.nce_loss). Logits are shifted by
+    -log_z (self-normalised when 0); with `learn_log_z` it is a Parameter. In eval: the exact
+    full softmax.
 
     The bias starts at -log(num_classes), so that exp(logits) sums to about 1 from the first
     step. With a zero bias every class starts num_classes times too likely and NCE spends its
     first thousands of steps pushing all scores down (a 2x200 LSTM on PTB, 400 SGD steps:
-    validation perplexity 132,836 from a zero bias, 558 from -log V)."""
+    validation perplexity 132,836 from a zero bias, 558 from -log V).
+
+    In training `weight` scales each row's whole NCE loss (true and noise terms: the row is
+    one example of its class) by the weight of its true class.
+
+    Args:
+        in_features: D, the size of each input row.
+        num_classes: V, the number of classes.
+        num_sampled: S, the noise samples per step (distinct, shared by the batch).
+        log_z: the log-normaliser subtracted from every logit (default 0.0).
+        learn_log_z: make log_z a learned Parameter (default False: a buffer).
+        label_smoothing: only 0.0; any other value is refused (NCE is no cross entropy).
+        """ + _SAMPLER_ARGS.format(default="log-uniform") + \
+        _COMMON_ARGS
 
     num_samples_arg = "num_sampled"
 
     def __init__(self, in_features: int, num_classes: int, num_sampled: int, *,
-                 sampler: Union[Sampler, str, None] = None, counts=None, power: float = 0.75,
-                 bias: bool = True, weight: Optional[nn.Parameter] = None, log_z: float = 0.0,
-                 learn_log_z: bool = False, reduction: str = "mean", ignore_index: int = -100,
-                 sparse: bool = False):
+                 sampler: Union[Sampler, str, None] = None, counts=None, vocab=None,
+                 power: float = 0.75, bias: bool = True,
+                 linear_weight: Optional[nn.Parameter] = None, weight: Optional[Tensor] = None,
+                 label_smoothing: float = 0.0, log_z: float = 0.0, learn_log_z: bool = False,
+                 reduction: str = "mean", ignore_index: int = -100, sparse: bool = False,
+                 device=None, dtype=None):
+        _refuse_label_smoothing("NCELoss", label_smoothing)
         super().__init__(in_features, num_classes, num_sampled, sampler=sampler, counts=counts,
-                         power=power, sparse=sparse, default_sampler="log_uniform", bias=bias,
-                         weight=weight, reduction=reduction, ignore_index=ignore_index)
-        self.num_sampled = num_sampled
-        if self.bias is not None:
-            nn.init.constant_(self.bias, -math.log(num_classes))
-        value = torch.tensor(float(log_z), dtype=torch.float32)
+                         vocab=vocab, power=power, sparse=sparse, default_sampler="log_uniform",
+                         bias=bias, linear_weight=linear_weight, weight=weight,
+                         label_smoothing=0.0, reduction=reduction, ignore_index=ignore_index,
+                         device=device, dtype=dtype)
+        self.num_sampled = self.num_samples
+        if self.linear_bias is not None:
+            nn.init.constant_(self.linear_bias, -math.log(self.num_classes))
+        like = self.linear_weight
+        value = torch.tensor(float(log_z), device=like.device,
+                             dtype=torch.float64 if like.dtype == torch.float64 else torch.float32)
         if learn_log_z:
             self.log_z = nn.Parameter(value)
         else:
             self.register_buffer("log_z", value)
 
-    def training_loss(self, input, target):
+    def training_loss(self, input, target, generator=None):
         # Eval needs no override: NCE's normalised model is the softmax of the unshifted
         # logits (log_z cancels), which is what full_loss computes.
         return functional.nce_loss(
-            input, self.weight, target, self.bias, num_sampled=self.num_sampled,
-            sampler=self._sampler_on(input.device), num_true=None, log_z=self.log_z,
-            reduction=self.reduction, ignore_index=self.ignore_index, sparse=self.sparse)
+            input, self.linear_weight, target, linear_bias=self.linear_bias, weight=self.weight,
+            num_sampled=self.num_sampled, sampler=self._sampler_on(input.device), num_true=None,
+            log_z=self.log_z, reduction=self.reduction, ignore_index=self.ignore_index,
+            generator=generator, sparse=self.sparse)
 
 
 class NegativeSamplingLoss(_SampledLayer):
-    """word2vec's negative-sampling output layer: `num_negatives` negatives per row (or
+    __doc__ = """word2vec's negative-sampling output layer: `num_negatives` negatives per row (or
     shared by the batch when `shared`), no bias. Default sampler: unigram^power when `counts`
-    are given, else uniform."""
+    are given, else uniform. In eval: the exact full softmax of linear_weight. There is no
+    bias (word2vec has none). In training `weight` scales each row's whole loss by the weight
+    of its true class.
+
+    Args:
+        in_features: D, the size of each input row.
+        num_classes: V, the number of classes.
+        num_negatives: K, the negatives drawn per row (with replacement).
+        shared: draw one set of K negatives for the whole batch (default False: per row).
+        label_smoothing: only 0.0; any other value is refused (a sum of logistic losses has
+            no smoothed target).""" + _SAMPLER_ARGS.format(default="uniform") + \
+        _COMMON_ARGS.replace(
+            "        bias: learn a bias `linear_bias` [V] (default True).\n", "")
 
     num_samples_arg = "num_negatives"
 
     def __init__(self, in_features: int, num_classes: int, num_negatives: int, *,
-                 sampler: Union[Sampler, str, None] = None, counts=None, power: float = 0.75,
-                 weight: Optional[nn.Parameter] = None, shared: bool = False,
-                 reduction: str = "mean", ignore_index: int = -100, sparse: bool = False):
+                 sampler: Union[Sampler, str, None] = None, counts=None, vocab=None,
+                 power: float = 0.75, linear_weight: Optional[nn.Parameter] = None,
+                 weight: Optional[Tensor] = None, label_smoothing: float = 0.0,
+                 shared: bool = False, reduction: str = "mean", ignore_index: int = -100,
+                 sparse: bool = False, device=None, dtype=None):
+        _refuse_label_smoothing("NegativeSamplingLoss", label_smoothing)
         super().__init__(in_features, num_classes, num_negatives, sampler=sampler, counts=counts,
-                         power=power, sparse=sparse, default_sampler="uniform", bias=False,
-                         weight=weight, reduction=reduction, ignore_index=ignore_index)
-        self.num_negatives, self.shared = num_negatives, bool(shared)
+                         vocab=vocab, power=power, sparse=sparse, default_sampler="uniform",
+                         bias=False, linear_weight=linear_weight, weight=weight,
+                         label_smoothing=0.0, reduction=reduction, ignore_index=ignore_index,
+                         device=device, dtype=dtype)
+        self.num_negatives, self.shared = self.num_samples, bool(shared)
 
-    def training_loss(self, input, target):
+    def training_loss(self, input, target, generator=None):
         sampler = self._sampler_on(input.device)
         rows = input.numel() // self.in_features
         shape = (self.num_negatives,) if self.shared else (rows, self.num_negatives)
-        negatives = sampler.sample(*shape)
+        negatives = sampler.sample(*shape, generator=generator)
         if not self.shared:
             negatives = negatives.reshape(*input.shape[:-1], self.num_negatives)
         return functional.negative_sampling_loss(
-            input, self.weight, target, negatives=negatives, reduction=self.reduction,
-            ignore_index=self.ignore_index, sparse=self.sparse)
+            input, self.linear_weight, target, weight=self.weight, negatives=negatives,
+            reduction=self.reduction, ignore_index=self.ignore_index, sparse=self.sparse)
 
 
 # ---------------------------------------------------------------------------------------
@@ -262,7 +436,7 @@ HEADS = {
 
 # Options a model passes to whichever head it builds; a head whose constructor does not take
 # one (the full softmax samples nothing, negative sampling has no bias) does not get it.
-_SHARED_OPTIONS = ("sampler", "counts", "power", "bias", "sparse")
+_SHARED_OPTIONS = ("sampler", "counts", "vocab", "power", "bias", "sparse")
 
 
 def register_head(name: str, cls: type) -> None:
@@ -280,8 +454,9 @@ def make_head(name: str, in_features: int, num_classes: int, *,
               num_samples: Optional[int] = None, **options) -> OutputLayer:
     """The registered head `name` ('full', 'sampled', 'nce', 'neg', ...) over `num_classes`
     classes. `num_samples` is its sample count (num_sampled / num_negatives; ignored by heads
-    that draw none). sampler, counts, power, bias and sparse go to the heads that take them;
-    any other option must be one the head takes, or None."""
+    that draw none). sampler, counts, vocab, power, bias and sparse go to the heads that take
+    them; any other option (linear_weight, weight, label_smoothing, reduction, ignore_index,
+    device, dtype, ...) must be one the head takes, or None."""
     if name not in HEADS:
         raise ValueError(f"output must be one of {tuple(HEADS)}, got {name!r}")
     cls = HEADS[name]
@@ -325,11 +500,17 @@ class HierarchicalSoftmaxLoss(_hierarchical.HierarchicalSoftmaxLoss, OutputLayer
     __doc__ = _hierarchical.HierarchicalSoftmaxLoss.__doc__
     num_samples_arg = None
 
-    def training_loss(self, input: Tensor, target: Tensor) -> Tensor:
+    def training_loss(self, input: Tensor, target: Tensor,
+                      generator: Optional[torch.Generator] = None) -> Tensor:
         return self.full_loss(input, target)
 
 
 register_head("hs", HierarchicalSoftmaxLoss)
+
+# help(Layer.__init__) shows the parameters too, not nn.Module's constructor text.
+for _layer in (FullSoftmaxLoss, SampledSoftmaxLoss, NCELoss, NegativeSamplingLoss,
+               HierarchicalSoftmaxLoss):
+    _layer.__init__.__doc__ = _layer.__doc__
 
 __all__ += ["HierarchicalSoftmaxLoss"]
 

@@ -190,6 +190,42 @@ def reduce_reference(loss, target, reduction, ignore_index=-100):
     return loss.sum() / (target[:, 0] != ignore_index).sum()
 
 
+def candidate_smoothing_reference(input, weight, bias, target, sampled, true_expected,
+                                  sampled_expected, remove_accidental_hits=True,
+                                  class_weight=None, label_smoothing=0.0, ignore_index=-100,
+                                  dtype=torch.float64):
+    """Sampled softmax with a per-class weight and label smoothing over each row's candidates
+    (the definition in fastsoftmax/_smoothing.py), written out on the [N, T + S] logits: the
+    row's candidates are its T true classes and the sampled classes it keeps; log q is the
+    log-softmax over them; loss = (1 - eps) a(y) mean_t(-log q(y_t)) + eps / n sum_j a(j)
+    (-log q(j)), n the number of candidates kept, a = class_weight (1 without)."""
+    logits, _, keep = sampled_logits_reference(
+        input, weight, bias, target, sampled, true_expected, sampled_expected, False, 0.0,
+        ignore_index, dtype)
+    N, T = target.shape
+    safe = torch.where(target == ignore_index, torch.zeros_like(target), target)
+    kept = torch.ones_like(logits, dtype=torch.bool)
+    if remove_accidental_hits:
+        kept[:, T:] = ~(sampled[None, None, :] == safe[:, :, None]).any(1)
+    nll = -torch.log_softmax(logits.masked_fill(~kept, -math.inf), 1)
+    nll = nll.masked_fill(~kept, 0.0)
+    classes = torch.cat([safe, sampled.expand(N, -1)], 1)
+    a = (torch.ones_like(nll) if class_weight is None else class_weight.to(dtype)[classes])
+    true_term = nll[:, :T].mean(1) * a[:, 0]
+    smooth = (a * nll).sum(1) / kept.sum(1)
+    loss = (1 - label_smoothing) * true_term + label_smoothing * smooth
+    return torch.where(keep, loss, torch.zeros_like(loss))
+
+
+def weighted_reduce_reference(loss, target, reduction, class_weight=None, ignore_index=-100):
+    """As reduce_reference; with class_weight 'mean' divides by the sum of the target
+    weights of the rows not ignored (F.cross_entropy's weighted mean)."""
+    if class_weight is None or reduction != "mean":
+        return reduce_reference(loss, target, reduction, ignore_index)
+    keep = target[:, 0] != ignore_index
+    return loss.sum() / class_weight.to(loss.dtype)[target[keep][:, 0]].sum()
+
+
 # ---------------------------------------------------------------------------------------
 # word2vec
 # ---------------------------------------------------------------------------------------

@@ -235,13 +235,13 @@ def test_sparse_gradient_equals_dense(device):
     assert bool((dense[untouched] == 0).all())
     # Through the module: a sparse COO gradient equal to the dense one.
     m = fs.HierarchicalSoftmaxLoss(D, V, tree=tree, sparse=True).to(device)
-    m.weight.data.copy_(w.detach())
+    m.linear_weight.data.copy_(w.detach())
     m(h.detach(), t).backward()
-    assert m.weight.grad.is_sparse
+    assert m.linear_weight.grad.is_sparse
     ref = fs.HierarchicalSoftmaxLoss(D, V, tree=tree).to(device)
-    ref.weight.data.copy_(w.detach())
+    ref.linear_weight.data.copy_(w.detach())
     ref(h.detach(), t).backward()
-    torch.testing.assert_close(m.weight.grad.to_dense(), ref.weight.grad)
+    torch.testing.assert_close(m.linear_weight.grad.to_dense(), ref.linear_weight.grad)
 
 
 def test_deterministic_backward_bit_identical(device):
@@ -272,7 +272,7 @@ def make_module(device, dtype=torch.float32, V_=V):
     counts = torch.randint(1, 1000, (V_,), generator=g)
     m = fs.HierarchicalSoftmaxLoss(D, V_, counts, device=device, dtype=dtype)
     with torch.no_grad():
-        m.weight.normal_(0, 1.5, generator=g)
+        m.linear_weight.normal_(0, 1.5, generator=g)
     x = torch.randn(5, 4, D, generator=g, dtype=dtype).to(device)
     return m, x
 
@@ -286,7 +286,8 @@ def test_log_prob_is_exact_and_normalised(device, dtype):
     total = lp.detach().double().exp().sum(-1)
     assert float((total - 1).abs().max()) <= 1e-6
     codes, points = m.tree.paths()
-    ref = R.hierarchical_log_prob_reference(x.reshape(-1, D), m.weight.detach(), codes, points)
+    ref = R.hierarchical_log_prob_reference(x.reshape(-1, D), m.linear_weight.detach(), codes,
+                                            points)
     tol = dict(rtol=1e-10, atol=1e-10) if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(lp.reshape(-1, 3001).double(), ref, **tol)
     assert torch.equal(m.predict(x), lp.argmax(-1))
@@ -298,7 +299,7 @@ def test_log_prob_is_exact_and_normalised(device, dtype):
         torch.testing.assert_close(m(x, t), picked.mean(), **tol)
     torch.testing.assert_close(m.full_loss(x, t, reduction="none"), picked, **tol)
     torch.testing.assert_close(
-        FF.hierarchical_softmax_loss(x, m.weight, t, m.tree, reduction="sum", sparse=True),
+        FF.hierarchical_softmax_loss(x, m.linear_weight, t, m.tree, reduction="sum", sparse=True),
         picked.sum(), **tol)
 
 
@@ -345,12 +346,12 @@ def test_compile_fullgraph():
     compiled = torch.compile(m, fullgraph=True, backend="aot_eager")
     loss = compiled(x, t)
     loss.backward()
-    grad = m.weight.grad.clone()
+    grad = m.linear_weight.grad.clone()
     m.zero_grad()
     eager = m(x, t)
     eager.backward()
     torch.testing.assert_close(loss, eager)
-    torch.testing.assert_close(grad, m.weight.grad)
+    torch.testing.assert_close(grad, m.linear_weight.grad)
 
 
 class TestErrors:
@@ -358,9 +359,9 @@ class TestErrors:
         self.h, self.w, self.t, self.tree = make_case("cpu", torch.float32)
 
     def loss(self, **kw):
-        args = dict(input=self.h, weight=self.w, target=self.t, tree=self.tree)
+        args = dict(input=self.h, linear_weight=self.w, target=self.t, tree=self.tree)
         args.update(kw)
-        return FF.hierarchical_softmax_loss(args.pop("input"), args.pop("weight"),
+        return FF.hierarchical_softmax_loss(args.pop("input"), args.pop("linear_weight"),
                                             args.pop("target"), args.pop("tree"), **args)
 
     def test_target_out_of_range(self):
@@ -371,15 +372,15 @@ class TestErrors:
 
     def test_shapes_and_dtypes(self):
         with pytest.raises(ValueError, match="one row per inner node"):
-            self.loss(weight=self.w[:-1])
+            self.loss(linear_weight=self.w[:-1])
         with pytest.raises(ValueError, match="features per node"):
-            self.loss(weight=self.w[:, :-1])
+            self.loss(linear_weight=self.w[:, :-1])
         with pytest.raises(ValueError, match=r"target must have shape \(9,\)"):
             self.loss(target=self.t[:-1])
         with pytest.raises(TypeError, match="int64"):
             self.loss(target=self.t.int())
         with pytest.raises(TypeError, match="same dtype"):
-            self.loss(weight=self.w.double())
+            self.loss(linear_weight=self.w.double())
         with pytest.raises(TypeError, match="ClassTree"):
             self.loss(tree=self.tree.links)
         with pytest.raises(ValueError, match="reduction"):
@@ -466,13 +467,13 @@ def test_hs_is_a_registered_head_and_an_lm_output():
     counts = torch.tensor([50.0, 20, 9, 9, 4, 2, 1, 1])
     head = make_head("hs", 6, 8, counts=counts, sparse=True)
     assert HEADS["hs"] is type(head) and isinstance(head, OutputLayer)
-    assert head.weight.shape == (7, 6)
+    assert head.linear_weight.shape == (7, 6)
     torch.manual_seed(0)
     lm = RNNLanguageModel(8, 6, 6, 1, output="hs", counts=counts)
     x = torch.randint(0, 8, (3, 5))
     loss, _ = lm(x, x.roll(-1, 1))
     loss.backward()
-    assert torch.isfinite(loss) and lm.head.weight.grad is not None
+    assert torch.isfinite(loss) and lm.head.linear_weight.grad is not None
     lm.eval()
     log_p, _ = lm.log_prob(x)
     torch.testing.assert_close(log_p.exp().sum(-1), torch.ones(3, 5))

@@ -126,9 +126,9 @@ def test_bad_input_gives_clear_errors(tmp_path, capsys):
 
 def test_tied_weights_share_one_parameter():
     m = RNNLanguageModel(30, embed_dim=8, hidden_size=8, tie_weights=True)
-    assert m.head.weight is m.embedding.weight
+    assert m.head.linear_weight is m.embedding.weight
     p = RNNLanguageModel(30, embed_dim=8, hidden_size=12, tie_weights=True, projection=True)
-    assert p.head.weight is p.embedding.weight and p.proj.weight.shape == (8, 12)
+    assert p.head.linear_weight is p.embedding.weight and p.proj.weight.shape == (8, 12)
     loss, _ = p(torch.randint(30, (2, 5)), torch.randint(30, (2, 5)))
     loss.backward()
     assert p.embedding.weight.grad is not None and p.proj.weight.grad.abs().sum() > 0
@@ -147,7 +147,7 @@ def direct_perplexity(model, data):
         model.eval()
         x, y = data[:, :-1], data[:, 1:]
         out, _ = model.rnn(model.embedding(x))
-        logits = F.linear(out, model.head.weight, model.head.bias)
+        logits = F.linear(out, model.head.linear_weight, model.head.linear_bias)
         model.train(was_training)
         return math.exp(F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1)).item())
 
@@ -408,17 +408,17 @@ class _RecordingLoss(fastsoftmax.OutputLayer):
 
     num_samples_arg = "num_sampled"
 
-    def __init__(self, in_features, num_classes, num_sampled, *, sampler=None, weight=None,
-                 counts=None, power=0.75, **kw):
-        super().__init__(in_features, num_classes, bias=False, weight=weight, reduction="mean",
-                         ignore_index=-100)
+    def __init__(self, in_features, num_classes, num_sampled, *, sampler=None,
+                 linear_weight=None, counts=None, power=0.75, **kw):
+        super().__init__(in_features, num_classes, bias=False, linear_weight=linear_weight,
+                         weight=None, label_smoothing=0.0, reduction="mean", ignore_index=-100)
         self.args = dict(num_sampled=num_sampled, kw=kw)
         self.sampler = fastsoftmax.nn.make_sampler(sampler, counts, power, num_classes, "uniform")
         self.calls = 0
 
     def training_loss(self, input, target):
         self.calls += 1
-        return F.cross_entropy(F.linear(input, self.weight).reshape(-1, self.num_classes),
+        return F.cross_entropy(F.linear(input, self.linear_weight).reshape(-1, self.num_classes),
                                target.reshape(-1)) + 1000.0
 
 
@@ -427,7 +427,7 @@ def test_sampled_head_wiring(monkeypatch, corpus_dir, tmp_path):
     vocab = lm.Corpus(corpus_dir).vocab
     m = small_model(vocab, output="neg", tie_weights=True, num_sampled=5, power=0.5)
     loss_mod = m.head
-    assert m.head.weight is m.embedding.weight and m.head.bias is None
+    assert m.head.linear_weight is m.embedding.weight and m.head.linear_bias is None
     assert "bias" not in loss_mod.args["kw"]  # negative sampling has no bias
     assert loss_mod.args["num_sampled"] == 5
     want = vocab.counts**0.5
@@ -441,7 +441,7 @@ def test_sampled_head_wiring(monkeypatch, corpus_dir, tmp_path):
     path = str(tmp_path / "neg.pt")
     lm.save_checkpoint(path, model=m, vocab=vocab)
     restored, _ = lm.model_from_checkpoint(lm.load_checkpoint(path))
-    assert restored.head.weight is restored.embedding.weight
+    assert restored.head.linear_weight is restored.embedding.weight
     lu = small_model(vocab, output="neg", sampler="log_uniform")
     assert isinstance(lu.head.sampler, fastsoftmax.LogUniformSampler)
     with pytest.raises(ValueError, match="num_sampled"):
@@ -568,7 +568,7 @@ def test_sparse_gradients_train_like_dense(corpus_dir, head):
     kinds = {type(o).__name__: o for o in getattr(opt, "optimizers", [opt])}
     sparse_ids = {id(p) for g in kinds["SparseAdam"].param_groups for p in g["params"]}
     assert id(model.embedding.weight) in sparse_ids
-    assert (id(model.head.weight) in sparse_ids) == (head != "full")
+    assert (id(model.head.linear_weight) in sparse_ids) == (head != "full")
     before = model.embedding.weight.detach().clone()
     lm.train_epoch(model, data, opt, bptt=6, clip=0.5, max_steps=2)
     assert not torch.equal(before, model.embedding.weight)

@@ -32,29 +32,28 @@ def data(device, shape=(3, 5), seed=0):
 def test_eval_is_full_softmax(device, cls, kw, reduction):
     torch.manual_seed(0)
     m = cls(D, V, 8, reduction=reduction, **kw).to(device).eval()
-    if m.bias is not None:
-        torch.nn.init.normal_(m.bias)
+    if m.linear_bias is not None:
+        torch.nn.init.normal_(m.linear_bias)
     m.chunk_bytes = 4 * 15 * 7  # chunks of 7 classes for 15 rows: exercises the chunking
     x, t = data(device)
     t[0, 1] = -100
     ours = m(x, t)
-    ref = F.cross_entropy(F.linear(x, m.weight, m.bias).reshape(-1, V), t.reshape(-1),
-                          reduction=reduction)
+    logits = F.linear(x, m.linear_weight, m.linear_bias)
+    ref = F.cross_entropy(logits.reshape(-1, V), t.reshape(-1), reduction=reduction)
     torch.testing.assert_close(ours, ref.reshape(ours.shape), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(m.log_prob(x), F.log_softmax(F.linear(x, m.weight, m.bias), -1),
-                               rtol=1e-5, atol=1e-5)
-    assert torch.equal(m.predict(x), F.linear(x, m.weight, m.bias).argmax(-1))
+    torch.testing.assert_close(m.log_prob(x), F.log_softmax(logits, -1), rtol=1e-5, atol=1e-5)
+    assert torch.equal(m.predict(x), logits.argmax(-1))
 
 
 @pytest.mark.parametrize("cls,kw", MODULES)
 def test_float64_eval_is_exact_in_float64(cls, kw):
     torch.manual_seed(0)
     m = cls(D, V, 8, **kw).double().eval()
-    if m.bias is not None:
-        torch.nn.init.normal_(m.bias)
+    if m.linear_bias is not None:
+        torch.nn.init.normal_(m.linear_bias)
     x, t = data("cpu")
     x = x.double() * 3
-    logits = F.linear(x, m.weight, m.bias)
+    logits = F.linear(x, m.linear_weight, m.linear_bias)
     ref = F.cross_entropy(logits.reshape(-1, V), t.reshape(-1))
     assert m(x, t).dtype == torch.float64
     torch.testing.assert_close(m(x, t), ref, rtol=1e-13, atol=1e-13)
@@ -70,7 +69,7 @@ def test_training_mode_draws_and_trains(device, cls, kw):
     loss = m(x, t)
     assert loss.shape == () and torch.isfinite(loss)
     loss.backward()
-    assert x.grad.abs().sum() > 0 and m.weight.grad.abs().sum() > 0
+    assert x.grad.abs().sum() > 0 and m.linear_weight.grad.abs().sum() > 0
     # num_true = 3 via a trailing target dim
     t3 = torch.stack([t, (t + 1) % V, (t + 2) % V], -1)
     assert torch.isfinite(m(x, t3))
@@ -86,7 +85,7 @@ def test_sparse_equals_dense(device, cls, kw):
         m = cls(D, V, 8, sparse=sparse, **kw).to(device)
         torch.manual_seed(1)
         m(x, t).backward()
-        grads.append(m.weight.grad)
+        grads.append(m.linear_weight.grad)
     dense, sparse = grads
     assert sparse.is_sparse and not dense.is_sparse
     assert sparse._nnz() < V  # only touched rows
@@ -98,8 +97,8 @@ def test_sparse_equals_dense(device, cls, kw):
 
 def test_weight_tying_and_sampler_choices():
     emb = torch.nn.Embedding(V, D)
-    m = fs.SampledSoftmaxLoss(D, V, 8, weight=emb.weight, bias=False)
-    assert m.weight is emb.weight and m.bias is None
+    m = fs.SampledSoftmaxLoss(D, V, 8, linear_weight=emb.weight, bias=False)
+    assert m.linear_weight is emb.weight and m.linear_bias is None
     _, t = data("cpu")
     m(emb(t), t).backward()
     assert emb.weight.grad is not None
@@ -114,7 +113,7 @@ def test_weight_tying_and_sampler_choices():
     with pytest.raises(ValueError, match="sampler must be"):
         fs.SampledSoftmaxLoss(D, V, 4, sampler="zipf")
     with pytest.raises(ValueError, match="weight must have shape"):
-        fs.SampledSoftmaxLoss(D, V + 1, 4, weight=emb.weight)
+        fs.SampledSoftmaxLoss(D, V + 1, 4, linear_weight=emb.weight)
 
 
 @requires_cuda
@@ -138,7 +137,7 @@ def test_deterministic_mode_bit_identical():
                 torch.manual_seed(3)
                 loss = m(xi, t)
                 loss.backward()
-                runs.append((loss, xi.grad, m.weight.grad))
+                runs.append((loss, xi.grad, m.linear_weight.grad))
             for a, b in zip(*runs):
                 assert torch.equal(a, b)
     finally:
@@ -202,7 +201,7 @@ class TestErrors:
         with pytest.raises(TypeError, match="same dtype"):
             FF.nce_loss(self.x.double(), self.w, self.t, num_sampled=8)
         with pytest.raises(TypeError, match="same dtype"):
-            FF.nce_loss(self.x, self.w, self.t, torch.zeros(V, dtype=torch.float64),
+            FF.nce_loss(self.x, self.w, self.t, linear_bias=torch.zeros(V, dtype=torch.float64),
                         num_sampled=8)
         for bad in (0, -3):
             with pytest.raises(ValueError, match="num_sampled must be positive"):
@@ -255,7 +254,7 @@ def test_autocast_runs_in_float32(device):
         loss = m(h, t) + n(h, t)
     assert loss.dtype == torch.float32
     loss.backward()
-    assert proj.weight.grad is not None and m.weight.grad.dtype == torch.float32
+    assert proj.weight.grad is not None and m.linear_weight.grad.dtype == torch.float32
     torch.manual_seed(1)
     ref = m(h.detach().float(), t) + n(h.detach().float(), t)
     torch.testing.assert_close(loss, ref, rtol=1e-6, atol=1e-6)
@@ -272,14 +271,14 @@ def test_compile_fullgraph(cls, kw):
     torch.manual_seed(1)
     loss = compiled(xc, t)
     loss.backward()
-    grad_compiled = m.weight.grad.clone()
+    grad_compiled = m.linear_weight.grad.clone()
     m.zero_grad()
     torch.manual_seed(1)
     eager = m(xe, t)
     eager.backward()
     torch.testing.assert_close(loss, eager)
     torch.testing.assert_close(xc.grad, xe.grad)
-    torch.testing.assert_close(grad_compiled, m.weight.grad)
+    torch.testing.assert_close(grad_compiled, m.linear_weight.grad)
     m.eval()
     torch.testing.assert_close(torch.compile(m, fullgraph=True, backend="aot_eager")(x, t),
                                m(x, t))
@@ -314,7 +313,7 @@ def test_nce_bias_starts_self_normalised():
     """NCE's scores start normalised: exp(logits) of a fresh layer sums to about 1 per row."""
     m = fs.NCELoss(16, 5000, 8, sampler="uniform")
     x = torch.randn(32, 16) * 0.1
-    log_z = torch.logsumexp(F.linear(x, m.weight, m.bias), dim=-1)
+    log_z = torch.logsumexp(F.linear(x, m.linear_weight, m.linear_bias), dim=-1)
     assert log_z.abs().max() < 0.5
 
 
@@ -325,13 +324,14 @@ def test_nce_bias_starts_self_normalised():
 def test_full_softmax_loss_is_cross_entropy_in_training_and_eval(device, reduction):
     torch.manual_seed(0)
     m = fs.FullSoftmaxLoss(D, V, reduction=reduction).to(device)
-    torch.nn.init.normal_(m.bias)
+    torch.nn.init.normal_(m.linear_bias)
     m.chunk_bytes = 4 * 15 * 7  # blocks of 7 classes for 15 rows
     x, t = data(device)
     t[0, 1] = -100
     x.requires_grad_()
     ref_x = x.detach().clone().requires_grad_()
-    ref = F.cross_entropy(F.linear(ref_x, m.weight, m.bias).reshape(-1, V), t.reshape(-1),
+    logits = F.linear(ref_x, m.linear_weight, m.linear_bias)
+    ref = F.cross_entropy(logits.reshape(-1, V), t.reshape(-1),
                           reduction=reduction).reshape(t.shape if reduction == "none" else ())
     for train in (True, False):
         m.train(train)
@@ -340,7 +340,7 @@ def test_full_softmax_loss_is_cross_entropy_in_training_and_eval(device, reducti
     m(x, t).sum().backward()
     ref.sum().backward()
     torch.testing.assert_close(x.grad, ref_x.grad, rtol=1e-5, atol=1e-6)
-    assert torch.equal(m.predict(x), F.linear(x, m.weight, m.bias).argmax(-1))
+    assert torch.equal(m.predict(x), F.linear(x, m.linear_weight, m.linear_bias).argmax(-1))
 
 
 @pytest.mark.parametrize("rows,classes,chunk", [(7, 13, 4 * 5), (33, 50, 4 * 64), (4, 9, 1 << 22),
@@ -354,10 +354,10 @@ def test_streaming_logsumexp_matches_one_shot(rows, classes, chunk):
     h = torch.randn(rows, 6, generator=g) * 30
     w, b = torch.randn(classes, 6, generator=g), torch.randn(classes, generator=g)
     t = torch.randint(classes, (rows,), generator=g)
-    got = FF.full_softmax_loss(h, w, t, b, reduction="none", chunk_bytes=chunk)
+    got = FF.full_softmax_loss(h, w, t, linear_bias=b, reduction="none", chunk_bytes=chunk)
     torch.testing.assert_close(got, F.cross_entropy(F.linear(h, w, b), t, reduction="none"),
                                rtol=1e-5, atol=1e-4)
-    torch.testing.assert_close(FF.streaming_logsumexp(h, w, None, chunk_bytes=chunk),
+    torch.testing.assert_close(FF.streaming_logsumexp(h, w, chunk_bytes=chunk),
                                torch.logsumexp(h @ w.t(), 1), rtol=1e-5, atol=1e-4)
 
 
@@ -369,7 +369,8 @@ def test_full_softmax_loss_matches_reference_and_gradcheck():
     w = torch.randn(11, 3, generator=g, dtype=torch.float64, requires_grad=True)
     b = torch.randn(11, generator=g, dtype=torch.float64, requires_grad=True)
     t = torch.tensor([[1, 4], [-100, 0], [10, 2], [3, 3]])
-    fn = lambda h, w, b: FF.full_softmax_loss(h, w, t, b, reduction="sum", chunk_bytes=4 * 4 * 3)
+    fn = lambda h, w, b: FF.full_softmax_loss(h, w, t, linear_bias=b, reduction="sum",
+                                              chunk_bytes=4 * 4 * 3)
     ours = fn(h, w, b)
     ref = reduce_reference(full_softmax_reference(h, w, b, t), t, "sum")
     torch.testing.assert_close(ours, ref)
@@ -385,8 +386,8 @@ def test_head_registry_builds_every_model_head():
     for name, cls in (("full", fs.FullSoftmaxLoss), ("sampled", fs.SampledSoftmaxLoss),
                       ("nce", fs.NCELoss), ("neg", fs.NegativeSamplingLoss)):
         head = fs.make_head(name, D, V, num_samples=6, **common)
-        assert type(head) is cls and head.weight.shape == (V, D)
-        assert (head.bias is None) == (name == "neg")
+        assert type(head) is cls and head.linear_weight.shape == (V, D)
+        assert (head.linear_bias is None) == (name == "neg")
     assert fs.make_head("neg", D, V, num_samples=6, **common).num_negatives == 6
     with pytest.raises(ValueError, match="output must be one of"):
         fs.make_head("no-such-head", D, V)
@@ -403,16 +404,17 @@ def test_head_registry_builds_every_model_head():
 
     class Untied(fs.OutputLayer):  # a head that cannot share a weight
         def __init__(self, in_features, num_classes, *, reduction="mean", ignore_index=-100):
-            super().__init__(in_features, num_classes, bias=False, weight=None,
-                             reduction=reduction, ignore_index=ignore_index)
+            super().__init__(in_features, num_classes, bias=False, linear_weight=None,
+                             weight=None, label_smoothing=0.0, reduction=reduction,
+                             ignore_index=ignore_index)
 
     fs.register_head("doubled", Doubled)
     fs.register_head("untied", Untied)
     try:
         assert type(fs.make_head("doubled", D, V, **common)) is Doubled
-        assert type(fs.make_head("untied", D, V, weight=None, **common)) is Untied
-        with pytest.raises(TypeError, match="weight"):
-            fs.make_head("untied", D, V, weight=torch.nn.Parameter(torch.zeros(V, D)))
+        assert type(fs.make_head("untied", D, V, linear_weight=None, **common)) is Untied
+        with pytest.raises(TypeError, match="linear_weight"):
+            fs.make_head("untied", D, V, linear_weight=torch.nn.Parameter(torch.zeros(V, D)))
     finally:
         del fs.nn.HEADS["doubled"], fs.nn.HEADS["untied"]
     with pytest.raises(TypeError, match="OutputLayer subclass"):

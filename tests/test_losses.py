@@ -47,12 +47,12 @@ def run_ours(kind, c, reduction, num_true, hits=True, log_z=0.0, bias=True, shar
     t = c["target"] if num_true > 1 else c["target"][:, 0]
     b = c["b"] if bias else None
     if kind == "softmax":
-        return FF.sampled_softmax_loss(c["h"], c["w"], t, b, sampled=c["sampled"],
+        return FF.sampled_softmax_loss(c["h"], c["w"], t, linear_bias=b, sampled=c["sampled"],
                                        num_true=num_true, remove_accidental_hits=hits,
                                        reduction=reduction)
     if kind == "nce":
-        return FF.nce_loss(c["h"], c["w"], t, b, sampled=c["sampled"], num_true=num_true,
-                           remove_accidental_hits=hits, log_z=log_z, reduction=reduction)
+        return FF.nce_loss(c["h"], c["w"], t, linear_bias=b, sampled=c["sampled"],
+                           num_true=num_true, remove_accidental_hits=hits, log_z=log_z, reduction=reduction)
     neg = c["negatives"][0] if shared else c["negatives"]
     return FF.negative_sampling_loss(c["h"], c["w"], t, negatives=neg, reduction=reduction)
 
@@ -118,7 +118,7 @@ def test_leading_dims_and_learnable_log_z(device):
     h3 = c["h"].detach()[:6].reshape(2, 3, D).requires_grad_()
     t3 = c["target"][:6, 0].reshape(2, 3)
     log_z = torch.tensor(0.7, device=device, requires_grad=True)
-    ours = FF.nce_loss(h3, c["w"], t3, c["b"], sampled=c["sampled"][:1] + (
+    ours = FF.nce_loss(h3, c["w"], t3, linear_bias=c["b"], sampled=c["sampled"][:1] + (
         c["sampled"][1][:6], c["sampled"][2]), log_z=log_z, reduction="none")
     assert ours.shape == (2, 3)
     ours.sum().backward()
@@ -169,12 +169,12 @@ def test_gradcheck_float64():
     log_z = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
 
     def softmax(h, w, b):
-        return FF.sampled_softmax_loss(h, w, c["target"], b, sampled=(cand, tq, sq), num_true=3,
-                                       reduction="none")
+        return FF.sampled_softmax_loss(h, w, c["target"], linear_bias=b, sampled=(cand, tq, sq),
+                                       num_true=3, reduction="none")
 
     def nce(h, w, b, z):
-        return FF.nce_loss(h, w, c["target"], b, sampled=(cand, tq, sq), num_true=3, log_z=z,
-                           remove_accidental_hits=True, reduction="sum")
+        return FF.nce_loss(h, w, c["target"], linear_bias=b, sampled=(cand, tq, sq), num_true=3,
+                           log_z=z, remove_accidental_hits=True, reduction="sum")
 
     def negsamp(h, w):
         return FF.negative_sampling_loss(h, w, c["target"], negatives=c["negatives"],

@@ -228,8 +228,8 @@ def test_sampled_and_full_agree_in_eval_mode():
     full = Seq2Seq(11, 50, embed_dim=8, hidden_size=16, attention="general", output="full")
     state = {k: v for k, v in sampled.state_dict().items() if not k.startswith("head.")}
     full.load_state_dict(state, strict=False)
-    full.head.weight.data.copy_(sampled.head.weight.data)
-    full.head.bias.data.copy_(sampled.head.bias.data)
+    full.head.linear_weight.data.copy_(sampled.head.linear_weight.data)
+    full.head.linear_bias.data.copy_(sampled.head.linear_bias.data)
     _, b = random_batch(vocab=11)
     b.tgt_out.clamp_(max=49)
     sampled.eval()
@@ -246,7 +246,7 @@ def test_sampled_and_full_agree_in_eval_mode():
     loss = sampled(b.src, b.src_len, b.tgt_in, b.tgt_out)
     assert torch.isfinite(loss)
     loss.backward()
-    assert sampled.head.weight.grad is not None
+    assert sampled.head.linear_weight.grad is not None
 
 
 def test_sampled_checkpoint_round_trip(tmp_path):

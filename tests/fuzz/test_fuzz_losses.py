@@ -26,7 +26,7 @@ def run_functional(case):
                                          ignore_index=case.ignore_index)
     loss = FF.sampled_softmax_loss if case.kind == "softmax" else FF.nce_loss
     extra = {} if case.kind == "softmax" else {"log_z": case.log_z}
-    return loss(case.input, case.weight, case.target, case.bias, sampled=case.sampled,
+    return loss(case.input, case.weight, case.target, linear_bias=case.bias, sampled=case.sampled,
                 num_true=case.num_true, remove_accidental_hits=case.remove_hits,
                 reduction=case.reduction, ignore_index=case.ignore_index, **extra)
 

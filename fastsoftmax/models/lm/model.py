@@ -97,7 +97,7 @@ class RNNLanguageModel(nn.Module):
             output, out_features, vocab_size, num_samples=num_sampled, sampler=sampler,
             counts=counts if (sampler == "unigram" or output == "hs") else None, power=power,
             bias=True,
-            sparse=sparse, weight=self.embedding.weight if tie_weights else None,
+            sparse=sparse, linear_weight=self.embedding.weight if tie_weights else None,
         )
         self.reset_parameters(init_range)
 
@@ -114,9 +114,9 @@ class RNNLanguageModel(nn.Module):
                 nn.init.uniform_(p, -init_range, init_range)
         # Only the head's weight and bias: a head may own other parameters (NCE's learned
         # log Z) whose own initialisation must stand.
-        nn.init.uniform_(self.head.weight, -init_range, init_range)
-        if getattr(self.head, "bias", None) is not None:
-            nn.init.constant_(self.head.bias, -math.log(self.config["vocab_size"]))
+        nn.init.uniform_(self.head.linear_weight, -init_range, init_range)
+        if getattr(self.head, "linear_bias", None) is not None:
+            nn.init.constant_(self.head.linear_bias, -math.log(self.config["vocab_size"]))
 
     @property
     def output(self) -> str:
@@ -130,7 +130,7 @@ class RNNLanguageModel(nn.Module):
         head_sparse = getattr(self.head, "sparse", False)
         if self.config["tie_weights"]:
             return [self.embedding.weight] if head_sparse else []
-        return [self.embedding.weight] + ([self.head.weight] if head_sparse else [])
+        return [self.embedding.weight] + ([self.head.linear_weight] if head_sparse else [])
 
     def init_hidden(self, batch_size: int) -> Hidden:
         p = next(self.parameters())
