@@ -77,6 +77,12 @@ def ss_ours(h, w, b, t, sampled):
     return FF.sampled_softmax_loss(h, w, t, linear_bias=b, sampled=sampled, reduction="sum")
 
 
+def ss_smoothed(h, w, b, t, sampled, class_weight):
+    # label smoothing over the candidates (and a per-class weight), composed around our op
+    return FF.sampled_softmax_loss(h, w, t, linear_bias=b, sampled=sampled, reduction="sum",
+                                   label_smoothing=0.1, weight=class_weight)
+
+
 def ss_plain(h, w, b, t, sampled):
     cand, tq, sq = sampled
     true_logit = (h * w[t]).sum(1) + b[t] - tq.log().to(h.dtype)
@@ -221,6 +227,11 @@ def bench_lm(device, dtype, shape, args, rows):
     providers = [("ours", ss_ours, (h, w, b, t, sampled)),
                  ("plain", ss_plain, (h, w, b, t, sampled)),
                  ("full_softmax", full_softmax, (h, w, b, t))]
+    if args.smoothing:  # the cost of label_smoothing (and weight) in training
+        class_weight = torch.rand(v, generator=torch.Generator().manual_seed(1)).to(device) + 0.5
+        providers += [("ours_smoothed", ss_smoothed, (h, w, b, t, sampled, None)),
+                      ("ours_smoothed_weighted", ss_smoothed,
+                       (h, w, b, t, sampled, class_weight))]
     if args.lce:
         providers += lce_providers(h, w, b, t, device, args)
     first = len(rows)
@@ -296,6 +307,8 @@ def main():
                         help="leave out the F.linear_cross_entropy providers")
     parser.add_argument("--lce-rows", type=int, default=256,
                         help="batch_chunk_size of the explicitly chunked linear_cross_entropy")
+    parser.add_argument("--no-smoothing", dest="smoothing", action="store_false",
+                        help="leave out sampled softmax with label_smoothing (and weight)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, no result file")
     bound_model.add_flag(parser)

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from . import ops
+from ._layer_parts import _check_size, migrate_state_dict
 from ._shapes import check_class_weight
 from .samplers import _weights_tensor
 from .tree import ClassTree
@@ -158,7 +159,6 @@ class HierarchicalSoftmaxLoss(nn.Module):
         # nn.Module's constructor only: fastsoftmax.nn registers a subclass that is also an
         # OutputLayer (the head family), whose own constructor would build a [V, D] weight.
         nn.Module.__init__(self)
-        from .nn import _check_size  # numpy integers are accepted
         in_features = _check_size("in_features", in_features)
         num_classes = _check_size("num_classes", num_classes)
         if label_smoothing != 0.0:
@@ -204,8 +204,7 @@ class HierarchicalSoftmaxLoss(nn.Module):
         return self._tree
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        from .nn import migrate_state_dict  # 'weight' [V - 1, D] before 0.1
-        migrate_state_dict(state_dict, prefix)
+        migrate_state_dict(state_dict, prefix)  # 'weight' [V - 1, D] before 0.1
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         self._tree = ClassTree(self.tree_links)  # a loaded tree is checked like a new one
 

@@ -24,84 +24,17 @@ vocabulary in any other order.
 
 import inspect
 import math
-import operator
 from typing import Optional, Union
 
 import torch
 from torch import Tensor, nn
 
 from . import functional
+from ._layer_parts import (COMMON_ARGS, SAMPLER_ARGS, _check_size, _refuse_label_smoothing,
+                           make_sampler, migrate_state_dict)
 from ._shapes import check_class_weight, check_label_smoothing, check_reduction
 from .sampler_fit import check_log_uniform_fit
-from .samplers import LogUniformSampler, Sampler, UniformSampler, UnigramSampler
-
-_SAMPLERS = ("unigram", "log_uniform", "uniform")
-
-
-def make_sampler(sampler, counts, power: float, num_classes: int, default: str, *,
-                 vocab=None, device=None) -> Sampler:
-    """A Sampler over num_classes: `sampler` itself, or the one named ('unigram' from counts
-    to the power `power`, 'log_uniform', 'uniform') on `device`; None picks unigram when
-    counts are given, else `default`. `counts` is anything UnigramSampler takes: a tensor,
-    sequence or numpy array in id order, or a dict / Counter with `vocab`."""
-    if isinstance(sampler, Sampler):
-        if sampler.num_classes != num_classes:
-            raise ValueError(
-                f"sampler draws from {sampler.num_classes} classes, the layer has {num_classes}"
-            )
-        return sampler
-    name = sampler if sampler is not None else ("unigram" if counts is not None else default)
-    if name not in _SAMPLERS:
-        raise ValueError(f"sampler must be a Sampler or one of {_SAMPLERS}, got {sampler!r}")
-    if name != "unigram" and counts is not None:
-        raise ValueError(f"counts is only used by sampler='unigram', not {name!r}")
-    if vocab is not None and counts is None:
-        raise ValueError("vocab orders the entries of counts; it needs counts=")
-    if name == "unigram":
-        if counts is None:
-            raise ValueError("sampler='unigram' needs counts (class frequencies)")
-        built = UnigramSampler(counts, power, vocab=vocab, device=device)
-        if built.num_classes != num_classes:
-            raise ValueError(f"counts has {built.num_classes} entries for {num_classes} classes")
-        return built
-    if name == "log_uniform":
-        return LogUniformSampler(num_classes, device=device)
-    return UniformSampler(num_classes, device=device)
-
-
-def _check_size(name: str, value) -> int:
-    """A positive int: Python or numpy/torch integer scalars, never bools or floats."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        value = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be a positive int, got {value!r}") from None
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
-
-
-def migrate_state_dict(state_dict, prefix: str) -> None:
-    """Before 0.1 the output embedding was saved as 'weight' (2-D) and 'bias'; a per-class
-    weight is 1-D, so a 2-D 'weight' with no 'linear_weight' beside it is the old name."""
-    old, new = prefix + "weight", prefix + "linear_weight"
-    value = state_dict.get(old)
-    if new in state_dict or not isinstance(value, Tensor) or value.dim() != 2:
-        return
-    state_dict[new] = state_dict.pop(old)
-    if prefix + "bias" in state_dict and prefix + "linear_bias" not in state_dict:
-        state_dict[prefix + "linear_bias"] = state_dict.pop(prefix + "bias")
-
-
-def _refuse_label_smoothing(layer: str, value) -> None:
-    if value != 0.0:
-        raise ValueError(
-            f"{layer} does not support label_smoothing (got {value!r}): its training "
-            "objective is a sum of binary logistic losses, not a cross entropy over classes, "
-            "so a smoothed target has no meaning there (use SampledSoftmaxLoss or "
-            "FullSoftmaxLoss)")
-
+from .samplers import Sampler
 
 class OutputLayer(nn.Module):
     """The family's base: owns `linear_weight` [V, D] and `linear_bias` [V] (or None), the
@@ -111,10 +44,10 @@ class OutputLayer(nn.Module):
 
     chunk_bytes = functional.CHUNK_BYTES
 
-    def __init__(self, in_features: int, num_classes: int, *, bias: bool,
-                 linear_weight: Optional[nn.Parameter], weight: Optional[Tensor],
-                 label_smoothing: float, reduction: str, ignore_index: int,
-                 device=None, dtype=None):
+    def __init__(self, in_features: int, num_classes: int, *, bias: bool = True,
+                 linear_weight: Optional[nn.Parameter] = None, weight: Optional[Tensor] = None,
+                 label_smoothing: float = 0.0, reduction: str = "mean",
+                 ignore_index: int = -100, device=None, dtype=None):
         super().__init__()
         self.in_features = _check_size("in_features", in_features)
         self.num_classes = V = _check_size("num_classes", num_classes)
@@ -201,29 +134,6 @@ class OutputLayer(nn.Module):
         return text
 
 
-_COMMON_ARGS = """
-        bias: learn a bias `linear_bias` [V] (default True).
-        linear_weight: an existing nn.Parameter [V, D] to use as the output embedding (tie it
-            with an input embedding: pass embedding.weight); default: a new one, N(0, 1/D).
-        weight: per-class rescaling [V] (a tensor), as in nn.CrossEntropyLoss: row i's loss
-            is multiplied by weight[target_i] and 'mean' divides by the sum of those weights
-            over the rows not ignored. Exact F.cross_entropy(weight=...) in eval. Needs one
-            true class per row. Kept as the buffer `weight`.
-        reduction: 'mean' (over the rows not ignored), 'sum' or 'none'.
-        ignore_index: target value whose rows contribute nothing (default -100).
-        device, dtype: of the parameters, as for torch.nn.Linear."""
-
-_SAMPLER_ARGS = """
-        sampler: a fastsoftmax Sampler over the V classes, or 'unigram' (counts ** power),
-            'log_uniform' or 'uniform'; default: unigram when `counts` are given, else {default}.
-        counts: class frequencies for the unigram sampler: a tensor, list or numpy array in id
-            order, or a dict / collections.Counter keyed by vocabulary entry (with `vocab`).
-        vocab: the vocabulary in id order (or a mapping entry -> id), when counts is a dict.
-        power: exponent of the unigram counts (default 0.75, as word2vec).
-        sparse: sparse COO gradient of linear_weight (the rows used), for SparseAdam or SGD on
-            very large V."""
-
-
 class FullSoftmaxLoss(OutputLayer):
     __doc__ = """The exact softmax cross entropy in training and in eval (the baseline of the
     family), with the logits streamed in blocks of `chunk_bytes`. In training autograd keeps the
@@ -235,7 +145,7 @@ class FullSoftmaxLoss(OutputLayer):
         in_features: D, the size of each input row.
         num_classes: V, the number of classes.
         label_smoothing: as F.cross_entropy: the target puts 1 - eps on the true class and
-            spreads eps uniformly over all V classes (default 0.0).""" + _COMMON_ARGS
+            spreads eps uniformly over all V classes (default 0.0).""" + COMMON_ARGS
 
     num_samples_arg = None
 
@@ -291,8 +201,8 @@ class SampledSoftmaxLoss(_SampledLayer):
             row's target puts 1 - eps on its true class and spreads eps uniformly over its
             candidates (the true class and the sampled classes it keeps), with the
             logQ-corrected logits; `weight` weighs each candidate's term as F.cross_entropy
-            weighs each class's. See fastsoftmax._smoothing.""" + _SAMPLER_ARGS.format(
-        default="log-uniform") + _COMMON_ARGS
+            weighs each class's. See fastsoftmax._smoothing.""" + SAMPLER_ARGS.format(
+        default="log-uniform") + COMMON_ARGS
 
     num_samples_arg = "num_sampled"
 
@@ -340,8 +250,8 @@ class NCELoss(_SampledLayer):
         log_z: the log-normaliser subtracted from every logit (default 0.0).
         learn_log_z: make log_z a learned Parameter (default False: a buffer).
         label_smoothing: only 0.0; any other value is refused (NCE is no cross entropy).
-        """ + _SAMPLER_ARGS.format(default="log-uniform") + \
-        _COMMON_ARGS
+        """ + SAMPLER_ARGS.format(default="log-uniform") + \
+        COMMON_ARGS
 
     num_samples_arg = "num_sampled"
 
@@ -392,8 +302,8 @@ class NegativeSamplingLoss(_SampledLayer):
         num_negatives: K, the negatives drawn per row (with replacement).
         shared: draw one set of K negatives for the whole batch (default False: per row).
         label_smoothing: only 0.0; any other value is refused (a sum of logistic losses has
-            no smoothed target).""" + _SAMPLER_ARGS.format(default="uniform") + \
-        _COMMON_ARGS.replace(
+            no smoothed target).""" + SAMPLER_ARGS.format(default="uniform") + \
+        COMMON_ARGS.replace(
             "        bias: learn a bias `linear_bias` [V] (default True).\n", "")
 
     num_samples_arg = "num_negatives"
@@ -480,6 +390,8 @@ def make_head(name: str, in_features: int, num_classes: int, *,
 
 __all__ = [
     "HEADS",
+    "make_sampler",
+    "migrate_state_dict",
     "FullSoftmaxLoss",
     "HierarchicalSoftmaxLoss",
     "NCELoss",

@@ -122,6 +122,30 @@ def test_sampled_softmax_matches_candidate_reference(weighted, eps, num_true, hi
         torch.testing.assert_close(a, r, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_repeated_true_classes_and_repeated_candidates(weighted):
+    """A true class listed twice in a row, and candidates drawn with replacement (a class
+    sampled twice): each sampled column equal to a true class is left out once."""
+    h, w, b, _, _, class_weight = case(hits=False)
+    sampler = fs.UniformSampler(V)
+    g = torch.Generator().manual_seed(5)
+    num_true = 1 if weighted else 3
+    t = torch.randint(0, V, (N, num_true), generator=g)
+    sampled = sampler.candidates(t, 30, unique=False, generator=g)
+    cand = sampled[0]
+    t[:, 0] = cand[torch.arange(N) % 30]  # every row hits, some hit a class drawn twice
+    if num_true > 1:
+        t[:, 1] = t[:, 0]
+    sampled = (cand, sampler.candidates(t, 30, unique=False)[1], sampled[2])
+    assert len(set(cand.tolist())) < 30
+    cw = class_weight if weighted else None
+    target = t if num_true > 1 else t[:, 0]
+    ours = FF.sampled_softmax_loss(h, w, target, linear_bias=b, weight=cw, label_smoothing=0.3,
+                                   sampled=sampled, num_true=num_true, reduction="none")
+    ref = candidate_smoothing_reference(h, w, b, t, *sampled, True, cw, 0.3)
+    torch.testing.assert_close(ours, ref, rtol=1e-10, atol=1e-12)
+
+
 def test_smoothing_zero_and_weight_none_leave_the_loss_unchanged():
     h, w, b, t, sampled, _ = case()
     base = FF.sampled_softmax_loss(h, w, t[:, 0], linear_bias=b, sampled=sampled,
