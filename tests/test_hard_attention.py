@@ -271,7 +271,7 @@ def test_soft_mode_is_unchanged():
     scores = (model.attn_W(dec) @ memory.transpose(1, 2)).masked_fill(~mask[:, None], -math.inf)
     context = torch.softmax(scores, -1) @ memory
     feats = torch.tanh(model.combine(torch.cat([context, dec], -1)))
-    logits = feats @ model.head.weight.t() + model.head.bias
+    logits = feats @ model.head.linear_weight.t() + model.head.linear_bias
     ref = torch.nn.functional.cross_entropy(logits.view(-1, 6), tgt_out.view(-1),
                                             ignore_index=PAD)
     torch.testing.assert_close(loss, ref, rtol=1e-6, atol=1e-7)
