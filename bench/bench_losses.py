@@ -277,7 +277,7 @@ def bench_eval(device, dtype, shape, args, rows):
     g = torch.Generator().manual_seed(1)
     h = torch.randn(n, d, generator=g).to(device, dtype)
     t = torch.randint(0, v, (n,), generator=g).to(device)
-    providers = [("ours", lambda: FF.full_softmax_loss(h, w, t, b, reduction="sum")),
+    providers = [("ours", lambda: FF.full_softmax_loss(h, w, t, linear_bias=b, reduction="sum")),
                  ("full_softmax", lambda: F.cross_entropy(F.linear(h, w, b).float(), t,
                                                           reduction="sum"))]
     if args.lce:
