@@ -362,6 +362,27 @@ def test_streaming_logsumexp_matches_one_shot(rows, classes, chunk):
                                torch.logsumexp(h @ w.t(), 1), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_exact_eval_beyond_one_block_without_autograd(dtype):
+    """Forward-only exact loss over several blocks (where linear_cross_entropy's chunked path
+    serves it, when PyTorch has it) equals the one-shot cross entropy, ignored rows included,
+    and equals the streamed autograd path."""
+    g = torch.Generator().manual_seed(3)
+    h = (torch.randn(40, 6, generator=g) * 10).to(dtype)
+    w, b = torch.randn(300, 6, generator=g).to(dtype), torch.randn(300, generator=g).to(dtype)
+    t = torch.randint(300, (40,), generator=g)
+    t[5] = -100
+    chunk = 4 * 300 * 7  # 7 rows of all classes at a time
+    with torch.no_grad():
+        got = FF.full_softmax_loss(h, w, t, linear_bias=b, reduction="none", chunk_bytes=chunk)
+    ref = F.cross_entropy(F.linear(h, w, b), t, reduction="none")
+    tol = dict(rtol=1e-5, atol=1e-4) if dtype == torch.float32 else {}
+    torch.testing.assert_close(got, ref, **tol)
+    streamed = FF.full_softmax_loss(h, w.requires_grad_(), t, linear_bias=b, reduction="none",
+                                    chunk_bytes=chunk)
+    torch.testing.assert_close(got, streamed.detach(), **tol)
+
+
 def test_full_softmax_loss_matches_reference_and_gradcheck():
     """num_true = 2 and an ignored row, blocks of 3 classes, float64: the value and the
     gradients of the reference, and gradcheck."""
