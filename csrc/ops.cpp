@@ -46,8 +46,9 @@ void define_ops(torch::Library& m) {
       " Tensor sampled, Tensor grad_logits, Tensor grad_true, bool has_bias, int ignore_index,"
       " bool sparse) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias,"
       " Tensor grad_weight_ids)");
-  // word2vec: one Hogwild SGD pass of skip-gram (sg) or CBOW with negative
-  // sampling over a batch of sentences, updating syn0 and syn1neg [V, D] in place.
+  // word2vec: one Hogwild SGD pass of skip-gram (sg) or CBOW over a batch of sentences with
+  // negative sampling (negative > 0), hierarchical softmax (hs) or both, updating syn0 and
+  // syn1neg [V, D] and syn1 [V - 1, D] in place.
   // tokens: int32 in-vocabulary ids of the batch, concatenated; sentence_ends: int64 [S]
   // exclusive end of each sentence in tokens; words_before: int64 [S] raw corpus words
   // trained before each sentence (all epochs), which sets its learning rate on the linear
@@ -56,13 +57,18 @@ void define_ops(torch::Library& m) {
   // first_token: global counter of tokens[0] (see csrc/common/word2vec_math.h); num_workers:
   // concurrent sentence walkers (CPU threads, CUDA warps); one worker walks the sentences in
   // order on either device (deterministic), more alert under torch's deterministic mode.
+  // hs: word w's Huffman path is hs_paths[hs_offsets[w] .. hs_offsets[w + 1]) (int32 steps
+  // 2 * inner node + code, root first, word2vec.c's points and codes; hs_offsets int64
+  // [V + 1]). With negative = 0 syn1neg and the alias table, and without hs syn1 and the
+  // paths, are not read (may be empty).
   // Returns float64 [3] = (summed loss, positive predictions, tokens kept after subsampling).
   m.def(
       "word2vec_train(Tensor(a!) syn0, Tensor(b!) syn1neg, Tensor tokens, Tensor sentence_ends,"
       " Tensor words_before, Tensor keep_prob, Tensor ns_prob, Tensor ns_alias, int seed,"
       " int first_token, bool sg, bool cbow_mean, int window, int negative,"
       " bool shrink_windows, float alpha, float min_alpha, float total_words,"
-      " int num_workers) -> Tensor");
+      " int num_workers, Tensor(c!) syn1, Tensor hs_paths, Tensor hs_offsets, bool hs)"
+      " -> Tensor");
 
   // Hierarchical softmax. The tree is given as links int32 [2V - 1]: nodes
   // 0..V-1 are the classes (leaves), node V + i is inner node i, links[x] = 2 * (inner id of

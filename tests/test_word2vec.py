@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from fastsoftmax import UnigramSampler, ops
+from fastsoftmax import ClassTree, UnigramSampler, ops
 from fastsoftmax.models import KeyedVectors, Word2Vec
 from fastsoftmax.models.w2v_batches import epoch_batches
 from fastsoftmax.models.word2vec import ops_learning_rate
@@ -140,10 +140,12 @@ def test_op_opcheck():
     V, D = 6, 4
     prob, alias = _table([3, 2, 2, 1, 1, 1])
     tokens, ends = _batch([np.array([0, 1, 2, 3]), np.array([4, 5, 0])])
+    tree = ClassTree.huffman(torch.tensor([3, 2, 2, 1, 1, 1]))
     torch.library.opcheck(
         torch.ops.fastsoftmax.word2vec_train.default,
         (torch.rand(V, D), torch.zeros(V, D), tokens, ends, torch.zeros(2, dtype=torch.int64),
-         torch.ones(V), prob, alias, 1, 0, True, True, 2, 2, True, 0.1, 0.0, 10.0, 1),
+         torch.ones(V), prob, alias, 1, 0, True, True, 2, 2, True, 0.1, 0.0, 10.0, 1,
+         torch.zeros(V - 1, D), *ops.huffman_paths(tree.links, tree.lengths), True),
         test_utils=("test_schema", "test_faketensor"),
     )
 

@@ -99,5 +99,23 @@ inline void check_backward(const at::Tensor& grad_loss, const at::Tensor& input,
                     "grad_loss must have one entry per row, on the input's device");
 }
 
+// The backward's prologue on both devices: checked inputs made contiguous, grad_loss in the
+// accumulation dtype, and the sizes N rows, D, num_inner = V - 1, L = max_depth.
+struct BackwardInputs {
+  at::Tensor input, weight, nodes, coef, grad_loss;
+  int64_t N, D, num_inner, L;
+};
+
+inline BackwardInputs prepare_backward(const at::Tensor& grad_loss, const at::Tensor& input,
+                                       const at::Tensor& weight, const at::Tensor& nodes,
+                                       const at::Tensor& coef) {
+  check_backward(grad_loss, input, weight, nodes, coef);
+  BackwardInputs b{input.contiguous(), weight.contiguous(), nodes.contiguous(),
+                   coef.contiguous(), grad_loss.to(at::toOpMathType(input.scalar_type()))
+                                          .contiguous(),
+                   input.size(0), input.size(1), weight.size(0), nodes.size(1)};
+  return b;
+}
+
 }  // namespace hsoftmax
 }  // namespace fastsoftmax

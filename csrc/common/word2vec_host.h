@@ -1,8 +1,11 @@
-// Host-side checks of the word2vec_train op's arguments, shared by both devices.
+// Host-side checks of the word2vec_train op's arguments, shared by both devices, which fill
+// the trainers' one argument struct (w2v::TrainParams, word2vec_math.h).
 #pragma once
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+
+#include <vector>
 
 #include "word2vec_math.h"
 
@@ -10,22 +13,46 @@ namespace fastsoftmax {
 namespace w2v {
 
 // Host-side validation shared by both devices (a bad index on CUDA would be a device-side
-// assert, i.e. a crash, so everything is checked before any launch).
-inline void check_train_args(const at::Tensor& syn0, const at::Tensor& syn1neg,
-                             const at::Tensor& tokens, const at::Tensor& sentence_ends,
-                             const at::Tensor& words_before, const at::Tensor& keep_prob,
-                             const at::Tensor& ns_prob, const at::Tensor& ns_alias,
-                             int64_t window, int64_t negative, double total_words,
-                             int64_t num_workers, int64_t first_token) {
-  TORCH_CHECK_TYPE(syn0.scalar_type() == at::kFloat && syn1neg.scalar_type() == at::kFloat,
-                   "word2vec_train: syn0 and syn1neg must be float32");
-  TORCH_CHECK_VALUE(syn0.dim() == 2 && syn1neg.sizes() == syn0.sizes(),
-                    "word2vec_train: syn0 and syn1neg must both be [V, D], got ", syn0.sizes(),
-                    " and ", syn1neg.sizes());
-  TORCH_CHECK_VALUE(syn0.is_contiguous() && syn1neg.is_contiguous(),
-                    "word2vec_train: syn0 and syn1neg must be contiguous");
-  const int64_t V = syn0.size(0);
-  TORCH_CHECK_VALUE(V > 0 && syn0.size(1) > 0, "word2vec_train: empty embedding table");
+// assert, i.e. a crash, so everything is checked before any launch), then the one argument
+// struct of both trainers. The CUDA host adds its kept stream to it.
+inline TrainParams prepare_train(
+    at::Tensor& syn0, at::Tensor& syn1neg, const at::Tensor& tokens,
+    const at::Tensor& sentence_ends, const at::Tensor& words_before, const at::Tensor& keep_prob,
+    const at::Tensor& ns_prob, const at::Tensor& ns_alias, int64_t seed, int64_t first_token,
+    bool sg, bool cbow_mean, int64_t window, int64_t negative, bool shrink_windows, double alpha,
+    double min_alpha, double total_words, int64_t num_workers, at::Tensor& syn1,
+    const at::Tensor& hs_paths, const at::Tensor& hs_offsets, bool hs) {
+  TORCH_CHECK_TYPE(syn0.scalar_type() == at::kFloat && syn0.dim() == 2 && syn0.is_contiguous(),
+                   "word2vec_train: syn0 must be a contiguous float32 [V, D] tensor");
+  const int64_t V = syn0.size(0), D = syn0.size(1);
+  TORCH_CHECK_VALUE(V > 0 && D > 0, "word2vec_train: empty embedding table");
+  TORCH_CHECK_VALUE(negative >= 0, "word2vec_train: negative must be >= 0, got ", negative);
+  TORCH_CHECK_VALUE(negative > 0 || hs, "word2vec_train: no output layer: give negative > 0, "
+                                        "hs = true, or both");
+  std::vector<const at::Tensor*> used{&tokens, &sentence_ends, &words_before, &keep_prob};
+  if (negative > 0) {
+    TORCH_CHECK_TYPE(syn1neg.scalar_type() == at::kFloat && syn1neg.sizes() == syn0.sizes(),
+                     "word2vec_train: syn1neg must be float32 [V, D] like syn0 ", syn0.sizes(),
+                     ", got ", syn1neg.scalar_type(), " ", syn1neg.sizes());
+    TORCH_CHECK_TYPE(ns_prob.scalar_type() == at::kFloat && ns_alias.scalar_type() == at::kInt &&
+                         ns_prob.numel() == V && ns_alias.numel() == V,
+                     "word2vec_train: the negative-sampling table must be (float32 [V], int32 "
+                     "[V]) with V = ", V);
+    used.insert(used.end(), {&syn1neg, &ns_prob, &ns_alias});
+  }
+  if (hs) {
+    TORCH_CHECK_VALUE(V >= 2, "word2vec_train: hierarchical softmax needs at least 2 words");
+    TORCH_CHECK_TYPE(syn1.scalar_type() == at::kFloat && syn1.dim() == 2 &&
+                         syn1.size(0) == V - 1 && syn1.size(1) == D,
+                     "word2vec_train: syn1 must be float32 [V - 1, D] = [", V - 1, ", ", D,
+                     "], got ", syn1.scalar_type(), " ", syn1.sizes());
+    TORCH_CHECK_TYPE(hs_paths.scalar_type() == at::kInt && hs_paths.dim() == 1 &&
+                         hs_offsets.scalar_type() == at::kLong && hs_offsets.dim() == 1 &&
+                         hs_offsets.numel() == V + 1,
+                     "word2vec_train: the Huffman paths must be int32 [P] and their offsets "
+                     "int64 [V + 1] with V = ", V);
+    used.insert(used.end(), {&syn1, &hs_paths, &hs_offsets});
+  }
   TORCH_CHECK_TYPE(tokens.scalar_type() == at::kInt && tokens.dim() == 1,
                    "word2vec_train: tokens must be a 1-D int32 tensor");
   TORCH_CHECK_TYPE(sentence_ends.scalar_type() == at::kLong && sentence_ends.dim() == 1 &&
@@ -36,18 +63,12 @@ inline void check_train_args(const at::Tensor& syn0, const at::Tensor& syn1neg,
   TORCH_CHECK_TYPE(keep_prob.scalar_type() == at::kFloat && keep_prob.dim() == 1 &&
                        keep_prob.numel() == V,
                    "word2vec_train: keep_prob must be float32 [V] with V = ", V);
-  TORCH_CHECK_TYPE(ns_prob.scalar_type() == at::kFloat && ns_alias.scalar_type() == at::kInt &&
-                       ns_prob.numel() == V && ns_alias.numel() == V,
-                   "word2vec_train: the negative-sampling table must be (float32 [V], int32 "
-                   "[V]) with V = ", V);
-  for (const at::Tensor* t : {&syn1neg, &tokens, &sentence_ends, &words_before, &keep_prob,
-                              &ns_prob, &ns_alias}) {
+  for (const at::Tensor* t : used) {
     TORCH_CHECK_VALUE(t->device() == syn0.device(), "word2vec_train: all tensors must be on ",
                       syn0.device(), ", found one on ", t->device());
     TORCH_CHECK_VALUE(t->is_contiguous(), "word2vec_train: inputs must be contiguous");
   }
   TORCH_CHECK_VALUE(window >= 1, "word2vec_train: window must be >= 1, got ", window);
-  TORCH_CHECK_VALUE(negative >= 1, "word2vec_train: negative must be >= 1, got ", negative);
   TORCH_CHECK_VALUE(total_words >= 0, "word2vec_train: total_words must be >= 0");
   TORCH_CHECK_VALUE(num_workers >= 1, "word2vec_train: num_workers must be >= 1");
   TORCH_CHECK_VALUE(first_token >= 0, "word2vec_train: first_token must be >= 0");
@@ -76,6 +97,51 @@ inline void check_train_args(const at::Tensor& syn0, const at::Tensor& syn1neg,
     TORCH_CHECK_VALUE(lo >= 0 && hi < V, "word2vec_train: token ids must lie in [0, ", V,
                       "), found [", lo, ", ", hi, "]");
   }
+  if (hs) {
+    // Every step must name an inner node (a row of syn1) and every word's path must lie in
+    // hs_paths: then no read or write leaves the tables, whatever the tree.
+    const at::Tensor offsets = hs_offsets.cpu();
+    const int64_t* o = offsets.data_ptr<int64_t>();
+    TORCH_CHECK_VALUE(o[0] == 0 && o[V] == hs_paths.numel(),
+                      "word2vec_train: hs_offsets must run from 0 to the number of path steps (",
+                      hs_paths.numel(), "), got ", o[0], " .. ", o[V]);
+    for (int64_t w = 0; w < V; ++w)
+      TORCH_CHECK_VALUE(o[w + 1] >= o[w], "word2vec_train: hs_offsets must be non-decreasing");
+    if (hs_paths.numel() > 0) {
+      const int64_t lo = hs_paths.min().item<int64_t>(), hi = hs_paths.max().item<int64_t>();
+      TORCH_CHECK_VALUE(lo >= 0 && hi < 2 * (V - 1),
+                        "word2vec_train: Huffman path steps (2 * inner node + code) must lie "
+                        "in [0, ", 2 * (V - 1), "), found [", lo, ", ", hi, "]");
+    }
+  }
+  TrainParams p{};
+  p.syn0 = syn0.data_ptr<float>();
+  p.syn1neg = negative > 0 ? syn1neg.data_ptr<float>() : nullptr;
+  p.syn1 = hs ? syn1.data_ptr<float>() : nullptr;
+  p.tokens = tokens.data_ptr<int32_t>();
+  p.sentence_ends = sentence_ends.data_ptr<int64_t>();
+  p.words_before = words_before.data_ptr<int64_t>();
+  p.keep_prob = keep_prob.data_ptr<float>();
+  p.ns_prob = negative > 0 ? ns_prob.data_ptr<float>() : nullptr;
+  p.ns_alias = negative > 0 ? ns_alias.data_ptr<int32_t>() : nullptr;
+  p.hs_paths = hs ? hs_paths.data_ptr<int32_t>() : nullptr;
+  p.hs_offsets = hs ? hs_offsets.data_ptr<int64_t>() : nullptr;
+  p.S = S;
+  p.N = tokens.numel();
+  p.V = V;
+  p.D = D;
+  p.seed = static_cast<uint64_t>(seed);
+  p.first_token = static_cast<uint64_t>(first_token);
+  p.window = static_cast<int>(window);
+  p.negative = static_cast<int>(negative);
+  p.hs = hs;
+  p.sg = sg;
+  p.cbow_mean = cbow_mean;
+  p.shrink = shrink_windows;
+  p.alpha = static_cast<float>(alpha);
+  p.min_alpha = static_cast<float>(min_alpha);
+  p.total_words = total_words;
+  return p;
 }
 
 }  // namespace w2v

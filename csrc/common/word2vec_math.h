@@ -1,6 +1,7 @@
-// word2vec maths shared by the CPU and CUDA training kernels: the per-token random choices,
-// the learning-rate schedule and the logistic function. Torch-free (nvcc compiles it on a
-// machine without a GPU); the host-side argument checks are in word2vec_host.h.
+// word2vec maths shared by the CPU and CUDA training kernels: the one argument struct, the
+// per-token random choices, the learning-rate schedule and the logistic function. Torch-free
+// (nvcc compiles it on a machine without a GPU); the host-side checks that fill the struct
+// are in word2vec_host.h.
 //
 // Randomness is a pure function of (seed, counter), never of thread scheduling:
 //   token t (its global position in the stream of in-vocabulary tokens fed to training, over
@@ -20,6 +21,38 @@
 
 namespace fastsoftmax {
 namespace w2v {
+
+// Everything a training pass reads, as raw pointers and sizes: filled once by the host
+// (word2vec_host.h's prepare_train) for both devices. Shapes: V vocabulary, D vector size,
+// N tokens, S sentences, P the summed Huffman code lengths.
+struct TrainParams {
+  float* syn0;                  // [V, D] input vectors
+  float* syn1neg;               // [V, D] output vectors of negative sampling (negative > 0)
+  float* syn1;                  // [V - 1, D] inner-node vectors of the hierarchical softmax
+  const int32_t* tokens;        // [N] in-vocabulary ids of the batch
+  const int64_t* sentence_ends; // [S] exclusive end of each sentence in tokens
+  const int64_t* words_before;  // [S] raw words trained before each sentence (all epochs)
+  const float* keep_prob;       // [V] subsampling keep probabilities
+  const float* ns_prob;         // [V] alias table of the noise distribution (negative > 0)
+  const int32_t* ns_alias;      // [V]
+  // Huffman paths (hs): the path of word w is hs_paths[hs_offsets[w] .. hs_offsets[w + 1]),
+  // root first, each step 2 * inner id + code (word2vec.c's point and code).
+  const int32_t* hs_paths;      // [P]
+  const int64_t* hs_offsets;    // [V + 1]
+  int64_t S, N, V, D;
+  uint64_t seed, first_token;
+  int window, negative;         // negative = 0: no negative sampling (hs only)
+  bool hs, sg, cbow_mean, shrink;
+  float alpha, min_alpha;
+  double total_words;
+  // CUDA only, set by its host: the stream of tokens kept by subsampling (word2vec.cu).
+  const int32_t* kept_ids;      // [N] kept tokens in order
+  const int32_t* kept_win;      // [N] their effective half-windows
+  const int64_t* kept_pos;      // [N] their positions in the batch (for the Philox counters)
+  const int64_t* kept_end;      // [S] kept tokens through each sentence (inclusive scan)
+  float* scratch;               // [warps, 2, D] in global memory, or nullptr: shared memory
+  double* stats;                // [2] summed loss, positive predictions
+};
 
 // Keep decision for a token whose word has keep probability `keep` (word2vec.c's
 // (sqrt(c/(s T)) + 1) (s T) / c, capped at 1, precomputed per word on the host).
@@ -61,6 +94,11 @@ FS_HOST_DEVICE bool outside_logistic_range(float f) { return f <= -kMaxExp || f 
 FS_HOST_DEVICE float prediction_error(float label, float f) {
   return outside_logistic_range(f) ? 0.0f : label - sigmoid(f);
 }
+// One step of a Huffman path (word2vec.c's hierarchical softmax): code 0 is the side of
+// sigma(f), so the step's label is 1 - code, and its error (1 - code - sigma(f)) as above.
+FS_HOST_DEVICE float hs_label(int32_t step) { return (step & 1) ? 0.0f : 1.0f; }
+FS_HOST_DEVICE int64_t hs_node(int32_t step) { return step >> 1; }
+
 FS_HOST_DEVICE float neg_log_sigmoid(float f) {
   // -log sigma(f) = log(1 + e^-f) = max(-f, 0) + log1p(e^-|f|)
   return (f < 0 ? -f : 0.0f) + log1pf(expf(f < 0 ? f : -f));

@@ -169,13 +169,11 @@ std::tuple<at::Tensor, at::Tensor> scatter_paths(const int64_t* nodes, const acc
 std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_backward_cpu(
     const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
     const at::Tensor& nodes_, const at::Tensor& coef_, bool sparse) {
-  hsoftmax::check_backward(grad_loss_, input_, weight_, nodes_, coef_);
-  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
-  const at::Tensor nodes = nodes_.contiguous(), coef = coef_.contiguous();
-  const int64_t N = input.size(0), D = input.size(1), num_inner = weight.size(0);
-  const int64_t L = nodes.size(1);
-  const auto acc_type = at::toOpMathType(input.scalar_type());
-  const at::Tensor grad_loss = grad_loss_.to(acc_type).contiguous();
+  const hsoftmax::BackwardInputs b =
+      hsoftmax::prepare_backward(grad_loss_, input_, weight_, nodes_, coef_);
+  const at::Tensor &input = b.input, &weight = b.weight, &nodes = b.nodes, &coef = b.coef;
+  const at::Tensor& grad_loss = b.grad_loss;
+  const int64_t N = b.N, D = b.D, num_inner = b.num_inner, L = b.L;
   at::Tensor grad_input = at::empty_like(input);
   at::Tensor grad_weight, ids;
   AT_DISPATCH_FLOATING_TYPES_AND2(

@@ -1,4 +1,4 @@
-// CPU building blocks of the loss kernels: dot products and row updates with a wide
+// CPU building blocks of the loss kernels: the row arithmetic of vec.h, stores from a wide
 // accumulator, and the weight-gradient scatter.
 //
 // The scatter is always deterministic on the CPU: pairs are counting-sorted by class id
@@ -14,35 +14,14 @@
 #include <vector>
 
 #include "../common/loss_math.h"
+#include "vec.h"
 
 namespace fastsoftmax {
 namespace loss {
 
-// sum_d a[d] * b[d] with eight independent partial sums: the compiler can keep them in one
-// vector register (strict IEEE order forbids it to reassociate a single running sum).
-template <class scalar_t, class acc_t>
-inline acc_t dot(const scalar_t* a, const scalar_t* b, int64_t D) {
-  acc_t s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t d = 0;
-  for (; d + 8 <= D; d += 8)
-    for (int l = 0; l < 8; ++l) s[l] += static_cast<acc_t>(a[d + l]) * static_cast<acc_t>(b[d + l]);
-  acc_t r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-  for (; d < D; ++d) r += static_cast<acc_t>(a[d]) * static_cast<acc_t>(b[d]);
-  return r;
-}
-
-// Asks for the cache lines of a row ahead of its use: the rows a loss gathers are random rows
-// of a large weight matrix, so without this every gather waits on DRAM latency.
-inline void prefetch_row(const void* row, int64_t bytes) {
-  const char* p = static_cast<const char*>(row);
-  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
-}
-
-// acc[d] += c * x[d]
-template <class scalar_t, class acc_t>
-inline void axpy(acc_t* acc, acc_t c, const scalar_t* x, int64_t D) {
-  for (int64_t d = 0; d < D; ++d) acc[d] += c * static_cast<acc_t>(x[d]);
-}
+using vec::axpy;
+using vec::dot;
+using vec::prefetch_row;
 
 template <class scalar_t, class acc_t>
 inline void store(scalar_t* out, const acc_t* acc, int64_t D) {

@@ -1,10 +1,11 @@
-// CPU word2vec training: skip-gram and CBOW with negative sampling, Hogwild SGD over a batch
-// of sentences, as word2vec.c and gensim's inner loop do. Threads take runs of whole
-// sentences from a shared counter and update the shared tables without locks; with one
-// worker the result is a pure function of the inputs and the seed.
+// CPU word2vec training: skip-gram and CBOW with hierarchical softmax, negative sampling or
+// both, Hogwild SGD over a batch of sentences, as word2vec.c and gensim's inner loop do.
+// Threads take runs of whole sentences from a shared counter and update the shared tables
+// without locks; with one worker the result is a pure function of the inputs and the seed.
 //
 // Shapes: V vocabulary, D vector size, N tokens in the batch, S sentences, W window,
-// K negatives. syn0 [V, D] input vectors, syn1neg [V, D] output vectors.
+// K negatives. syn0 [V, D] input vectors, syn1neg [V, D] output vectors of negative
+// sampling, syn1 [V - 1, D] inner-node vectors of the hierarchical softmax.
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
@@ -15,26 +16,12 @@
 
 #include "../common/philox.h"
 #include "../common/word2vec_host.h"
+#include "vec.h"
 
 namespace fastsoftmax {
 namespace {
 
-struct TrainArgs {
-  float* syn0;
-  float* syn1;
-  const int32_t* tokens;
-  const int64_t* sentence_ends;
-  const int64_t* words_before;
-  const float* keep_prob;
-  const float* ns_prob;
-  const int32_t* ns_alias;
-  int64_t V, D;
-  uint64_t seed, first_token;
-  int window, negative;
-  bool sg, cbow_mean, shrink;
-  float alpha, min_alpha;
-  double total_words;
-};
+using w2v::TrainParams;
 
 struct Stats {
   double loss = 0;         // sum of -log sigma over every positive and negative prediction
@@ -89,45 +76,21 @@ inline float fast_neg_log_sigmoid(float f) {
   return interpolate(kTables.softplus, -f);
 }
 
-// Eight-float vectors (one AVX register; two SSE registers in the baseline build) with
-// unaligned loads. dot keeps four independent partial sums so that consecutive FMAs do not
-// wait on each other's latency; rows are D = 100 floats in the usual setting.
-typedef float v8f __attribute__((vector_size(32), aligned(4)));
-
-inline float dot(const float* __restrict a, const float* __restrict b, int64_t D) {
-  v8f s0 = {}, s1 = {}, s2 = {}, s3 = {};
-  int64_t d = 0;
-  for (; d + 32 <= D; d += 32) {
-    s0 += *reinterpret_cast<const v8f*>(a + d) * *reinterpret_cast<const v8f*>(b + d);
-    s1 += *reinterpret_cast<const v8f*>(a + d + 8) * *reinterpret_cast<const v8f*>(b + d + 8);
-    s2 += *reinterpret_cast<const v8f*>(a + d + 16) * *reinterpret_cast<const v8f*>(b + d + 16);
-    s3 += *reinterpret_cast<const v8f*>(a + d + 24) * *reinterpret_cast<const v8f*>(b + d + 24);
-  }
-  for (; d + 8 <= D; d += 8)
-    s0 += *reinterpret_cast<const v8f*>(a + d) * *reinterpret_cast<const v8f*>(b + d);
-  const v8f s = (s0 + s1) + (s2 + s3);
-  float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-  for (; d < D; ++d) r += a[d] * b[d];
-  return r;
-}
-
-inline void axpy(float g, const float* __restrict x, float* __restrict y, int64_t D) {
-  int64_t d = 0;
-  for (; d + 8 <= D; d += 8)
-    *reinterpret_cast<v8f*>(y + d) += g * *reinterpret_cast<const v8f*>(x + d);
-  for (; d < D; ++d) y[d] += g * x[d];
-}
-
-// Asks for a row's cache lines ahead of use: the rows of a prediction are random, so their
-// loads are cache misses that otherwise stall the dot product.
+// Rows of D floats: prefetched for the coming update, dot products, y += g x (vec.h).
 inline void prefetch_row(const float* row, int64_t D) {
-  for (int64_t d = 0; d < D; d += 16) __builtin_prefetch(row + d, 1);
+  vec::prefetch_row(row, D * static_cast<int64_t>(sizeof(float)), /*for_write=*/true);
+}
+inline float dot(const float* a, const float* b, int64_t D) {
+  return vec::dot<float, float>(a, b, D);
+}
+inline void axpy(float g, const float* x, float* y, int64_t D) {
+  vec::axpy<float, float>(y, g, x, D);
 }
 
 // Negatives counter..counter+count-1 of the negative stream, drawn from the alias table.
 // The Philox rounds of a block run in lockstep so that the compiler vectorises them.
 constexpr int kBlock = 64;
-inline void draw_negatives(const TrainArgs& a, uint64_t counter, int count, int32_t* out) {
+inline void draw_negatives(const TrainParams& a, uint64_t counter, int count, int32_t* out) {
   uint32_t w[4][kBlock];
   for (int base = 0; base < count; base += kBlock) {
     const int n = std::min(kBlock, count - base);
@@ -148,32 +111,54 @@ inline void draw_negatives(const TrainArgs& a, uint64_t counter, int count, int3
   }
 }
 
-// One prediction: input vector `in` should score `target` high and each negative low.
-// A score outside (-6, 6) updates nothing (gensim's rule, w2v::prediction_error).
-// work accumulates the gradient for the input side: sum_t g_t * syn1[t] with
-// g_t = alpha * (label_t - sigma(in . syn1[t])) (the ascent direction of log sigma).
-// A negative equal to the target is skipped, as in word2vec.c and gensim.
-inline void predict(const TrainArgs& a, const float* in, int32_t target, const int32_t* negs,
+// One logistic unit: `in` should score `out` as `label` (1 or 0). A score outside (-6, 6)
+// updates nothing (gensim's rule, w2v::prediction_error); its loss still counts. work
+// accumulates the input side's update g * out, with g = alpha * (label - sigma(in . out))
+// (the ascent direction of log sigma), and out moves by g * in.
+inline void logistic_step(const float* in, float* out, float label, float alpha, float* work,
+                          int64_t D, Stats& st) {
+  const float f = dot(in, out, D);
+  st.loss += fast_neg_log_sigmoid(label > 0.5f ? f : -f);
+  if (w2v::outside_logistic_range(f)) return;  // gensim's rule, see word2vec_math.h
+  const float g = (label - fast_sigmoid(f)) * alpha;
+  axpy(g, out, work, D);
+  axpy(g, in, out, D);
+}
+
+// One prediction of `target` from input vector `in`, word2vec.c's order: first the steps of
+// target's Huffman path (hs; root first, label 1 - code on inner node point), then the
+// target against its K negatives (a negative equal to the target is skipped, as in
+// word2vec.c and gensim). The input vector is read unchanged throughout; its update
+// accumulates in work.
+inline void predict(const TrainParams& a, const float* in, int32_t target, const int32_t* negs,
                     float alpha, float* work, Stats& st) {
   const int64_t D = a.D;
-  for (int k = 0; k <= a.negative; ++k) {
-    const int32_t t = k == 0 ? target : negs[k - 1];
-    if (k > 0 && t == target) continue;
-    const float label = k == 0 ? 1.0f : 0.0f;
-    float* out = a.syn1 + static_cast<int64_t>(t) * D;
-    const float f = dot(in, out, D);
-    st.loss += fast_neg_log_sigmoid(k == 0 ? f : -f);
-    if (w2v::outside_logistic_range(f)) continue;  // gensim's rule, see word2vec_math.h
-    const float g = (label - fast_sigmoid(f)) * alpha;
-    axpy(g, out, work, D);
-    axpy(g, in, out, D);
+  if (a.hs) {
+    for (int64_t p = a.hs_offsets[target]; p < a.hs_offsets[target + 1]; ++p) {
+      const int32_t step = a.hs_paths[p];
+      logistic_step(in, a.syn1 + w2v::hs_node(step) * D, w2v::hs_label(step), alpha, work, D,
+                    st);
+    }
   }
+  if (a.negative == 0) return;
+  logistic_step(in, a.syn1neg + static_cast<int64_t>(target) * D, 1.0f, alpha, work, D, st);
+  for (int k = 0; k < a.negative; ++k) {
+    if (negs[k] == target) continue;
+    logistic_step(in, a.syn1neg + static_cast<int64_t>(negs[k]) * D, 0.0f, alpha, work, D, st);
+  }
+}
+
+// The inner-node rows of word w's Huffman path, asked for ahead of its predictions.
+inline void prefetch_path(const TrainParams& a, int32_t w) {
+  if (!a.hs) return;
+  for (int64_t p = a.hs_offsets[w]; p < a.hs_offsets[w + 1]; ++p)
+    prefetch_row(a.syn1 + w2v::hs_node(a.hs_paths[p]) * a.D, a.D);
 }
 
 // Trains sentences [s_begin, s_end). Inlined into an AVX2+FMA and a baseline entry point,
 // chosen at run time from the CPU's features (target_clones("arch=haswell") would test for
 // that CPU model, not its features, and fall back to baseline on every AMD CPU).
-__attribute__((always_inline)) inline void train_sentences_body(const TrainArgs& a,
+__attribute__((always_inline)) inline void train_sentences_body(const TrainParams& a,
                                                                 int64_t s_begin, int64_t s_end,
                                                                 Stats& st) {
   const int64_t D = a.D;
@@ -224,8 +209,10 @@ __attribute__((always_inline)) inline void train_sentences_body(const TrainArgs&
         for (int j = lo; j < hi; ++j)
           if (j != i) prefetch_row(a.syn0 + static_cast<int64_t>(sen[j]) * D, D);
       }
-      prefetch_row(a.syn1 + static_cast<int64_t>(sen[i]) * D, D);
-      for (int k = 0; k < K; ++k) prefetch_row(a.syn1 + static_cast<int64_t>(buf[k]) * D, D);
+      prefetch_path(a, sen[i]);
+      if (K == 0) return;
+      prefetch_row(a.syn1neg + static_cast<int64_t>(sen[i]) * D, D);
+      for (int k = 0; k < K; ++k) prefetch_row(a.syn1neg + static_cast<int64_t>(buf[k]) * D, D);
     };
     int32_t* negs = negs_a.data();
     int32_t* negs_next = negs_b.data();
@@ -244,7 +231,7 @@ __attribute__((always_inline)) inline void train_sentences_body(const TrainArgs&
             const int jn = (j + 1 == i) ? j + 2 : j + 1;
             prefetch_row(a.syn0 + static_cast<int64_t>(sen[jn]) * D, D);
             for (int k = 0; k < K; ++k)
-              prefetch_row(a.syn1 + static_cast<int64_t>(negs[(c + 1) * K + k]) * D, D);
+              prefetch_row(a.syn1neg + static_cast<int64_t>(negs[(c + 1) * K + k]) * D, D);
           }
           float* in = a.syn0 + static_cast<int64_t>(sen[j]) * D;
           std::fill(work.begin(), work.end(), 0.0f);
@@ -276,16 +263,16 @@ __attribute__((always_inline)) inline void train_sentences_body(const TrainArgs&
   }
 }
 
-__attribute__((target("avx2,fma"))) void train_sentences_avx2(const TrainArgs& a, int64_t b,
+__attribute__((target("avx2,fma"))) void train_sentences_avx2(const TrainParams& a, int64_t b,
                                                               int64_t e, Stats& st) {
   train_sentences_body(a, b, e, st);
 }
 
-void train_sentences_baseline(const TrainArgs& a, int64_t b, int64_t e, Stats& st) {
+void train_sentences_baseline(const TrainParams& a, int64_t b, int64_t e, Stats& st) {
   train_sentences_body(a, b, e, st);
 }
 
-void train_sentences(const TrainArgs& a, int64_t b, int64_t e, Stats& st) {
+void train_sentences(const TrainParams& a, int64_t b, int64_t e, Stats& st) {
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (avx2) train_sentences_avx2(a, b, e, st);
   else train_sentences_baseline(a, b, e, st);
@@ -297,29 +284,13 @@ at::Tensor word2vec_train_cpu(at::Tensor& syn0, at::Tensor& syn1neg, const at::T
                               const at::Tensor& ns_alias, int64_t seed, int64_t first_token,
                               bool sg, bool cbow_mean, int64_t window, int64_t negative,
                               bool shrink_windows, double alpha, double min_alpha,
-                              double total_words, int64_t num_workers) {
-  w2v::check_train_args(syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob,
-                        ns_alias, window, negative, total_words, num_workers, first_token);
-  const TrainArgs a{syn0.data_ptr<float>(),
-                    syn1neg.data_ptr<float>(),
-                    tokens.data_ptr<int32_t>(),
-                    sentence_ends.data_ptr<int64_t>(),
-                    words_before.data_ptr<int64_t>(),
-                    keep_prob.data_ptr<float>(),
-                    ns_prob.data_ptr<float>(),
-                    ns_alias.data_ptr<int32_t>(),
-                    syn0.size(0),
-                    syn0.size(1),
-                    static_cast<uint64_t>(seed),
-                    static_cast<uint64_t>(first_token),
-                    static_cast<int>(window),
-                    static_cast<int>(negative),
-                    sg,
-                    cbow_mean,
-                    shrink_windows,
-                    static_cast<float>(alpha),
-                    static_cast<float>(min_alpha),
-                    total_words};
+                              double total_words, int64_t num_workers, at::Tensor& syn1,
+                              const at::Tensor& hs_paths, const at::Tensor& hs_offsets,
+                              bool hs) {
+  const TrainParams a = w2v::prepare_train(
+      syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob, ns_alias, seed,
+      first_token, sg, cbow_mean, window, negative, shrink_windows, alpha, min_alpha,
+      total_words, num_workers, syn1, hs_paths, hs_offsets, hs);
   // Cut the batch into runs of whole sentences of about kChunkTokens tokens (more runs than
   // workers), which the workers take in order from a shared counter: a worker that the OS
   // descheduled (the machine may be shared) delays only its current run, not a fixed half

@@ -1,4 +1,5 @@
-// CUDA word2vec training: the same Hogwild SGD as csrc/cpu/word2vec.cpp. Two kernels:
+// CUDA word2vec training: the same Hogwild SGD as csrc/cpu/word2vec.cpp (hierarchical
+// softmax, negative sampling or both), with the same argument struct. Two kernels:
 //  1. keep_kernel: every token's subsampling coin and window shrink (the Philox draws of the
 //     CPU, csrc/common/word2vec_math.h); the survivors are compacted, in order, into one stream of
 //     kept tokens with each sentence's end in it (device scans, no host synchronisation);
@@ -30,25 +31,7 @@ constexpr int64_t kSegment = 64;  // centres per unit of work
 // warp's two scratch vectors in global memory instead.
 constexpr size_t kSharedLimit = 48 * 1024;
 
-struct Params {
-  float* syn0;
-  float* syn1;
-  const int32_t* kept_ids;     // [N] kept tokens of the batch, in order (first kept_end[S-1])
-  const int32_t* kept_win;     // [N] their effective windows
-  const int64_t* kept_pos;     // [N] their batch positions (for the Philox counters)
-  const int64_t* kept_end;     // [S] kept tokens through each sentence (inclusive scan)
-  const int64_t* words_before;
-  const float* ns_prob;
-  const int32_t* ns_alias;
-  float* scratch;      // [warps, 2, D] in global memory, or nullptr: in shared memory
-  double* stats;       // [2] loss, positive predictions
-  int64_t S, V, D;
-  uint64_t seed, first_token;
-  int window, negative;
-  bool sg, cbow_mean;
-  float alpha, min_alpha;
-  double total_words;
-};
+using w2v::TrainParams;
 
 __global__ void keep_kernel(const int32_t* tokens, const float* keep_prob, int64_t N,
                             uint64_t seed, uint64_t first_token, int window, bool shrink,
@@ -75,16 +58,15 @@ __global__ void compact_kernel(const int32_t* tokens, const int32_t* keep, const
   }
 }
 
-__device__ __forceinline__ int32_t draw_negative(const Params& p, uint64_t counter) {
+__device__ __forceinline__ int32_t draw_negative(const TrainParams& p, uint64_t counter) {
   const Philox4 r = philox_at(p.seed, kStreamW2vNegative, counter);
   return static_cast<int32_t>(alias_draw(r, p.ns_prob, p.ns_alias, p.V));
 }
 
-// One prediction of target t from input h (both length D, lane-strided): updates syn1[t],
-// accumulates the input gradient in work; returns this prediction's -log sigma.
-__device__ __forceinline__ float update(const Params& p, const float* h, int32_t t, float label,
-                                        float alpha, float* work, int lane) {
-  float* out = p.syn1 + static_cast<int64_t>(t) * p.D;
+// One logistic unit: h (length D, lane-strided) should score row `out` as `label`; updates
+// out, accumulates the input side's update in work; returns the unit's -log sigma.
+__device__ __forceinline__ float update(const TrainParams& p, const float* h, float* out,
+                                        float label, float alpha, float* work, int lane) {
   float part = 0.f;
   for (int64_t d = lane; d < p.D; d += 32) part += h[d] * out[d];
   const float f = warp_sum(part);
@@ -97,25 +79,35 @@ __device__ __forceinline__ float update(const Params& p, const float* h, int32_t
   return w2v::neg_log_sigmoid(label > 0.5f ? f : -f);
 }
 
-// The positive target and the K negatives of prediction `counter0` (negatives equal to the
-// target skipped). Lanes draw 32 negatives at a time and broadcast them by shuffle.
-__device__ float predict(const Params& p, const float* h, int32_t target, uint64_t counter0,
-                         float alpha, float* work, int lane) {
-  float loss = update(p, h, target, 1.f, alpha, work, lane);
+// One prediction of `target` in word2vec.c's order: the steps of its Huffman path (hs), then
+// the target and the K negatives of prediction `counter0` (negatives equal to the target
+// skipped). Lanes draw 32 negatives at a time and broadcast them by shuffle.
+__device__ float predict(const TrainParams& p, const float* h, int32_t target,
+                         uint64_t counter0, float alpha, float* work, int lane) {
+  float loss = 0.f;
+  if (p.hs) {
+    for (int64_t q = p.hs_offsets[target]; q < p.hs_offsets[target + 1]; ++q) {
+      const int32_t step = p.hs_paths[q];  // the same address in every lane: a broadcast
+      loss += update(p, h, p.syn1 + w2v::hs_node(step) * p.D, w2v::hs_label(step), alpha,
+                     work, lane);
+    }
+  }
+  if (p.negative == 0) return loss;
+  loss += update(p, h, p.syn1neg + static_cast<int64_t>(target) * p.D, 1.f, alpha, work, lane);
   for (int kb = 0; kb < p.negative; kb += 32) {
     const int n = min(32, p.negative - kb);
     const int32_t mine = lane < n ? draw_negative(p, counter0 + kb + lane) : 0;
     for (int k = 0; k < n; ++k) {
       const int32_t t = __shfl_sync(kFullMask, mine, k);
       if (t == target) continue;
-      loss += update(p, h, t, 0.f, alpha, work, lane);
+      loss += update(p, h, p.syn1neg + static_cast<int64_t>(t) * p.D, 0.f, alpha, work, lane);
     }
   }
   return loss;
 }
 
 // The sentence of kept position c: the first s with kept_end[s] > c.
-__device__ __forceinline__ int64_t sentence_of(const Params& p, int64_t c) {
+__device__ __forceinline__ int64_t sentence_of(const TrainParams& p, int64_t c) {
   int64_t lo = 0, hi = p.S - 1;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
@@ -124,7 +116,7 @@ __device__ __forceinline__ int64_t sentence_of(const Params& p, int64_t c) {
   return lo;
 }
 
-__global__ void train_kernel(Params p) {
+__global__ void train_kernel(TrainParams p) {
   FS_DYNAMIC_SHARED(float, smem);
   const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
   const int warps_per_block = static_cast<int>(blockDim.x >> 5);
@@ -195,9 +187,13 @@ at::Tensor word2vec_train_cuda(at::Tensor& syn0, at::Tensor& syn1neg, const at::
                                const at::Tensor& ns_alias, int64_t seed, int64_t first_token,
                                bool sg, bool cbow_mean, int64_t window, int64_t negative,
                                bool shrink_windows, double alpha, double min_alpha,
-                               double total_words, int64_t num_workers) {
-  w2v::check_train_args(syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob,
-                        ns_alias, window, negative, total_words, num_workers, first_token);
+                               double total_words, int64_t num_workers, at::Tensor& syn1,
+                               const at::Tensor& hs_paths, const at::Tensor& hs_offsets,
+                               bool hs) {
+  TrainParams p = w2v::prepare_train(
+      syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob, ns_alias, seed,
+      first_token, sg, cbow_mean, window, negative, shrink_windows, alpha, min_alpha,
+      total_words, num_workers, syn1, hs_paths, hs_offsets, hs);
   const int64_t D = syn0.size(1);
   const cuda::DeviceGuard guard(syn0.device());
   at::Tensor stats = at::zeros({3}, syn0.options().dtype(at::kDouble));
@@ -236,29 +232,12 @@ at::Tensor word2vec_train_cuda(at::Tensor& syn0, at::Tensor& syn1neg, const at::
   at::Tensor scratch;
   if (global_scratch)
     scratch = at::empty({int64_t{blocks} * warps_per_block, 2, D}, syn0.options());
-  const Params p{syn0.data_ptr<float>(),
-                 syn1neg.data_ptr<float>(),
-                 kept_ids.data_ptr<int32_t>(),
-                 kept_win.data_ptr<int32_t>(),
-                 kept_pos.data_ptr<int64_t>(),
-                 kept_end.data_ptr<int64_t>(),
-                 words_before.data_ptr<int64_t>(),
-                 ns_prob.data_ptr<float>(),
-                 ns_alias.data_ptr<int32_t>(),
-                 global_scratch ? scratch.data_ptr<float>() : nullptr,
-                 stats.data_ptr<double>(),
-                 S,
-                 syn0.size(0),
-                 D,
-                 static_cast<uint64_t>(seed),
-                 static_cast<uint64_t>(first_token),
-                 static_cast<int>(window),
-                 static_cast<int>(negative),
-                 sg,
-                 cbow_mean,
-                 static_cast<float>(alpha),
-                 static_cast<float>(min_alpha),
-                 total_words};
+  p.kept_ids = kept_ids.data_ptr<int32_t>();
+  p.kept_win = kept_win.data_ptr<int32_t>();
+  p.kept_pos = kept_pos.data_ptr<int64_t>();
+  p.kept_end = kept_end.data_ptr<int64_t>();
+  p.scratch = global_scratch ? scratch.data_ptr<float>() : nullptr;
+  p.stats = stats.data_ptr<double>();
   FS_LAUNCH(train_kernel, blocks, warps_per_block * 32, smem, p);
   return stats;
 }

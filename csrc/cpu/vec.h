@@ -1,0 +1,72 @@
+// Row arithmetic shared by the CPU kernels (losses, hierarchical softmax, word2vec): dot
+// products, y += c x, and cache prefetches of rows. D is the row length.
+//
+// float rows go through eight-float vectors (one AVX register; two SSE registers in the
+// baseline build) with unaligned loads; other dtypes (float64 for gradcheck, half and
+// bfloat16 accumulated in float) take the scalar loop. Both keep several independent partial
+// sums: strict IEEE order forbids the compiler to reassociate a single running sum, which
+// would make each addition wait on the previous one's latency.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+namespace fastsoftmax {
+namespace vec {
+
+typedef float v8f __attribute__((vector_size(32), aligned(4)));
+
+inline const v8f& load8(const float* p) { return *reinterpret_cast<const v8f*>(p); }
+
+// sum_d a[d] b[d], accumulated in acc_t.
+template <class scalar_t, class acc_t>
+inline acc_t dot(const scalar_t* __restrict a, const scalar_t* __restrict b, int64_t D) {
+  int64_t d = 0;
+  if constexpr (std::is_same<scalar_t, float>::value && std::is_same<acc_t, float>::value) {
+    // Four vectors of partial sums: rows are ~100 floats, so latency, not width, bounds it.
+    v8f s0 = {}, s1 = {}, s2 = {}, s3 = {};
+    for (; d + 32 <= D; d += 32) {
+      s0 += load8(a + d) * load8(b + d);
+      s1 += load8(a + d + 8) * load8(b + d + 8);
+      s2 += load8(a + d + 16) * load8(b + d + 16);
+      s3 += load8(a + d + 24) * load8(b + d + 24);
+    }
+    for (; d + 8 <= D; d += 8) s0 += load8(a + d) * load8(b + d);
+    const v8f s = (s0 + s1) + (s2 + s3);
+    float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    for (; d < D; ++d) r += a[d] * b[d];
+    return r;
+  } else {
+    acc_t s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (; d + 8 <= D; d += 8)
+      for (int l = 0; l < 8; ++l)
+        s[l] += static_cast<acc_t>(a[d + l]) * static_cast<acc_t>(b[d + l]);
+    acc_t r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; d < D; ++d) r += static_cast<acc_t>(a[d]) * static_cast<acc_t>(b[d]);
+    return r;
+  }
+}
+
+// y[d] += c x[d] (y and x never overlap).
+template <class scalar_t, class acc_t>
+inline void axpy(acc_t* __restrict y, acc_t c, const scalar_t* __restrict x, int64_t D) {
+  int64_t d = 0;
+  if constexpr (std::is_same<scalar_t, float>::value && std::is_same<acc_t, float>::value) {
+    for (; d + 8 <= D; d += 8) *reinterpret_cast<v8f*>(y + d) += c * load8(x + d);
+  }
+  for (; d < D; ++d) y[d] += c * static_cast<acc_t>(x[d]);
+}
+
+// Asks for the cache lines of a row of `bytes` ahead of its use: the rows a kernel gathers
+// are random rows of a large table, so without this every gather waits on DRAM latency.
+// for_write: the row is about to be updated (word2vec's in-place SGD).
+inline void prefetch_row(const void* row, int64_t bytes, bool for_write = false) {
+  const char* p = static_cast<const char*>(row);
+  if (for_write)
+    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 1);
+  else
+    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
+}
+
+}  // namespace vec
+}  // namespace fastsoftmax
