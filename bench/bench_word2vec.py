@@ -1,10 +1,12 @@
 """word2vec side by side with gensim, and count-based PPMI vectors, in one run.
 
     python bench/bench_word2vec.py [--threads 2] [--corpus wikitext2] [--models sg,cbow]
-        [--epochs 1,3,5] [--seeds 1,2,3] [--ppmi] [--analogies FILE]
+        [--epochs 1,3,5] [--seeds 1,2,3] [--hs 0|1] [--negative 5] [--ppmi]
+        [--analogies FILE]
 
 Settings (gensim's defaults unless said): vector_size 100, window 5, negative 5, sample 1e-3,
-min_count 5, alpha 0.025 -> 1e-4, for skip-gram and CBOW. Both libraries get the same
+min_count 5, alpha 0.025 -> 1e-4, for skip-gram and CBOW. --hs 1 --negative 0 compares the
+hierarchical softmax alone (both libraries get the same hs and negative). Both libraries get the same
 in-memory list of token lists and the same seed; for each seed fastsoftmax and gensim run one
 after the other, so both see the same machine load. Reported per (model, epochs, library):
   * WS-353 Spearman: mean and spread (sample std) over the seeds, and each seed's value,
@@ -14,14 +16,13 @@ after the other, so both see the same machine load. Reported per (model, epochs,
     excluded), median over seeds, and ours / gensim's;
   * with --ppmi: PPMIVectors (window 5, cds 0.75, eig 0.5, d = 100) build time and scores;
   * with --analogies FILE (questions-words.txt format): 3CosAdd accuracy of every model.
-Rows go to bench/results/word2vec-seeds-<device>.csv with the command and load average. The machine
-may be shared: compare the columns of one run (the ratios), not runs.
+Rows go to bench/results/word2vec-runs-<cpu|cuda>.csv in bench/common.py's schema (one row per
+run and metric, the settings in `shape`), with the load average. The machine may be shared:
+compare the columns of one run (the ratios), not runs.
 """
 
 import argparse
-import datetime
 import os
-import platform
 import statistics
 import sys
 import time
@@ -33,7 +34,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import bound_model  # noqa: E402
-from common import append_rows, command_line  # noqa: E402
+from common import write_results  # noqa: E402
 
 from fastsoftmax.models import KeyedVectors, PPMIVectors, Word2Vec  # noqa: E402
 
@@ -52,26 +53,15 @@ def load(path):
         return [line.split() for line in f if line.strip()]
 
 
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
-
-
-def train(impl, sentences, sg, epochs, threads, seed, device):
+def train(impl, sentences, sg, epochs, threads, seed, device, params):
     """(KeyedVectors, raw words per epoch, seconds in train())."""
     if impl == "fastsoftmax":
         m = Word2Vec(sg=sg, workers=threads, seed=seed, epochs=epochs, device=device,
-                     **PARAMS)
+                     **params)
     else:
         from gensim.models import Word2Vec as GWord2Vec
 
-        m = GWord2Vec(sg=sg, workers=threads, seed=seed, epochs=epochs, **PARAMS)
+        m = GWord2Vec(sg=sg, workers=threads, seed=seed, epochs=epochs, **params)
     m.build_vocab(sentences)
     t = time.perf_counter()
     m.train(sentences, total_examples=m.corpus_count, total_words=m.corpus_total_words,
@@ -101,6 +91,9 @@ def main():
     ap.add_argument("--epochs", default="1,3,5")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--no-gensim", action="store_true")
+    ap.add_argument("--hs", type=int, default=0, choices=(0, 1),
+                    help="1: hierarchical softmax (with --negative 0: alone)")
+    ap.add_argument("--negative", type=int, default=PARAMS["negative"])
     ap.add_argument("--ppmi", action="store_true", help="add the PPMI + SVD row")
     ap.add_argument("--analogies", metavar="FILE", help="questions-words.txt to score")
     bound_model.add_flag(ap)
@@ -110,9 +103,7 @@ def main():
         return
     import torch
 
-    device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else cpu_name()
-    tag = "cuda" if args.device.startswith("cuda") else "cpu"
-    out = os.path.join(ROOT, "bench", "results", f"word2vec-seeds-{tag}.csv")
+    params = dict(PARAMS, hs=args.hs, negative=args.negative)
     impls = ["fastsoftmax"]
     if not args.no_gensim:
         try:
@@ -125,9 +116,12 @@ def main():
     sentences = load(CORPORA[args.corpus])
     seeds = [int(s) for s in args.seeds.split(",")]
     rows, summary = [], []
-    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    base = dict(date=stamp, device=device_name, threads=args.threads, corpus=args.corpus,
-                command=command_line())
+    layers = f"hs={args.hs} negative={args.negative}"
+
+    def add_rows(model, provider, shape, **metrics):
+        case = f"word2vec/{args.corpus}/{model}"
+        rows.extend(dict(case=case, provider=provider, shape=shape, metric=k, value=v)
+                    for k, v in metrics.items())
     for model in args.models.split(","):
         sg = 1 if model == "sg" else 0
         for epochs in [int(e) for e in args.epochs.split(",")]:
@@ -136,19 +130,20 @@ def main():
                 for impl in impls:
                     load_before = os.getloadavg()[0]
                     kv, raw, seconds = train(impl.split("-")[0], sentences, sg, epochs,
-                                             args.threads, seed, args.device)
+                                             args.threads, seed, args.device, params)
                     assert np.isfinite(kv.vectors).all(), f"{impl}: non-finite vectors"
                     ws, acc = scores(kv, args.analogies)
                     wps = raw * epochs / seconds
                     runs[impl].append((ws, acc, wps))
-                    rows.append(dict(base, model=model, epochs=epochs, seed=seed, impl=impl,
-                                     words_per_s=round(wps), train_seconds=round(seconds, 2),
-                                     ws353_spearman=round(ws, 4), analogy_accuracy=round(acc, 4),
-                                     vocab=len(kv), corpus_words=raw,
-                                     load_avg_1min=f"{load_before:.1f}/{os.getloadavg()[0]:.1f}"))
-                    print(f"{model:4s} {epochs} ep seed {seed} {impl:14s} {wps:11,.0f} words/s "
-                          f"{seconds:6.1f} s  WS-353 {ws:.4f}  (load {rows[-1]['load_avg_1min']})",
-                          flush=True)
+                    load_avg = f"{load_before:.1f}/{os.getloadavg()[0]:.1f}"
+                    add_rows(model, impl, f"{layers} d=100 w=5 sample=1e-3 epochs={epochs} "
+                             f"seed={seed} threads={args.threads}", words_per_s=round(wps),
+                             train_seconds=round(seconds, 2), ws353_spearman=round(ws, 4),
+                             analogy_accuracy=round(acc, 4), vocab=len(kv), corpus_words=raw,
+                             load_avg_1min=load_avg)
+                    print(f"{model:4s} {epochs} ep seed {seed} {impl:14s} {layers} "
+                          f"{wps:11,.0f} words/s {seconds:6.1f} s  WS-353 {ws:.4f}  "
+                          f"(load {load_avg})", flush=True)
             for impl in impls:
                 ws = [r[0] for r in runs[impl]]
                 summary.append((model, epochs, impl, ws, statistics.median(r[2] for r in
@@ -159,16 +154,17 @@ def main():
         ppmi = PPMIVectors(sentences, vector_size=100, window=5, min_count=5)
         seconds = time.perf_counter() - t
         ws, acc = scores(ppmi.wv, args.analogies)
-        rows.append(dict(base, model="ppmi-svd", epochs=0, seed=1, impl="fastsoftmax",
-                         words_per_s=0, train_seconds=round(seconds, 2),
-                         ws353_spearman=round(ws, 4), analogy_accuracy=round(acc, 4),
-                         vocab=len(ppmi.wv), corpus_words=int(ppmi.wv.counts.sum()),
-                         load_avg_1min=f"{os.getloadavg()[0]:.1f}"))
+        add_rows("ppmi-svd", "fastsoftmax", "window=5 cds=0.75 eig=0.5 d=100",
+                 train_seconds=round(seconds, 2), ws353_spearman=round(ws, 4),
+                 analogy_accuracy=round(acc, 4), vocab=len(ppmi.wv),
+                 corpus_words=int(ppmi.wv.counts.sum()),
+                 load_avg_1min=f"{os.getloadavg()[0]:.1f}")
         summary.append(("ppmi-svd", 0, "fastsoftmax", [ws], 0.0, acc))
         print(f"PPMI + SVD: {seconds:.1f} s ({ {k: round(v, 1) for k, v in ppmi.seconds.items()} })"
               f"  WS-353 {ws:.4f}", flush=True)
-    append_rows(out, rows)
+    out = write_results("word2vec-runs", args.device, rows)
     print(f"\nwrote {len(rows)} rows to {os.path.relpath(out, ROOT)}\n")
+    print(f"output layer: {layers}\n")
     print("| model | epochs | library | WS-353 Spearman mean ± std (per seed) | analogies | "
           "words/s (median) | ours / gensim |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

@@ -3,6 +3,9 @@
     python -m fastsoftmax.cli.word2vec -train corpus.txt -output vectors.bin -cbow 0 \\
         -size 100 -window 5 -negative 5 -sample 1e-3 -iter 5 -threads 2 -binary 1
 
+    python -m fastsoftmax.cli.word2vec -train corpus.txt -output vectors.bin -cbow 0 \
+        -hs 1 -negative 0          # hierarchical softmax instead of negative sampling
+
 (installed as ``fastsoftmax-word2vec``). The corpus is a whitespace-tokenised text file, one
 sentence per line, streamed. Besides word2vec.c's flags: -device (cpu, cuda), -seed,
 -encoding and -decode-errors (how the corpus bytes are read), -eval-pairs FILE (word-similarity
@@ -28,7 +31,8 @@ from ..models.word2vec import Word2Vec
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fastsoftmax-word2vec",
-        description="Train word2vec (skip-gram or CBOW with negative sampling) on a text file.",
+        description="Train word2vec (skip-gram or CBOW with negative sampling and/or "
+                    "hierarchical softmax) on a text file.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("-train", required=True, metavar="FILE", help="training corpus (text)")
@@ -38,8 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-size", type=int, default=100, help="vector size")
     p.add_argument("-window", type=int, default=5, help="max skip length")
     p.add_argument("-sample", type=float, default=1e-3, help="subsampling threshold")
-    p.add_argument("-hs", type=int, default=0, help="hierarchical softmax (only 0 for now)")
-    p.add_argument("-negative", type=int, default=5, help="negative samples (> 0)")
+    p.add_argument("-hs", type=int, default=0, choices=(0, 1),
+                   help="1: hierarchical softmax (Huffman tree of the word counts)")
+    p.add_argument("-negative", type=int, default=5,
+                   help="negative samples (0: none, allowed with -hs 1)")
     p.add_argument("-threads", type=int, default=os.cpu_count() or 1, help="worker threads")
     p.add_argument("-iter", type=int, default=5, help="training epochs")
     p.add_argument("-min-count", dest="min_count", type=int, default=5,
@@ -103,12 +109,12 @@ def _check(args) -> None:
     _check_writable(args.output, "-output", args.force)
     if args.save_vocab:
         _check_writable(args.save_vocab, "-save-vocab", args.force)
-    if args.hs != 0:
-        raise UsageError("-hs 1 (hierarchical softmax) is not available yet; use -hs 0 "
-                         "-negative 5")
-    if args.negative <= 0:
-        raise UsageError(f"-negative must be > 0 (negative sampling is the only output layer "
-                         f"while -hs 1 is not available), got {args.negative}")
+    if args.negative < 0:
+        raise UsageError(f"-negative must be >= 0, got {args.negative}")
+    if args.negative == 0 and args.hs == 0:
+        raise UsageError("-negative must be > 0 when -hs is 0: with neither there is no "
+                         "output layer to train (use -hs 1 -negative 0 for hierarchical "
+                         "softmax alone)")
     for flag in ("size", "window", "iter", "threads"):
         if getattr(args, flag) <= 0:
             raise UsageError(f"-{flag} must be > 0, got {getattr(args, flag)}")
@@ -165,7 +171,8 @@ def run(args) -> int:
                             level=logging.INFO)
     alpha = args.alpha if args.alpha is not None else (0.05 if args.cbow else 0.025)
     model = Word2Vec(vector_size=args.size, window=args.window, min_count=args.min_count,
-                     sg=0 if args.cbow else 1, negative=args.negative, sample=args.sample,
+                     sg=0 if args.cbow else 1, hs=args.hs, negative=args.negative,
+                     sample=args.sample,
                      alpha=alpha, min_alpha=alpha * 1e-4, epochs=args.iter, seed=args.seed,
                      workers=args.threads, device=args.device)
     corpus = LineSentence(args.train, encoding=args.encoding, errors=args.decode_errors)
@@ -193,8 +200,10 @@ def run(args) -> int:
     print(f"vocabulary      {len(model.wv)} words (min-count {args.min_count}) from "
           f"{model.corpus_total_words} corpus words, {model.corpus_count} sentences "
           f"({vocab_seconds:.1f} s)")
-    print(f"training        {'CBOW' if args.cbow else 'skip-gram'}, {args.iter} epochs, "
-          f"{raw} raw words ({trained} after subsampling) in {seconds:.1f} s = "
+    layers = " + ".join((["hierarchical softmax"] if args.hs else []) +
+                        ([f"{args.negative} negatives"] if args.negative else []))
+    print(f"training        {'CBOW' if args.cbow else 'skip-gram'} ({layers}), {args.iter} "
+          f"epochs, {raw} raw words ({trained} after subsampling) in {seconds:.1f} s = "
           f"{raw / max(seconds, 1e-9):,.0f} words/s on {args.device}")
     print(f"output          {args.output} ({'binary' if args.binary else 'text'})")
     if args.eval_pairs:

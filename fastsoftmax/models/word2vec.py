@@ -1,4 +1,5 @@
-"""word2vec (skip-gram and CBOW with negative sampling) with gensim 4's API and semantics.
+"""word2vec (skip-gram and CBOW with negative sampling, hierarchical softmax or both) with
+gensim 4's API and semantics.
 
 The training hot loop is the native op ``fastsoftmax::word2vec_train`` (csrc/cpu/word2vec.cpp,
 csrc/cuda/word2vec.cu): Hogwild SGD over a batch of sentences, multi-threaded on CPU and one
@@ -10,7 +11,8 @@ Semantics, as gensim 4 (word2vec_inner.pyx) and word2vec.c:
   * vocabulary: words kept by min_count / trim_rule / max_final_vocab, sorted by decreasing
     count (ties: the word seen later first); ``build_vocab(..., update=True)`` adds the new
     words at the end, adds the new counts to the old, keeps every trained vector and grows
-    syn1neg (zero rows) and the noise table;
+    syn1neg (zero rows) and the noise table; with hs=1 the Huffman tree is rebuilt from the
+    new counts and syn1 grows by zero rows, as in gensim;
   * initial vectors: gensim 4's, uniform in [-1, 1) / vector_size from
     ``numpy.random.default_rng(seed)`` over the [V, D] table (so the same seed starts from the
     same vectors as gensim); syn1neg starts at zero;
@@ -22,6 +24,14 @@ Semantics, as gensim 4 (word2vec_inner.pyx) and word2vec.c:
     receives the same gradient (divided by the count for the sum);
   * negatives: drawn from counts ** ns_exponent; a negative equal to the target is skipped;
     a prediction whose score lies outside (-6, 6) updates nothing (gensim's MAX_EXP rule);
+  * hierarchical softmax (hs=1): a Huffman tree of the vocabulary counts (``hs_tree``),
+    gensim's by default (its heap: the same codes and inner-node ids) or, with
+    ``huffman="word2vec.c"``, word2vec.c's CreateBinaryTree, which breaks ties between equal
+    counts the other way (same code lengths, other groupings; on WikiText-2 it scored 0.02
+    lower on WS-353 for skip-gram, see the README); syn1 [V - 1, D] starting at zero; each
+    prediction walks the target's path root first, with
+    g = (1 - code - sigma(syn1[point] . h)) alpha, before its negatives when negative > 0
+    (word2vec.c's order; the input vector's update is applied after both);
   * learning rate: linear from alpha to min_alpha over the raw words (OOV included) of all
     epochs (or over sentences when train() gets total_examples but no total_words); each
     sentence uses the rate of the progress made before it.
@@ -30,8 +40,8 @@ Deviations, on purpose: the logistic is exact inside (-6, 6) (gensim reads a 100
 table); sentences longer than 10,000 words are split, not truncated; random numbers come from
 Philox keyed by ``seed`` and the token position, so one worker reproduces a run and CPU and
 CUDA draw the same samples; the training loss (compute_loss) counts every prediction;
-``evaluate_word_pairs`` returns floats without p-values. Hierarchical softmax (hs=1) is not
-available yet and is refused.
+``evaluate_word_pairs`` returns floats without p-values; syn1 has V - 1 rows (gensim keeps an
+unused V-th).
 """
 
 from __future__ import annotations
@@ -46,6 +56,7 @@ import torch
 
 from .. import ops
 from ..samplers import UnigramSampler
+from ..tree import ClassTree
 from . import vectors_io, vocab
 from .keyedvectors import KeyedVectors
 from .text import MAX_SENTENCE_WORDS, LineSentence
@@ -61,22 +72,21 @@ def _refuse(name: str, why: str):
 
 
 class Word2Vec:
-    """Skip-gram (sg=1) or CBOW (sg=0) with negative sampling: gensim 4's keywords with
-    gensim's meaning (see the module docstring). Besides gensim's: ``device`` ("cpu" or
-    "cuda"). ``hs=1`` is refused, and so is a ``hashfxn`` other than ``hash`` (gensim 4 does
-    not use it for training either)."""
+    """Skip-gram (sg=1) or CBOW (sg=0) with negative sampling (negative > 0), hierarchical
+    softmax (hs=1) or both: gensim 4's keywords with gensim's meaning (see the module
+    docstring). Besides gensim's: ``device`` ("cpu" or "cuda") and ``huffman`` ("gensim" or
+    "word2vec.c": whose Huffman tree hs=1 uses). A ``hashfxn`` other than ``hash`` is
+    refused (gensim 4 does not use it for training either)."""
 
     def __init__(self, sentences=None, corpus_file=None, vector_size=100, alpha=0.025,
                  window=5, min_count=5, max_vocab_size=None, sample=1e-3, seed=1, workers=3,
                  min_alpha=0.0001, sg=0, hs=0, negative=5, ns_exponent=0.75, cbow_mean=1,
                  hashfxn=hash, epochs=5, null_word=0, trim_rule=None, sorted_vocab=1,
                  batch_words=MAX_SENTENCE_WORDS, compute_loss=False, callbacks=(),
-                 comment=None, max_final_vocab=None, shrink_windows=True, *, device="cpu"):
+                 comment=None, max_final_vocab=None, shrink_windows=True, *, device="cpu",
+                 huffman="gensim"):
         if sentences is not None and corpus_file is not None:
             raise ValueError("give either sentences or corpus_file, not both")
-        if hs:
-            _refuse("hs=1", "(hierarchical softmax) is not implemented yet; use hs=0 with "
-                    "negative > 0")
         if hashfxn is not hash:
             _refuse("hashfxn", "is not used: initial vectors come from seed (as in gensim 4, "
                     "which ignores it too); leave it at the default")
@@ -84,16 +94,23 @@ class Word2Vec:
                         ("batch_words", batch_words)):
             if not isinstance(v, (int, np.integer)) or v <= 0:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
-        if negative <= 0:
-            raise ValueError(f"negative must be > 0 (negative sampling is the only output "
-                             f"layer; hs=1 is not available), got {negative}")
+        if hs not in (0, 1, False, True):
+            raise ValueError(f"hs must be 0 or 1, got {hs!r}")
+        if huffman not in ("gensim", "word2vec.c"):
+            raise ValueError(f"huffman must be 'gensim' or 'word2vec.c', got {huffman!r}")
+        self.huffman = huffman
+        if not isinstance(negative, (int, np.integer)) or negative < 0:
+            raise ValueError(f"negative must be an int >= 0, got {negative!r}")
+        if negative == 0 and not hs:
+            raise ValueError("negative=0 with hs=0 leaves no output layer: use negative > 0 "
+                             "(negative sampling), hs=1 (hierarchical softmax) or both")
         if epochs < 0 or min_count < 0:
             raise ValueError("epochs and min_count must be non-negative")
         if not 0 <= min_alpha <= alpha:
             raise ValueError(f"need 0 <= min_alpha <= alpha, got {min_alpha} and {alpha}")
         self.vector_size, self.layer1_size = int(vector_size), int(vector_size)
         self.window, self.min_count = int(window), int(min_count)
-        self.sg, self.hs, self.negative = int(bool(sg)), 0, int(negative)
+        self.sg, self.hs, self.negative = int(bool(sg)), int(bool(hs)), int(negative)
         self.ns_exponent, self.cbow_mean = float(ns_exponent), int(bool(cbow_mean))
         self.sample, self.alpha, self.min_alpha = float(sample), float(alpha), float(min_alpha)
         self.epochs, self.seed = int(epochs), int(seed)
@@ -115,7 +132,8 @@ class Word2Vec:
         self.train_seconds = 0.0
         self.progress: Optional[Callable[[dict], None]] = None  # called after every batch
         self._tokens_trained = 0       # in-vocabulary tokens fed so far: the Philox counter
-        self._syn0 = self._syn1neg = None
+        self._syn0 = self._syn1neg = self._syn1 = None
+        self.hs_tree: Optional[ClassTree] = None  # the Huffman tree of hs=1 (see huffman)
         self._keep_np = np.zeros(0, dtype=np.float32)
         if sentences is not None or corpus_file is not None:
             self.build_vocab(sentences, corpus_file=corpus_file, trim_rule=trim_rule)
@@ -193,7 +211,9 @@ class Word2Vec:
             self.estimate_memory()
             logger.info("resetting layer weights")
             self._syn0 = torch.from_numpy(self._initial_vectors(len(keys))).to(self.device)
-            self._syn1neg = torch.zeros_like(self._syn0)
+            self._syn1neg = torch.zeros_like(self._syn0) if self.negative else None
+            self._syn1 = (self._syn0.new_zeros(len(keys) - 1, self.vector_size) if self.hs
+                          else None)
         self.raw_vocab = counts if keep_raw_vocab else {}
         self._sync_vectors()
         self._tables()
@@ -222,7 +242,10 @@ class Word2Vec:
         logger.info("updating layer weights")
         fresh = torch.from_numpy(self._initial_vectors(len(kv))[old_v:]).to(self.device)
         self._syn0 = torch.cat((self._syn0, fresh))
-        self._syn1neg = torch.cat((self._syn1neg, torch.zeros_like(fresh)))
+        if self._syn1neg is not None:
+            self._syn1neg = torch.cat((self._syn1neg, torch.zeros_like(fresh)))
+        if self._syn1 is not None:  # one inner node per new word; the tree is rebuilt
+            self._syn1 = torch.cat((self._syn1, torch.zeros_like(fresh)))
 
     def _initial_vectors(self, rows: int) -> np.ndarray:
         rng = np.random.default_rng(self.seed)
@@ -233,11 +256,24 @@ class Word2Vec:
         """float32 [V]: the subsampling keep probability of every word."""
         return self._keep_np.copy()
 
-    def _tables(self) -> None:
+    def _tables(self, tree: Optional[ClassTree] = None) -> None:
+        """The tables training reads: keep probabilities, the noise distribution's alias
+        table (negative > 0), and the Huffman tree with its paths (hs=1; `tree` when given,
+        e.g. by load, otherwise built from the counts)."""
         self._keep = torch.from_numpy(self._keep_np).to(self.device)
-        sampler = UnigramSampler(torch.from_numpy(self.wv.counts).double(), self.ns_exponent,
-                                 device=self.device)
-        self._ns_prob, self._ns_alias = sampler._table
+        self._ns_prob = self._ns_alias = torch.empty(0, device=self.device)
+        if self.negative:
+            sampler = UnigramSampler(torch.from_numpy(self.wv.counts).double(),
+                                     self.ns_exponent, device=self.device)
+            self._ns_prob, self._ns_alias = sampler._table
+        if self.hs:
+            if len(self.wv) < 2:
+                raise ValueError("hs=1 needs a vocabulary of at least 2 words, got "
+                                 f"{len(self.wv)}")
+            build = ClassTree.huffman_heap if self.huffman == "gensim" else ClassTree.huffman
+            self.hs_tree = tree or build(torch.from_numpy(self.wv.counts))
+            paths, offsets = ops.huffman_paths(self.hs_tree.links, self.hs_tree.lengths)
+            self._hs_paths, self._hs_offsets = paths.to(self.device), offsets.to(self.device)
 
     def _sync_vectors(self) -> None:
         # On CPU wv.vectors is a view of the training table (no copy); on CUDA, a copy.
@@ -249,15 +285,29 @@ class Word2Vec:
 
     @property
     def syn1neg(self) -> np.ndarray:
+        """float32 [V, D]: the output vectors of negative sampling (negative > 0)."""
+        if self._syn1neg is None:
+            raise AttributeError("syn1neg: this model has no negative sampling (negative=0)")
         return self._syn1neg.cpu().numpy()
+
+    @property
+    def syn1(self) -> np.ndarray:
+        """float32 [V - 1, D]: the inner-node vectors of the hierarchical softmax (hs=1); row
+        i belongs to inner node i of ``hs_tree`` (word2vec.c's point)."""
+        if self._syn1 is None:
+            raise AttributeError("syn1: this model has no hierarchical softmax (hs=0)")
+        return self._syn1.cpu().numpy()
 
     def estimate_memory(self, vocab_size=None, report=None) -> dict:
         """Bytes needed by the model, per part, as gensim estimates them."""
         v = vocab_size or len(self.wv)
         report = dict(report or {})
-        report["vocab"] = v * 500
+        report["vocab"] = v * (700 if self.hs else 500)  # gensim's allowance (codes, points)
         report["vectors"] = v * self.vector_size * 4
-        report["syn1neg"] = v * self.layer1_size * 4
+        if self.hs:
+            report["syn1"] = v * self.layer1_size * 4
+        if self.negative:
+            report["syn1neg"] = v * self.layer1_size * 4
         report["total"] = sum(report.values())
         logger.info("estimated required memory for %i words and %i dimensions: %i bytes", v,
                     self.vector_size, report["total"])
@@ -296,9 +346,9 @@ class Word2Vec:
                  else 1 << 21)
         start = last_log = time.perf_counter()
         logger.info("training model with %i workers on %i vocabulary and %i features, using "
-                    "sg=%s hs=0 sample=%s negative=%s window=%s shrink_windows=%s", self.workers,
-                    len(self.wv), self.vector_size, self.sg, self.sample, self.negative,
-                    self.window, self.shrink_windows)
+                    "sg=%s hs=%s sample=%s negative=%s window=%s shrink_windows=%s",
+                    self.workers, len(self.wv), self.vector_size, self.sg, self.hs, self.sample,
+                    self.negative, self.window, self.shrink_windows)
         for cb in callbacks:
             getattr(cb, "on_train_begin", lambda m: None)(self)
         for epoch in range(epochs):
@@ -358,12 +408,15 @@ class Word2Vec:
 
     def _train_batch(self, b: dict, before: np.ndarray, alpha, min_alpha, total) -> list:
         dev = self.device
+        hs = dict(syn1=self._syn1, hs_paths=self._hs_paths,
+                  hs_offsets=self._hs_offsets) if self.hs else {}
+        syn1neg = self._syn1neg if self.negative else self._syn0.new_empty(0, self.vector_size)
         stats = ops.word2vec_train(
-            self._syn0, self._syn1neg, torch.from_numpy(b["tokens"]).to(dev),
+            self._syn0, syn1neg, torch.from_numpy(b["tokens"]).to(dev),
             torch.from_numpy(b["ends"]).to(dev), torch.from_numpy(before).to(dev), self._keep,
             self._ns_prob, self._ns_alias, self.seed & ((1 << 63) - 1), self._tokens_trained,
             bool(self.sg), bool(self.cbow_mean), self.window, self.negative,
-            self.shrink_windows, alpha, min_alpha, total, self.workers).tolist()
+            self.shrink_windows, alpha, min_alpha, total, self.workers, **hs).tolist()
         self._tokens_trained += len(b["tokens"])
         return stats
 
@@ -375,7 +428,11 @@ class Word2Vec:
     def predict_output_word(self, context_words_list, topn: int = 10):
         """The topn most probable center words given the context (the mean, or sum with
         cbow_mean=0, of the known context vectors) under a full softmax over syn1neg, as
-        gensim; None (with a warning) when no context word is known."""
+        gensim; None (with a warning) when no context word is known. Like gensim, it needs
+        negative sampling: a model with hs=1 and negative=0 raises RuntimeError."""
+        if not self.negative:
+            raise RuntimeError("predict_output_word needs negative sampling (negative > 0), as "
+                               "in gensim; this model was trained with hs=1 and negative=0")
         idx = [self.wv.get_index(w) for w in context_words_list if w in self.wv]
         if not idx:
             logger.warning("All the input context words are out-of-vocabulary for the current "
@@ -391,20 +448,25 @@ class Word2Vec:
         return [(self.wv.index_to_key[i], float(p[i])) for i in top]
 
     # -- persistence ----------------------------------------------------------------------
-    _CONFIG = ("vector_size", "window", "min_count", "sg", "negative", "ns_exponent",
-               "cbow_mean", "sample", "alpha", "min_alpha", "epochs", "seed", "workers",
-               "max_vocab_size", "max_final_vocab", "null_word", "sorted_vocab", "batch_words",
+    _CONFIG = ("vector_size", "window", "min_count", "sg", "hs", "huffman", "negative",
+               "ns_exponent", "cbow_mean", "sample", "alpha", "min_alpha", "epochs", "seed",
+               "workers", "max_vocab_size", "max_final_vocab", "null_word", "sorted_vocab", "batch_words",
                "compute_loss", "comment", "shrink_windows", "corpus_count",
                "corpus_total_words", "_tokens_trained")
 
     def save(self, path: str) -> None:
-        """All state (vectors, output weights, vocabulary, keep probabilities, settings) as a
-        numpy .npz of plain arrays and JSON; loading never unpickles."""
+        """All state (vectors, output weights syn1neg and/or syn1 with its Huffman tree,
+        vocabulary, keep probabilities, settings) as a numpy .npz of plain arrays and JSON;
+        loading never unpickles."""
         if self._syn0 is None:
             raise RuntimeError("nothing to save: the model has no vocabulary yet")
         self._sync_vectors()
         arrays = self.wv._arrays("wv_")
-        arrays["syn1neg"] = self.syn1neg
+        if self.negative:
+            arrays["syn1neg"] = self.syn1neg
+        if self.hs:
+            arrays["syn1"] = self.syn1
+            arrays["hs_links"] = self.hs_tree.links.cpu().numpy()
         arrays["keep"] = self._keep_np
         config = {k: getattr(self, k) for k in self._CONFIG}
         vectors_io.save_npz(path, arrays, {"class": "Word2Vec", "config": config})
@@ -413,18 +475,33 @@ class Word2Vec:
     def load(cls, path: str, device=None):
         arrays, meta = vectors_io.load_npz(path, ("Word2Vec",))
         cfg = meta["config"]
-        model = cls(vector_size=cfg["vector_size"], device=device or "cpu")
+        model = cls(vector_size=cfg["vector_size"], hs=cfg.get("hs", 0),
+                    negative=cfg.get("negative", 5), device=device or "cpu")
         for k in cls._CONFIG:
             if k in cfg:
                 setattr(model, k, cfg[k])
         model.wv = KeyedVectors._from_arrays(arrays, "wv_")
         model._syn0 = torch.from_numpy(model.wv.vectors.copy()).to(model.device)
-        model._syn1neg = torch.from_numpy(arrays["syn1neg"].astype(np.float32)).to(model.device)
+        model._syn1neg = model._syn1 = tree = None
+        for name in (("syn1neg",) if model.negative else ()) + (("syn1", "hs_links") if
+                                                               model.hs else ()):
+            if name not in arrays:
+                raise ValueError(f"{path}: the model file lacks {name!r} (hs={model.hs}, "
+                                 f"negative={model.negative})")
+        if model.negative:
+            model._syn1neg = torch.from_numpy(arrays["syn1neg"].astype(np.float32)).to(
+                model.device)
+        if model.hs:
+            model._syn1 = torch.from_numpy(arrays["syn1"].astype(np.float32)).to(model.device)
+            tree = ClassTree(torch.from_numpy(arrays["hs_links"]))  # checks it is one tree
+            if tree.num_classes != len(model.wv) or model._syn1.shape[0] != len(model.wv) - 1:
+                raise ValueError(f"{path}: the Huffman tree or syn1 does not match the "
+                                 f"vocabulary of {len(model.wv)} words")
         counts = model.wv.counts
         model._keep_np = (arrays["keep"].astype(np.float32) if "keep" in arrays else
                           vocab.keep_probabilities(counts, int(counts.sum()), model.sample))
         model._sync_vectors()
-        model._tables()
+        model._tables(tree)
         return model
 
 
