@@ -11,16 +11,21 @@
 #include <cstdint>
 #include <type_traits>
 
+// Hot helpers are forced inline: a kernel compiled for AVX2 (word2vec's train_sentences_avx2)
+// only gets AVX2 code for what is inlined into it; a helper the compiler keeps out of line
+// is compiled once, for the baseline ISA.
+#define FS_ALWAYS_INLINE inline __attribute__((always_inline))
+
 namespace fastsoftmax {
 namespace vec {
 
 typedef float v8f __attribute__((vector_size(32), aligned(4)));
 
-inline const v8f& load8(const float* p) { return *reinterpret_cast<const v8f*>(p); }
+FS_ALWAYS_INLINE const v8f& load8(const float* p) { return *reinterpret_cast<const v8f*>(p); }
 
 // sum_d a[d] b[d], accumulated in acc_t.
 template <class scalar_t, class acc_t>
-inline acc_t dot(const scalar_t* __restrict a, const scalar_t* __restrict b, int64_t D) {
+FS_ALWAYS_INLINE acc_t dot(const scalar_t* __restrict a, const scalar_t* __restrict b, int64_t D) {
   int64_t d = 0;
   if constexpr (std::is_same<scalar_t, float>::value && std::is_same<acc_t, float>::value) {
     // Four vectors of partial sums: rows are ~100 floats, so latency, not width, bounds it.
@@ -49,7 +54,7 @@ inline acc_t dot(const scalar_t* __restrict a, const scalar_t* __restrict b, int
 
 // y[d] += c x[d] (y and x never overlap).
 template <class scalar_t, class acc_t>
-inline void axpy(acc_t* __restrict y, acc_t c, const scalar_t* __restrict x, int64_t D) {
+FS_ALWAYS_INLINE void axpy(acc_t* __restrict y, acc_t c, const scalar_t* __restrict x, int64_t D) {
   int64_t d = 0;
   if constexpr (std::is_same<scalar_t, float>::value && std::is_same<acc_t, float>::value) {
     for (; d + 8 <= D; d += 8) *reinterpret_cast<v8f*>(y + d) += c * load8(x + d);
@@ -60,7 +65,7 @@ inline void axpy(acc_t* __restrict y, acc_t c, const scalar_t* __restrict x, int
 // Asks for the cache lines of a row of `bytes` ahead of its use: the rows a kernel gathers
 // are random rows of a large table, so without this every gather waits on DRAM latency.
 // for_write: the row is about to be updated (word2vec's in-place SGD).
-inline void prefetch_row(const void* row, int64_t bytes, bool for_write = false) {
+FS_ALWAYS_INLINE void prefetch_row(const void* row, int64_t bytes, bool for_write = false) {
   const char* p = static_cast<const char*>(row);
   if (for_write)
     for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 1);

@@ -51,7 +51,7 @@ struct LogisticTables {
 };
 const LogisticTables kTables;
 
-inline float interpolate(const float* table, float x) {
+FS_ALWAYS_INLINE float interpolate(const float* table, float x) {
   const float pos = (x + kTableMax) * kTableScale;
   const int i = static_cast<int>(pos);
   const float frac = pos - static_cast<float>(i);
@@ -61,7 +61,7 @@ inline float interpolate(const float* table, float x) {
 // A NaN score (vectors that diverged, e.g. under a huge learning rate) fails every range
 // test and must not reach interpolate(): int(NaN) is undefined and indexed far outside the
 // table (a crash). It propagates as NaN instead, as the exact functions would.
-inline float fast_sigmoid(float f) {
+FS_ALWAYS_INLINE float fast_sigmoid(float f) {
   if (f <= -kTableMax) return 0.0f;
   if (f >= kTableMax) return 1.0f;
   if (f != f) return f;
@@ -69,7 +69,7 @@ inline float fast_sigmoid(float f) {
 }
 
 // -log sigma(f) = softplus(-f).
-inline float fast_neg_log_sigmoid(float f) {
+FS_ALWAYS_INLINE float fast_neg_log_sigmoid(float f) {
   if (f >= kTableMax) return 0.0f;
   if (f <= -kTableMax) return -f;
   if (f != f) return f;
@@ -77,19 +77,19 @@ inline float fast_neg_log_sigmoid(float f) {
 }
 
 // Rows of D floats: prefetched for the coming update, dot products, y += g x (vec.h).
-inline void prefetch_row(const float* row, int64_t D) {
+FS_ALWAYS_INLINE void prefetch_row(const float* row, int64_t D) {
   vec::prefetch_row(row, D * static_cast<int64_t>(sizeof(float)), /*for_write=*/true);
 }
-inline float dot(const float* a, const float* b, int64_t D) {
+FS_ALWAYS_INLINE float dot(const float* a, const float* b, int64_t D) {
   return vec::dot<float, float>(a, b, D);
 }
-inline void axpy(float g, const float* x, float* y, int64_t D) {
+FS_ALWAYS_INLINE void axpy(float g, const float* x, float* y, int64_t D) {
   vec::axpy<float, float>(y, g, x, D);
 }
 
 // The two updates of one logistic unit in one pass over the output row:
 // work += g * out (with out's old value), out += g * in.
-inline void update_unit(float g, const float* __restrict in, float* __restrict out,
+FS_ALWAYS_INLINE void update_unit(float g, const float* __restrict in, float* __restrict out,
                         float* __restrict work, int64_t D) {
   int64_t d = 0;
   for (; d + 8 <= D; d += 8) {
@@ -107,7 +107,7 @@ inline void update_unit(float g, const float* __restrict in, float* __restrict o
 // Negatives counter..counter+count-1 of the negative stream, drawn from the alias table.
 // The Philox rounds of a block run in lockstep so that the compiler vectorises them.
 constexpr int kBlock = 64;
-inline void draw_negatives(const TrainParams& a, uint64_t counter, int count, int32_t* out) {
+FS_ALWAYS_INLINE void draw_negatives(const TrainParams& a, uint64_t counter, int count, int32_t* out) {
   uint32_t w[4][kBlock];
   for (int base = 0; base < count; base += kBlock) {
     const int n = std::min(kBlock, count - base);
@@ -132,7 +132,7 @@ inline void draw_negatives(const TrainParams& a, uint64_t counter, int count, in
 // updates nothing (gensim's rule, w2v::prediction_error); its loss still counts. work
 // accumulates the input side's update g * out, with g = alpha * (label - sigma(in . out))
 // (the ascent direction of log sigma), and out moves by g * in.
-inline void logistic_step(const float* in, float* out, float label, float alpha, float* work,
+FS_ALWAYS_INLINE void logistic_step(const float* in, float* out, float label, float alpha, float* work,
                           int64_t D, Stats& st) {
   const float f = dot(in, out, D);
   st.loss += fast_neg_log_sigmoid(label > 0.5f ? f : -f);
@@ -145,7 +145,7 @@ inline void logistic_step(const float* in, float* out, float label, float alpha,
 // target against its K negatives (a negative equal to the target is skipped, as in
 // word2vec.c and gensim). The input vector is read unchanged throughout; its update
 // accumulates in work.
-inline void predict(const TrainParams& a, const float* in, int32_t target, const int32_t* negs,
+FS_ALWAYS_INLINE void predict(const TrainParams& a, const float* in, int32_t target, const int32_t* negs,
                     float alpha, float* work, Stats& st) {
   const int64_t D = a.D;
   if (a.hs) {
@@ -167,18 +167,17 @@ inline void predict(const TrainParams& a, const float* in, int32_t target, const
 // kHotDepth levels (at most 2^kHotDepth - 1 rows) lie on most paths and stay cached; asking
 // for them again only costs issue slots (measured: CBOW's step got slower with them).
 constexpr int kHotDepth = 8;
-inline void prefetch_path(const TrainParams& a, int32_t w) {
+FS_ALWAYS_INLINE void prefetch_path(const TrainParams& a, int32_t w) {
   if (!a.hs) return;
   for (int64_t p = a.hs_offsets[w] + kHotDepth; p < a.hs_offsets[w + 1]; ++p)
     prefetch_row(a.syn1 + w2v::hs_node(a.hs_paths[p]) * a.D, a.D);
 }
 
-// Trains sentences [s_begin, s_end). Inlined into an AVX2+FMA and a baseline entry point,
-// chosen at run time from the CPU's features (target_clones("arch=haswell") would test for
+// Trains sentences [s_begin, s_end). Inlined, with every helper above (FS_ALWAYS_INLINE),
+// into an AVX2+FMA and a baseline entry point, chosen at run time from the CPU's features (target_clones("arch=haswell") would test for
 // that CPU model, not its features, and fall back to baseline on every AMD CPU).
-__attribute__((always_inline)) inline void train_sentences_body(const TrainParams& a,
-                                                                int64_t s_begin, int64_t s_end,
-                                                                Stats& st) {
+FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin,
+                                           int64_t s_end, Stats& st) {
   const int64_t D = a.D;
   const int W = a.window, K = a.negative;
   std::vector<int32_t> sen;      // kept token ids of the sentence
@@ -208,12 +207,12 @@ __attribute__((always_inline)) inline void train_sentences_body(const TrainParam
     st.kept += L;
     // Negatives are drawn one center ahead and the rows of that center's first prediction
     // prefetched, so that their cache misses overlap the current center's arithmetic.
-    auto span = [&](int i, int& lo, int& hi) {
+    auto span = [&](int i, int& lo, int& hi) __attribute__((always_inline)) {
       lo = std::max(0, i - win[i]);
       hi = std::min(L, i + win[i] + 1);
       return hi - lo - 1;
     };
-    auto draw_ahead = [&](int i, int32_t* buf) {
+    auto draw_ahead = [&](int i, int32_t* buf) __attribute__((always_inline)) {
       int lo, hi;
       const int contexts = span(i, lo, hi);
       if (contexts <= 0) return;
