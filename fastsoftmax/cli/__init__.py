@@ -2,6 +2,7 @@
 
     python -m fastsoftmax.cli.lm       (console script fastsoftmax-lm)
     python -m fastsoftmax.cli.seq2seq  (console script fastsoftmax-seq2seq)
+    python -m fastsoftmax.cli.memn2n   (console script fastsoftmax-memn2n)
     python -m fastsoftmax.cli.word2vec (console script fastsoftmax-word2vec; word2vec.c's
                                         single-dash flags, -force to overwrite)
 
@@ -83,8 +84,9 @@ def add_run_options(parser: argparse.ArgumentParser, defaults, kind: str, may_ch
                     overwrites: str) -> None:
     """The options every `train` shares: data encoding, device, where the checkpoint goes,
     resuming, overwriting, the progress bar. `defaults` is the command's TrainConfig()."""
-    parser.add_argument("--encoding", default=defaults.encoding,
-                        help="text encoding of the data files")
+    if hasattr(defaults, "encoding"):  # commands that read data files
+        parser.add_argument("--encoding", default=defaults.encoding,
+                            help="text encoding of the data files")
     parser.add_argument("--device", default=defaults.device,
                         help="cpu, cuda or cuda:N (None: cuda when available, else cpu)")
     parser.add_argument("--checkpoint", default=defaults.checkpoint,

@@ -11,7 +11,7 @@ import torch
 
 FORMAT = "fastsoftmax-checkpoint"
 VERSION = 1
-KIND_NAMES = {"lm": "language-model", "seq2seq": "seq2seq"}
+KIND_NAMES = {"lm": "language-model", "seq2seq": "seq2seq", "memn2n": "memory-network"}
 
 
 def save_checkpoint(path: str, kind: str, state: dict) -> str:

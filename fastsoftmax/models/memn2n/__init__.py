@@ -1,0 +1,55 @@
+"""End-to-end memory networks (Sukhbaatar et al., 2015) on bAbI-style stories, with the
+answer predicted by any head of fastsoftmax.nn.
+
+    data.py        seeded story generator (tasks single, two, yes-no, counting), vocabulary,
+                   batches
+    model.py       MemN2N (position/temporal encoding, K hops, adjacent or layer-wise tying)
+    training.py    TrainConfig, fit(config), evaluate, checkpoints (kind 'memn2n')
+    answering.py   parse_stories, answer_stories (stories a user writes)
+    plots.py       attention over the memories per hop for one story
+
+The command line is fastsoftmax.cli.memn2n (`fastsoftmax-memn2n`).
+"""
+
+from ..vocabulary import Vocabulary
+from .answering import answer_stories, check_words, parse_stories
+from .data import (
+    PAD,
+    TASKS,
+    Batch,
+    Story,
+    World,
+    add_noise,
+    answer_words,
+    batches,
+    build_vocabulary,
+    collate,
+    encode,
+    generate,
+    make_task,
+    tokenize,
+)
+from .model import TYINGS, MemN2N, attend, position_encoding
+from .plots import attention_figure, plot_attention
+from .training import (
+    MAY_CHANGE_ON_RESUME,
+    TrainConfig,
+    check_writable,
+    evaluate,
+    evaluate_checkpoint,
+    fit,
+    load_checkpoint,
+    load_data,
+    model_from_checkpoint,
+    save_checkpoint,
+    support_loss,
+)
+
+__all__ = [
+    "MAY_CHANGE_ON_RESUME", "PAD", "TASKS", "TYINGS", "Batch", "MemN2N", "Story", "TrainConfig",
+    "Vocabulary", "World", "add_noise", "answer_stories", "answer_words", "attend",
+    "attention_figure", "batches", "build_vocabulary", "check_words", "check_writable", "collate", "encode",
+    "evaluate", "evaluate_checkpoint", "fit", "generate", "load_checkpoint", "load_data",
+    "make_task", "model_from_checkpoint", "parse_stories", "plot_attention",
+    "position_encoding", "save_checkpoint", "support_loss", "tokenize",
+]

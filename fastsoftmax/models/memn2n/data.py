@@ -1,0 +1,311 @@
+"""bAbI-style stories from a seeded world simulation, their vocabulary, and batches.
+
+There is no copy of bAbI here, so stories come from a small simulated world: people move
+between locations and (tasks "two" and "counting") pick up and drop objects. Every sentence
+is an action on that world; the question is asked about its final state, so the answer is
+read off the simulation, never guessed, and the simulation knows which sentences it needs
+(the supporting facts):
+
+    single    "mary went to the kitchen ." ...           where is mary ?            kitchen
+    two       "john got the milk ." "john moved to ..."  where is the milk ?        hallway
+    yes-no    "sandra journeyed to the office ." ...     is sandra in the garden ?  no
+    counting  "bill took the apple ." "bill dropped ..." how many objects is bill carrying ?  one
+
+A story has exactly `distractors` sentences that support nothing, besides its supporting
+facts (1 for single and yes-no, 2 for two, 1 to 4 for counting). Training and test sets come
+from separate random streams, and test stories equal to a training story are dropped.
+
+Batches (B stories, M memories, J words per sentence), memories in story order, padded:
+    story [B, M, J] int64, 0 = <pad>     mask [B, M] bool: a real memory
+    query [B, J'] int64                   answer [B] int64 (an answer id)
+    support [B, M] bool: supporting facts
+"""
+
+import random
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from ..vocabulary import UNK, Vocabulary
+
+PAD = "<pad>"
+SPECIALS = (PAD, UNK)
+TASKS = ("single", "two", "yes-no", "counting")
+NUMBERS = ("none", "one", "two", "three")
+MAX_CARRIED = 3
+
+PEOPLE = ("mary", "john", "sandra", "daniel", "bill", "fred", "julie", "jeff", "emily", "anna")
+PLACES = ("kitchen", "garden", "bathroom", "office", "hallway", "bedroom", "park", "cinema",
+          "school", "garage")
+THINGS = ("football", "apple", "milk", "box", "book", "key", "ball", "cup")
+MOVE = ("went to", "journeyed to", "travelled to", "moved to")
+GRAB = ("got", "took", "picked up", "grabbed")
+DROP = ("dropped", "discarded", "put down", "left")
+
+
+def names(base: Sequence[str], n: int, stem: str) -> List[str]:
+    """n names: the list's own, then stem1, stem2, ... for more."""
+    return list(base[:n]) + [f"{stem}{i}" for i in range(len(base) + 1, n + 1)]
+
+
+@dataclass
+class Story:
+    sentences: List[List[str]]
+    question: List[str]
+    answer: str
+    support: List[int] = field(default_factory=list)  # indices into sentences
+    lines: List[int] = field(default_factory=list)  # input line numbers (parsed stories)
+
+
+@dataclass
+class World:
+    """The world's size: `entities` people, `locations` places, `objects` things (tasks two
+    and counting), and `distractors` non-supporting sentences per story."""
+
+    entities: int = 4
+    locations: int = 6
+    objects: int = 4
+    distractors: int = 5
+
+    def check(self, task: str) -> None:
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+        for name, low in (("entities", 1), ("locations", 2), ("objects", 1), ("distractors", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
+
+
+def _simulate(task: str, world: World, length: int, rng: random.Random):
+    """`length` random actions; returns (sentences, state) where state holds, per person and
+    object, what a question needs: location and the sentence that set it, holdings."""
+    people = names(PEOPLE, world.entities, "person")
+    places = names(PLACES, world.locations, "place")
+    things = names(THINGS, world.objects, "thing")
+    with_objects = task in ("two", "counting")
+    loc, last_move = {}, {}
+    holder, grabbed_at, placed, place_support = {}, {}, {}, {}
+    handled = {p: [] for p in people}  # sentence indices of a person's grabs and drops
+    sentences = []
+    for i in range(length):
+        p = rng.choice(people)
+        options = []
+        if with_objects and p in loc and rng.random() < 0.5:
+            carried = [o for o in things if holder.get(o) == p]
+            free = [o for o in things if o not in holder and placed.get(o, loc[p]) == loc[p]]
+            options = [("drop", o) for o in carried]
+            if len(carried) < MAX_CARRIED:
+                options += [("grab", o) for o in free]
+        if options:
+            kind, o = rng.choice(options)
+            verb = rng.choice(GRAB if kind == "grab" else DROP)
+            sentences.append(f"{p} {verb} the {o}".split())
+            handled[p].append(i)
+            if kind == "grab":
+                holder[o], grabbed_at[o] = p, i
+                placed.pop(o, None)
+            else:
+                del holder[o]
+                placed[o], place_support[o] = loc[p], [i, last_move[p]]
+            continue
+        loc[p] = rng.choice([x for x in places if x != loc.get(p)])
+        last_move[p] = i
+        sentences.append(f"{p} {rng.choice(MOVE)} the {loc[p]}".split())
+    return sentences, dict(people=people, places=places, loc=loc, last_move=last_move,
+                           holder=holder, grabbed_at=grabbed_at, placed=placed,
+                           place_support=place_support, handled=handled)
+
+
+def _questions(task: str, s: dict, rng: random.Random):
+    """Every (question, answer, supporting facts) the final state answers."""
+    out = []
+    if task in ("single", "yes-no"):
+        for p, where in s["loc"].items():
+            if task == "single":
+                out.append(([*"where is".split(), p], where, [s["last_move"][p]]))
+            else:
+                asked = where if rng.random() < 0.5 else rng.choice(
+                    [x for x in s["places"] if x != where])
+                out.append((["is", p, "in", "the", asked], "yes" if asked == where else "no",
+                            [s["last_move"][p]]))
+    elif task == "two":
+        for o, p in s["holder"].items():  # carried: where its carrier last went
+            out.append((["where", "is", "the", o], s["loc"][p],
+                        sorted([s["grabbed_at"][o], s["last_move"][p]])))
+        for o, where in s["placed"].items():  # dropped: where its carrier was then
+            out.append((["where", "is", "the", o], where, sorted(s["place_support"][o])))
+    else:
+        for p, facts in s["handled"].items():
+            if facts:
+                count = sum(1 for q in s["holder"].values() if q == p)
+                out.append(("how many objects is".split() + [p, "carrying"], NUMBERS[count],
+                            list(facts)))
+    return out
+
+
+def generate(task: str, count: int, *, seed: int, world: Optional[World] = None) -> List[Story]:
+    """`count` stories of `task` from the random stream `seed` (same arguments, same stories).
+    A story is re-drawn until one of its questions has exactly `world.distractors`
+    non-supporting sentences."""
+    world = world or World()
+    world.check(task)
+    rng = random.Random(f"memn2n-{task}-{seed}")
+    stories = []
+    while len(stories) < count:
+        facts = {"single": 1, "yes-no": 1, "two": 2}.get(task) or rng.randint(1, 4)
+        sentences, state = _simulate(task, world, world.distractors + facts, rng)
+        fitting = [q for q in _questions(task, state, rng) if len(q[2]) == facts]
+        if fitting:
+            question, answer, support = rng.choice(fitting)
+            stories.append(Story([w + ["."] for w in sentences], question + ["?"], answer,
+                                 support))
+    return stories
+
+
+def _key(story: Story) -> tuple:
+    return tuple(map(tuple, story.sentences)) + (tuple(story.question),)
+
+
+def make_task(task: str, *, train_size: int, test_size: int, seed: int,
+              world: Optional[World] = None, valid_fraction: float = 0.1) -> Dict[str, list]:
+    """train / valid / test stories: train and valid from one stream (valid the last
+    valid_fraction of it), test from another, without the stories training holds."""
+    if not 0.0 <= valid_fraction < 1.0:
+        raise ValueError(f"valid_fraction must be in [0, 1), got {valid_fraction}")
+    for name, n in (("train_size", train_size), ("test_size", test_size)):
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {n!r}")
+    pool = generate(task, train_size, seed=2 * seed, world=world)
+    seen = {_key(s) for s in pool}
+    test, drawn = [], 0
+    stream = generate(task, 4 * test_size, seed=2 * seed + 1, world=world)
+    for story in stream:
+        if _key(story) not in seen:
+            test.append(story)
+        if len(test) == test_size:
+            break
+    if len(test) < test_size:
+        raise ValueError(f"this world is too small for {test_size} test stories unseen in "
+                         f"training; add entities, locations or distractors")
+    n_valid = int(round(valid_fraction * train_size))
+    return dict(train=pool[: train_size - n_valid], valid=pool[train_size - n_valid:], test=test)
+
+
+def build_vocabulary(task: str, world: World) -> Vocabulary:
+    """Every word `task` can use in this world (<pad> is id 0), whether or not a drawn story
+    happens to: the vocabulary depends on the world alone, never on the test stories."""
+    world.check(task)
+    people = names(PEOPLE, world.entities, "person")
+    places = names(PLACES, world.locations, "place")
+    groups = [people, places, ["the", ".", "?"], " ".join(MOVE).split(),
+              ["where", "is"] if task in ("single", "two") else [],
+              ["is", "in", "yes", "no"] if task == "yes-no" else []]
+    if task in ("two", "counting"):
+        groups += [names(THINGS, world.objects, "thing"), " ".join(GRAB + DROP).split()]
+    if task == "counting":
+        groups += ["how many objects is carrying".split(), list(NUMBERS)]
+    return Vocabulary.build(groups, specials=SPECIALS)
+
+
+def answer_words(task: str, world: World) -> List[str]:
+    """The answers `task` can have in this world: the small answer set of the 'full' head."""
+    if task in ("single", "two"):
+        return names(PLACES, world.locations, "place")
+    return ["yes", "no"] if task == "yes-no" else list(NUMBERS)
+
+
+def tokenize(line: str) -> List[str]:
+    """Lower-case words, with '.' and '?' as words of their own; a leading bAbI line number
+    is dropped."""
+    words = line.lower().replace(".", " . ").replace("?", " ? ").replace(",", " ").split()
+    if words and words[0].isdigit():
+        words = words[1:]
+    return words
+
+
+@dataclass
+class Batch:
+    story: Tensor
+    mask: Tensor
+    query: Tensor
+    answer: Tensor
+    support: Tensor
+
+    def to(self, device) -> "Batch":
+        return Batch(*(t.to(device) for t in (self.story, self.mask, self.query, self.answer,
+                                              self.support)))
+
+    def __len__(self) -> int:
+        return self.answer.numel()
+
+
+def encode(stories: Sequence[Story], vocab: Vocabulary, answers: Sequence[str]) -> list:
+    """Stories as id lists: (sentences, question, answer id, support). An answer outside
+    `answers` is an error (the head cannot name it)."""
+    index = {w: i for i, w in enumerate(answers)}
+    out = []
+    for s in stories:
+        if s.answer not in index:
+            raise ValueError(f"answer {s.answer!r} is not among the model's answers")
+        out.append(([vocab.encode(w) for w in s.sentences], vocab.encode(s.question),
+                    index[s.answer], list(s.support)))
+    return out
+
+
+def collate(items: Sequence[tuple], memory_size: int) -> Batch:
+    """Pad encoded stories into a Batch, keeping each story's `memory_size` latest sentences
+    (a supporting fact older than that is lost with its sentence)."""
+    kept = []
+    for sentences, question, answer, support in items:
+        drop = max(0, len(sentences) - memory_size)
+        kept.append((sentences[drop:], question, answer, [i - drop for i in support if i >= drop]))
+    M = max(1, max(len(k[0]) for k in kept))
+    J = max([1] + [len(w) for k in kept for w in k[0]])
+    Q = max(len(k[1]) for k in kept)
+    empty = [0] * J
+    story = torch.tensor([[w + [0] * (J - len(w)) for w in k[0]] + [empty] * (M - len(k[0]))
+                          for k in kept], dtype=torch.int64).reshape(len(kept), M, J)
+    mask = torch.tensor([[True] * len(k[0]) + [False] * (M - len(k[0])) for k in kept])
+    query = torch.tensor([k[1] + [0] * (Q - len(k[1])) for k in kept], dtype=torch.int64)
+    support = torch.zeros(len(kept), M, dtype=torch.bool)
+    for b, k in enumerate(kept):
+        support[b, k[3]] = True
+    answer = torch.tensor([k[2] for k in kept], dtype=torch.int64)
+    return Batch(story, mask, query, answer, support)
+
+
+def add_noise(item: tuple, fraction: float, rng: random.Random) -> tuple:
+    """The story with about `fraction` × its length empty memories inserted at random places
+    (Sukhbaatar et al.'s "random noise"): the temporal encoding can then not learn one fixed
+    position per fact. Supporting-fact indices follow their sentences."""
+    sentences, question, answer, support = item
+    if fraction <= 0:
+        return item
+    extra = sum(rng.random() < fraction for _ in sentences)
+    slots = sorted(rng.randint(0, len(sentences)) for _ in range(extra))
+    out, where, shift = [], {}, 0
+    for i, words in enumerate(sentences):
+        while shift < len(slots) and slots[shift] <= i:
+            out.append([])
+            shift += 1
+        where[i] = len(out)
+        out.append(words)
+    out += [[] for _ in slots[shift:]]
+    return out, question, answer, [where[i] for i in support]
+
+
+def batches(items: Sequence[tuple], batch_size: int, *, memory_size: int, shuffle: bool = False,
+            seed: int = 0, noise: float = 0.0):
+    """Batches of `batch_size` stories; shuffle and noise drawn from `seed` (one stream per
+    epoch, so a resumed run sees the batches an uninterrupted one would)."""
+    order = list(range(len(items)))
+    rng = random.Random(seed)
+    if shuffle:
+        rng.shuffle(order)
+    for start in range(0, len(order), batch_size):
+        chunk = [items[i] for i in order[start:start + batch_size]]
+        if noise > 0:
+            chunk = [add_noise(item, noise, rng) for item in chunk]
+        yield collate(chunk, memory_size)

@@ -1,0 +1,184 @@
+"""End-to-end memory network (Sukhbaatar et al., 2015) whose answer layer is any head of
+fastsoftmax.nn, taken from the registry by name.
+
+Shapes: B stories, M memories (sentences), J words per sentence, D embedding size,
+A answers (the small answer set, or the whole vocabulary).
+
+    m_i = sum_j l_j * A x_ij + T_A(i)        memory i, read with input embedding A
+    c_i = sum_j l_j * C x_ij + T_C(i)        and with output embedding C
+    p   = softmax(u . m)                     attention over the memories ([B, M])
+    o   = sum_i p_i c_i
+    u'  = u + o    (adjacent tying)   or   H u + o   (layer-wise tying)
+
+K such hops; the answer is the head's softmax over W u_{K+1}. l_j is the position encoding
+(bag of words if off), T(i) the temporal encoding of the i-th most recent sentence.
+"""
+
+import math
+from typing import List, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from ...nn import HEADS, make_head
+
+TYINGS = ("adjacent", "layerwise")
+
+
+def position_encoding(words: Tensor, dim: int, dtype=torch.float32) -> Tensor:
+    """l [*, J, D] for word ids [*, J] (0 = padding): with J_s the sentence's own length and
+    j = 1..J_s, l_kj = (1 - j/J_s) - (k/D)(1 - 2j/J_s). Padding positions get 0."""
+    length = (words != 0).sum(-1, keepdim=True).clamp(min=1).to(dtype)  # [*, 1]
+    j = torch.arange(1, words.shape[-1] + 1, device=words.device, dtype=dtype)  # [J]
+    k = torch.arange(1, dim + 1, device=words.device, dtype=dtype)  # [D]
+    ratio = (j / length).unsqueeze(-1)  # [*, J, 1]
+    enc = (1 - ratio) - (k / dim) * (1 - 2 * ratio)
+    return enc * (words != 0).unsqueeze(-1).to(dtype)
+
+
+def attend(u: Tensor, memory_in: Tensor, memory_out: Tensor, mask: Tensor,
+           linear: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
+    """One hop: u [B, D], memories [B, M, D], mask [B, M] → (o [B, D], p [B, M], scores).
+    p = softmax of u . m_i over the real memories; `linear` (linear start) uses the scores
+    themselves, zero on padding."""
+    scores = torch.einsum("bd,bmd->bm", u, memory_in)
+    if linear:
+        p = scores * mask.to(scores.dtype)
+    else:
+        p = torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1)
+    return torch.einsum("bm,bmd->bd", p, memory_out), p, scores
+
+
+class MemN2N(nn.Module):
+    """End-to-end memory network with `hops` hops (default 3), `tying` 'adjacent'
+    (A_{k+1} = C_k, question embedding B = A_1) or 'layerwise' (one A and one C for all hops,
+    u_{k+1} = H u_k + o_k), position and temporal encoding, and the answer predicted by the
+    head `output` ('full', 'sampled', 'nce', 'hs', ...) over `num_answers` classes (the small
+    answer set, or the whole vocabulary). `counts` (answer frequencies) feed the unigram
+    sampler and the 'hs' tree.
+
+    `features(story, mask, query, linear)` → (u_{K+1} [B, D], [p_1 .. p_K] each [B, M]);
+    `forward(story, mask, query, answer)` → (head loss, attentions): the head's training
+    objective in training mode, the exact cross entropy in eval mode.
+    """
+
+    def __init__(self, vocab_size: int, num_answers: int, *, embed_dim: int = 20, hops: int = 3,
+                 memory_size: int = 50, tying: str = "adjacent", position_encoding: bool = True,
+                 temporal_encoding: bool = True, output: str = "full", num_sampled: int = 16,
+                 counts: Optional[Tensor] = None, init_std: float = 0.1):
+        super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("num_answers", num_answers),
+                            ("embed_dim", embed_dim), ("hops", hops),
+                            ("memory_size", memory_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if tying not in TYINGS:
+            raise ValueError(f"tying must be one of {TYINGS}, got {tying!r}")
+        if output not in HEADS:
+            raise ValueError(f"output must be one of {tuple(HEADS)}, got {output!r}")
+        if output != "full" and counts is None:
+            raise ValueError(f"output {output!r} needs the answers' training counts (counts=...)")
+        self.config = dict(vocab_size=vocab_size, num_answers=num_answers, embed_dim=embed_dim,
+                           hops=hops, memory_size=memory_size, tying=tying,
+                           position_encoding=position_encoding,
+                           temporal_encoding=temporal_encoding, output=output,
+                           num_sampled=num_sampled, init_std=init_std)
+        # adjacent: K + 1 embeddings E_0..E_K (A_k = E_{k-1}, C_k = E_k, B = E_0);
+        # layer-wise: B, A, C.
+        n = hops + 1 if tying == "adjacent" else 3
+        self.embeddings = nn.ModuleList(nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+                                        for _ in range(n))
+        self.temporal = nn.ParameterList(nn.Parameter(torch.zeros(memory_size, embed_dim))
+                                         for _ in range(n))
+        self.H = nn.Linear(embed_dim, embed_dim, bias=False) if tying == "layerwise" else None
+        self.head = make_head(output, embed_dim, num_answers, num_samples=num_sampled,
+                              counts=counts, sampler="unigram" if counts is not None else None,
+                              bias=False)
+        self.reset_parameters(init_std)
+
+    def reset_parameters(self, std: float = 0.1) -> None:
+        """N(0, std) for every weight (the paper's 0.1), padding rows at 0."""
+        for p in self.parameters():
+            # The 'hs' head keeps its zero start (every answer at its tree prior).
+            if not (self.output == "hs" and p is self.head.weight):
+                nn.init.normal_(p, std=std)
+        for e in self.embeddings:
+            with torch.no_grad():
+                e.weight[0].zero_()
+
+    @property
+    def output(self) -> str:
+        return self.config["output"]
+
+    @property
+    def hops(self) -> int:
+        return self.config["hops"]
+
+    def _pair(self, hop: int) -> Tuple[int, int]:
+        """Indices of A_k and C_k (k = hop, 0-based) in self.embeddings."""
+        return (hop, hop + 1) if self.config["tying"] == "adjacent" else (1, 2)
+
+    def _embed(self, which: int, words: Tensor, weights: Optional[Tensor]) -> Tensor:
+        """Sentence vectors [*, D] of word ids [*, J]: the bag of words, weighted by the
+        position encoding `weights` [*, J, D] when given."""
+        e = self.embeddings[which](words)  # [*, J, D]
+        return (e if weights is None else e * weights).sum(-2)
+
+    def _weights(self, words: Tensor) -> Optional[Tensor]:
+        if not self.config["position_encoding"]:
+            return None
+        return position_encoding(words, self.config["embed_dim"], self.embeddings[0].weight.dtype)
+
+    def hops_of(self, story: Tensor, mask: Tensor, query: Tensor, linear: bool = False
+                ) -> Tuple[Tensor, List[Tensor], List[Tensor]]:
+        """story [B, M, J], mask [B, M], query [B, J'] → (u_{K+1} [B, D], attention weights
+        per hop, and the scores u_k . m_i they come from, -inf on padding: K tensors [B, M]
+        each). `linear`: linear start (the weights are the raw scores, no softmax)."""
+        limit = self.config["memory_size"]
+        if story.shape[1] > limit:
+            raise ValueError(f"a story has {story.shape[1]} memories; this model holds {limit} "
+                             f"(memory_size)")
+        weights = self._weights(story)
+        # Memory i of a story with n sentences is the (n - 1 - i)-th most recent.
+        age = (mask.sum(-1, keepdim=True) - 1
+               - torch.arange(story.shape[1], device=story.device)).clamp(min=0)
+        memories = {}  # adjacent tying reads C_k and A_{k+1} from one embedding: once
+
+        def memory(which: int) -> Tensor:
+            if which not in memories:
+                m = self._embed(which, story, weights)  # [B, M, D]
+                if self.config["temporal_encoding"]:
+                    m = m + self.temporal[which][age]
+                memories[which] = m
+            return memories[which]
+
+        u = self._embed(0, query, self._weights(query))
+        attention, scores = [], []
+        for hop in range(self.hops):
+            a, c = self._pair(hop)
+            o, p, s = attend(u, memory(a), memory(c), mask, linear)
+            u = (self.H(u) if self.H is not None else u) + o
+            attention.append(p)
+            scores.append(s.masked_fill(~mask, -math.inf))
+        return u, attention, scores
+
+    def features(self, story: Tensor, mask: Tensor, query: Tensor, linear: bool = False
+                 ) -> Tuple[Tensor, List[Tensor]]:
+        """(u_{K+1} [B, D], attention weights per hop, K tensors [B, M])."""
+        u, attention, _ = self.hops_of(story, mask, query, linear)
+        return u, attention
+
+    def forward(self, story: Tensor, mask: Tensor, query: Tensor, answer: Tensor,
+                linear: bool = False) -> Tuple[Tensor, List[Tensor]]:
+        u, attention = self.features(story, mask, query, linear)
+        return self.head(u, answer), attention
+
+    def log_prob(self, story: Tensor, mask: Tensor, query: Tensor) -> Tensor:
+        """Exact log-probabilities [B, A] of every answer."""
+        return self.head.log_prob(self.features(story, mask, query)[0])
+
+    def predict(self, story: Tensor, mask: Tensor, query: Tensor
+                ) -> Tuple[Tensor, List[Tensor]]:
+        """(answer ids [B] of the exact softmax, attention per hop)."""
+        u, attention = self.features(story, mask, query)
+        return self.head.predict(u), attention

@@ -1,0 +1,323 @@
+"""Training a memory network: `fit(config)`, the run `fastsoftmax-memn2n train` and
+bench/bench_memn2n.py drive, `evaluate`, and its checkpoints (kind 'memn2n').
+
+The paper's recipe (Sukhbaatar et al. 2015, §4.2): gradient-norm clipping at 40, the learning
+rate halved every `anneal_every` epochs, linear start (no softmax in the attention until the
+validation loss stops falling, at most `linear_start` epochs) and random noise (about 10%
+empty memories added to training stories, for the temporal encoding).
+"""
+
+import dataclasses
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Optional
+
+import torch
+
+from ...optim import clip_grad_norm
+from .. import checkpoints
+from ..checkpoints import (default_path, refuse_overwrite, resume_values, rng_state,
+                           set_rng_state)
+from ..progress import progress_bar
+from ..vocabulary import Vocabulary
+from .data import World, answer_words, batches, build_vocabulary, encode, make_task
+from .model import MemN2N
+
+KIND = "memn2n"
+RUN_OPTIONS = ("resume", "force", "device", "progress", "checkpoint", "plot")
+MAY_CHANGE_ON_RESUME = ("epochs", "test_size")
+MODEL_KEYS = ("embed_dim", "hops", "memory_size", "tying", "position_encoding",
+              "temporal_encoding", "output", "num_sampled")
+WORLD_KEYS = ("entities", "locations", "objects", "distractors")
+
+
+@dataclass
+class TrainConfig:
+    """Every option of a run (the command line's flags, with - for _). Notable ones:
+
+    answers: 'task' (the head's classes are the task's few answers) or 'vocabulary' (every
+        word: where the sampled heads and 'hs' pay off).
+    supporting_facts: add the attention-supervision loss, support_weight × the mean over hops
+        of -log(attention mass on the supporting facts).
+    linear_start: at most this many first epochs without softmax (0: off).
+    noise: expected share of empty memories added to each training story.
+    checkpoint: written after every epoch; None picks a new memn2n-<output>-<time>.pt here.
+    """
+
+    task: str = "single"
+    entities: int = 4
+    locations: int = 6
+    objects: int = 4
+    distractors: int = 5
+    train_size: int = 10000
+    test_size: int = 1000
+    valid_fraction: float = 0.1
+    answers: str = "task"
+    output: str = "full"
+    num_sampled: int = 16
+    embed_dim: int = 20
+    hops: int = 3
+    memory_size: int = 50
+    tying: str = "adjacent"
+    position_encoding: bool = True
+    temporal_encoding: bool = True
+    supporting_facts: bool = False
+    support_weight: float = 1.0
+    optimizer: str = "adam"
+    lr: float = 0.01
+    anneal_every: int = 15
+    clip: float = 40.0
+    epochs: int = 60
+    batch_size: int = 32
+    linear_start: int = 20
+    noise: float = 0.1
+    seed: int = 0
+    device: Optional[str] = None
+    checkpoint: Optional[str] = None
+    resume: Optional[str] = None
+    force: bool = False
+    progress: Optional[bool] = None
+    plot: Optional[str] = None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def world(self) -> World:
+        return World(**{k: getattr(self, k) for k in WORLD_KEYS})
+
+
+def save_checkpoint(path: str, *, model: MemN2N, vocab: Vocabulary, answers: list, counts,
+                    optimizer, epoch: int, history: list, config: TrainConfig,
+                    schedule: dict) -> str:
+    """`counts`: the answers' training counts, which rebuild a sampled head's sampler."""
+    return checkpoints.save_checkpoint(path, KIND, dict(
+        model_config=model.config, model=model.state_dict(), vocab=vocab.state_dict(),
+        answers=list(answers), counts=counts, optimizer=optimizer.state_dict(), epoch=epoch, history=history,
+        train_config=config.to_dict(), schedule=dict(schedule), rng=rng_state()))
+
+
+def load_checkpoint(path: str, map_location="cpu") -> dict:
+    return checkpoints.load_checkpoint(path, KIND, map_location)
+
+
+def model_from_checkpoint(state: dict):
+    """(model in eval mode, vocabulary, answer words) of a loaded checkpoint."""
+    config = dict(state["model_config"])
+    model = MemN2N(config.pop("vocab_size"), config.pop("num_answers"),
+                   counts=None if config["output"] == "full" else state["counts"], **config)
+    model.load_state_dict(state["model"])
+    return model.eval(), Vocabulary.from_state_dict(state["vocab"]), list(state["answers"])
+
+
+def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterable[str]]
+             ) -> TrainConfig:
+    if given is None:
+        default = TrainConfig()
+        given = {f.name for f in dataclasses.fields(config)
+                 if getattr(config, f.name) != getattr(default, f.name)}
+    values = config.to_dict()
+    if state is not None:
+        values = resume_values(values, set(given), state["train_config"], resume=config.resume,
+                               may_change=MAY_CHANGE_ON_RESUME, run_options=RUN_OPTIONS)
+        if values["checkpoint"] is None:
+            values["checkpoint"] = config.resume
+    if values["answers"] not in ("task", "vocabulary"):
+        raise ValueError(f"answers must be 'task' or 'vocabulary', got {values['answers']!r}")
+    if values["optimizer"] not in ("sgd", "adam"):
+        raise ValueError(f"optimizer must be 'sgd' or 'adam', got {values['optimizer']!r}")
+    if values["device"] is None:
+        values["device"] = "cuda" if torch.cuda.is_available() else "cpu"
+    if values["checkpoint"] is None:
+        values["checkpoint"] = default_path(KIND, values["output"])
+    check_writable(values["checkpoint"], "checkpoint", "--checkpoint", config.force,
+                   config.resume)
+    check_writable(values["plot"], "plot", "--plot", config.force)
+    return TrainConfig(**values)
+
+
+def check_writable(path: Optional[str], what: str, option: str, force: bool,
+                   resume: Optional[str] = None) -> None:
+    """ValueError, before any work is done, when `path` could not be written: a folder, an
+    existing file (unless `force`, or it is the `resume`d checkpoint), or a folder that
+    cannot be created or written to."""
+    if not path:
+        return
+    if os.path.isdir(path):
+        raise ValueError(f"{what} {path} is a folder; give a file name to {option}")
+    refuse_overwrite(path, what, option, force, resume)
+    folder = os.path.dirname(os.path.abspath(path))
+    existing = folder
+    while not os.path.isdir(existing):
+        parent = os.path.dirname(existing)
+        if parent == existing or os.path.exists(existing):
+            raise ValueError(f"cannot write {what} {path}: {existing} is not a folder")
+        existing = parent
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write {what} {path}: the folder {existing} is not writable")
+
+
+def load_data(config: TrainConfig, vocab: Optional[Vocabulary] = None,
+              answers: Optional[list] = None) -> dict:
+    """The run's stories (train / valid / test), vocabulary, answer words, encoded splits and
+    answer counts (for the sampled heads and 'hs'), all from the configuration's seed."""
+    world = config.world()
+    split = make_task(config.task, train_size=config.train_size, test_size=config.test_size,
+                      seed=config.seed, world=world, valid_fraction=config.valid_fraction)
+    if vocab is None:
+        vocab = build_vocabulary(config.task, world)
+    if answers is None:
+        answers = (vocab.itos if config.answers == "vocabulary"
+                   else answer_words(config.task, world))
+    encoded = {k: encode(v, vocab, answers) for k, v in split.items()}
+    counts = torch.ones(len(answers), dtype=torch.float64)  # +1: every answer can be drawn
+    for item in encoded["train"]:
+        counts[item[2]] += 1
+    return dict(split, vocab=vocab, answers=answers, encoded=encoded, counts=counts)
+
+
+@torch.no_grad()
+def evaluate(model: MemN2N, items: list, *, batch_size: int = 256, device="cpu") -> dict:
+    """Exact cross entropy, accuracy (%) and supporting-fact hit rate (%: hops whose most
+    attended memory is a supporting fact) over encoded stories."""
+    was = model.training
+    model.eval()
+    loss = correct = hits = hops = 0.0
+    for b in batches(items, batch_size, memory_size=model.config["memory_size"]):
+        b = b.to(device)
+        u, attention = model.features(b.story, b.mask, b.query)
+        loss += model.head.full_loss(u, b.answer, reduction="sum").double().item()
+        correct += (model.head.predict(u) == b.answer).sum().item()
+        for p in attention:
+            hits += b.support.gather(1, p.argmax(1, keepdim=True)).sum().item()
+            hops += len(b)
+    model.train(was)
+    n = max(len(items), 1)
+    return dict(loss=loss / n, accuracy=100.0 * correct / n,
+                support_hits=100.0 * hits / max(hops, 1))
+
+
+def support_loss(scores: list, support, mask) -> torch.Tensor:
+    """Mean over hops and stories of -log(attention mass on the supporting facts), with the
+    attention the softmax of the scores (also during linear start). Stories whose
+    supporting facts fell out of memory do not count."""
+    has = support.any(1)
+    if not has.any():
+        return scores[0].new_zeros(())
+    total = 0.0
+    for s in scores:
+        log_p = torch.log_softmax(s, dim=-1)
+        mass = torch.logsumexp(log_p.masked_fill(~support, -math.inf), dim=-1)
+        total = total + (-mass[has]).mean()
+    return total / len(scores)
+
+
+def fit(config, *, data: Optional[dict] = None, given=None, log: Callable = print) -> dict:
+    """Train (or, with config.resume, continue) a memory network; returns dict(model, history,
+    test, data, config, checkpoint). The run checkpoints after every epoch (see
+    TrainConfig.checkpoint); on resume the options in `given` (default: those differing from
+    the defaults) must agree with the checkpoint except MAY_CHANGE_ON_RESUME."""
+    if isinstance(config, dict):
+        config = TrainConfig(**config)
+    state = load_checkpoint(config.resume) if config.resume else None
+    config = _resolve(config, state, given)
+    if state is not None:
+        model, vocab, answers = model_from_checkpoint(state)
+        data = data or load_data(config, vocab, answers)
+    else:
+        data = data or load_data(config)
+        torch.manual_seed(config.seed)
+        model = MemN2N(len(data["vocab"]), len(data["answers"]),
+                       counts=None if config.output == "full" else data["counts"],
+                       **{k: getattr(config, k) for k in MODEL_KEYS})
+    model.to(config.device).train()
+    opt_cls = torch.optim.Adam if config.optimizer == "adam" else torch.optim.SGD
+    opt = opt_cls(model.parameters(), lr=config.lr)
+    history, start, schedule = [], 0, dict(linear=config.linear_start > 0, best=math.inf)
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+        history, start, schedule = state["history"], state["epoch"], state["schedule"]
+        set_rng_state(state["rng"])
+        log(f"resuming {config.resume}: {start} epochs done, training to epoch {config.epochs}")
+    train, valid = data["encoded"]["train"], data["encoded"]["valid"]
+    log(f"{config.task}: {len(train)} train / {len(valid)} valid / "
+        f"{len(data['encoded']['test'])} test stories, vocab {len(data['vocab'])}, "
+        f"{len(data['answers'])} answers, {sum(p.numel() for p in model.parameters())} "
+        f"parameters, output {config.output}, {config.hops} hops, tying {config.tying}")
+    log(f"checkpoint: {config.checkpoint}")
+    for epoch in range(start, config.epochs):
+        lr = config.lr * 0.5 ** (epoch // config.anneal_every) if config.anneal_every else config.lr
+        for group in opt.param_groups:
+            group["lr"] = lr
+        linear = schedule["linear"] and epoch < config.linear_start
+        bar = progress_bar(math.ceil(len(train) / config.batch_size), f"epoch {epoch + 1}",
+                           enabled=config.progress)
+        t0 = time.perf_counter()
+        loss_sum = steps = 0
+        for b in batches(train, config.batch_size, memory_size=config.memory_size, shuffle=True,
+                         seed=config.seed * 100003 + epoch, noise=config.noise):
+            b = b.to(config.device)
+            u, _, scores = model.hops_of(b.story, b.mask, b.query, linear)
+            loss = model.head(u, b.answer)
+            if config.supporting_facts:
+                loss = loss + config.support_weight * support_loss(scores, b.support, b.mask)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.clip > 0:
+                clip_grad_norm(model.parameters(), config.clip)
+            opt.step()
+            with torch.no_grad():  # the padding word stays the zero vector
+                for e in model.embeddings:
+                    e.weight[0].zero_()
+            loss_sum += loss.item()
+            steps += 1
+            bar.set_postfix_str(f"loss {loss_sum / steps:.4f}", refresh=False)
+            bar.update(1)
+        bar.close()
+        seconds = time.perf_counter() - t0
+        ev = evaluate(model, valid, device=config.device) if valid else dict(
+            loss=math.nan, accuracy=math.nan, support_hits=math.nan)
+        if linear and not ev["loss"] < schedule["best"]:
+            schedule["linear"] = False  # the paper: softmax back once valid loss stalls
+        schedule["best"] = min(schedule["best"], ev["loss"])
+        row = dict(epoch=epoch + 1, train_loss=loss_sum / max(steps, 1), valid_loss=ev["loss"],
+                   valid_accuracy=ev["accuracy"], support_hits=ev["support_hits"], lr=lr,
+                   linear=linear, seconds=seconds)
+        history.append(row)
+        log(f"epoch {epoch + 1:3d} | train loss {row['train_loss']:.4f} | valid loss "
+            f"{ev['loss']:.4f} acc {ev['accuracy']:.1f}% | support hits "
+            f"{ev['support_hits']:.0f}% | lr {lr:.3g}{' linear' if linear else ''} | "
+            f"{seconds:.1f} s")
+        save_checkpoint(config.checkpoint, model=model, vocab=data["vocab"],
+                        answers=data["answers"], counts=data["counts"], optimizer=opt, epoch=epoch + 1,
+                        history=history, config=config, schedule=schedule)
+    test = evaluate(model, data["encoded"]["test"], device=config.device)
+    log(f"test accuracy {test['accuracy']:.2f}% ({len(data['encoded']['test'])} stories), "
+        f"support hits {test['support_hits']:.1f}%")
+    log(f"saved {config.checkpoint}")
+    if config.plot:
+        from .plots import plot_attention
+
+        plot_attention(model, data["vocab"], data["answers"], data["test"][0], config.plot,
+                       overwrite=True, device=config.device)
+        log(f"wrote {config.plot}")
+    return dict(model=model, history=history, test=test, data=data, config=config,
+                checkpoint=config.checkpoint)
+
+
+def evaluate_checkpoint(path: str, *, test_size: Optional[int] = None, seed: Optional[int] = None,
+                        device: str = "cpu") -> dict:
+    """Test accuracy of a checkpoint on its run's test stories (or, with another `seed`, on
+    new stories of the same world), with the story data it drew."""
+    state = load_checkpoint(path)
+    model, vocab, answers = model_from_checkpoint(state)
+    config = TrainConfig(**dict(state["train_config"], resume=None, checkpoint=None))
+    if test_size is not None:
+        config.test_size = test_size
+    if seed is not None:
+        config.seed = seed
+    data = load_data(config, vocab, answers)
+    model.to(device)
+    return dict(evaluate(model, data["encoded"]["test"], device=device), model=model,
+                data=data, stories=len(data["test"]))

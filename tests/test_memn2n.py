@@ -1,0 +1,423 @@
+"""End-to-end memory networks (fastsoftmax.models.memn2n, python -m fastsoftmax.cli.memn2n).
+
+The generator is checked against an interpreter written here from the stories' text alone;
+the model against a plain re-statement of the paper's equations in float64, with gradcheck;
+training on a small single-fact task must get far above chance.
+"""
+
+import io
+import math
+import os
+import sys
+
+import pytest
+import torch
+from test_lm import one_thread  # noqa: F401 (autouse: one intra-op thread)
+
+import fastsoftmax
+from fastsoftmax.cli import memn2n as cli
+from fastsoftmax.models import MemN2N, memn2n as mn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NUMBERS = ("none", "one", "two", "three")
+
+
+# ---------------------------------------------------------------------------------------
+# The generator: deterministic, and its answers follow from the story
+# ---------------------------------------------------------------------------------------
+def interpret(sentences, question, strict=True):
+    """The answer a reader gets from `sentences` (word lists): people's places, what each
+    carries, where dropped things lie. Verbs are told apart by their words only. `strict`
+    also checks the world's rules (no one takes what is carried or drops what he lacks);
+    without it, a story cut down to its supporting facts is read as it stands."""
+    where, carried, lying = {}, {}, {}
+    for words in sentences:
+        text = " ".join(words).rstrip(" .")
+        person, thing = words[0], text.split(" the ")[-1]
+        verb = text[len(person) + 1: -len(thing) - 5]
+        if verb in mn.data.MOVE:
+            where[person] = thing
+        elif verb in mn.data.GRAB:
+            assert not strict or thing not in carried, f"{thing} taken while carried: {text}"
+            carried[thing] = person
+            lying.pop(thing, None)
+        elif verb in mn.data.DROP:
+            holder = carried.pop(thing, None)
+            assert not strict or holder == person, f"{person} drops what he lacks: {text}"
+            lying[thing] = where.get(person)
+        else:
+            raise AssertionError(f"unknown sentence {text!r}")
+    q = question[:-1]
+    if q[:3] == ["where", "is", "the"]:
+        thing = q[3]
+        return where[carried[thing]] if thing in carried else lying[thing]
+    if q[:2] == ["where", "is"]:
+        return where[q[2]]
+    if q[0] == "is":
+        return "yes" if where.get(q[1]) == q[4] else "no"
+    assert q[:3] == ["how", "many", "objects"]
+    return NUMBERS[sum(1 for p in carried.values() if p == q[4])]
+
+
+@pytest.mark.parametrize("task", mn.TASKS)
+def test_answers_follow_from_the_story_and_from_its_supporting_facts(task):
+    world = mn.World(entities=3, locations=4, objects=3, distractors=6)
+    stories = mn.generate(task, 300, seed=3, world=world)
+    for s in stories:
+        assert interpret(s.sentences, s.question) == s.answer
+        assert len(s.sentences) - len(s.support) == world.distractors
+        assert s.support and len(set(s.support)) == len(s.support)
+        facts = [s.sentences[i] for i in sorted(s.support)]
+        assert interpret(facts, s.question, strict=False) == s.answer
+        # For where-questions no fewer sentences would do: without any one fact the answer is
+        # lost or changes. (A count needs each grab and drop, but a lost grab-drop pair, or a
+        # "no" without its fact, can leave the answer as it was.)
+        for drop in range(len(facts) if task in ("single", "two") else 0):
+            try:
+                rest = interpret(facts[:drop] + facts[drop + 1:], s.question, strict=False)
+            except KeyError:
+                continue
+            assert rest != s.answer, (s, drop)
+    answers = {s.answer for s in stories}
+    assert answers <= set(mn.answer_words(task, world)) and len(answers) >= 2
+
+
+def test_generator_is_deterministic_and_train_test_are_apart():
+    a = mn.generate("two", 50, seed=7)
+    b = mn.generate("two", 50, seed=7)
+    c = mn.generate("two", 50, seed=8)
+    assert [(s.sentences, s.question, s.answer, s.support) for s in a] == \
+        [(s.sentences, s.question, s.answer, s.support) for s in b]
+    assert [s.sentences for s in a] != [s.sentences for s in c]
+    split = mn.make_task("single", train_size=200, test_size=100, seed=1,
+                         world=mn.World(entities=2, locations=3, distractors=1))
+    key = lambda s: (tuple(map(tuple, s.sentences)), tuple(s.question))  # noqa: E731
+    assert len(split["train"]) == 180 and len(split["valid"]) == 20 and len(split["test"]) == 100
+    assert not {key(s) for s in split["test"]} & {key(s) for s in split["train"] + split["valid"]}
+
+
+def test_world_options_shape_the_stories():
+    world = mn.World(entities=12, locations=3, distractors=0)
+    stories = mn.generate("single", 200, seed=0, world=world)
+    assert all(len(s.sentences) == 1 for s in stories)
+    people = {s.sentences[0][0] for s in stories}
+    places = {s.answer for s in stories}
+    assert len(people) == 12 and "person12" in people and len(places) == 3
+    vocab = mn.build_vocabulary("single", world)
+    assert vocab.itos[0] == mn.PAD and all(w in vocab.stoi for s in stories for w in
+                                           sum(s.sentences, s.question))
+    with pytest.raises(ValueError, match="locations must be an integer ≥ 2"):
+        mn.generate("single", 1, seed=0, world=mn.World(locations=1))
+    with pytest.raises(ValueError, match="task must be one of"):
+        mn.generate("three", 1, seed=0)
+
+
+def test_noise_inserts_empty_memories_and_keeps_supporting_facts():
+    import random
+
+    item = ([[5, 6], [7], [8, 9], [10]], [3], 1, [0, 2])
+    out = mn.add_noise(item, 0.9, random.Random(0))
+    sentences, _, _, support = out
+    assert [w for w in sentences if w] == item[0] and len(sentences) > 4
+    assert [sentences[i] for i in support] == [[5, 6], [8, 9]]
+    b = mn.collate([out, item], memory_size=50)
+    assert b.mask[0].sum() == len(sentences) and b.mask[1].sum() == 4
+    assert b.story[1, 2].tolist()[:2] == [8, 9] and b.support[1].nonzero().flatten().tolist() == [0, 2]
+    # Keeping only the latest memories drops the oldest sentences, and their facts.
+    small = mn.collate([item], memory_size=2)
+    assert small.story.shape[1] == 2 and small.support[0].tolist() == [True, False]
+
+
+# ---------------------------------------------------------------------------------------
+# The model against the paper's equations
+# ---------------------------------------------------------------------------------------
+def reference_features(model, story, mask, query):
+    """Sukhbaatar et al. §2 written out story by story, sentence by sentence, in float64."""
+    cfg = model.config
+    D, out, attention = cfg["embed_dim"], [], [[] for _ in range(cfg["hops"])]
+
+    def sentence(E, words):
+        words = [w for w in words.tolist() if w != 0]
+        J, vec = len(words), torch.zeros(D, dtype=torch.float64)
+        for j, w in enumerate(words, 1):
+            k = torch.arange(1, D + 1, dtype=torch.float64)
+            l = (1 - j / J) - (k / D) * (1 - 2 * j / J)  # noqa: E741
+            vec = vec + l * E.weight[w]
+        return vec
+
+    for b in range(story.shape[0]):
+        n = int(mask[b].sum())
+        u = sentence(model.embeddings[0], query[b])
+        for hop in range(cfg["hops"]):
+            a, c = (hop, hop + 1) if cfg["tying"] == "adjacent" else (1, 2)
+            m = torch.stack([sentence(model.embeddings[a], story[b, i]) + model.temporal[a][n - 1 - i]
+                             for i in range(n)])
+            cm = torch.stack([sentence(model.embeddings[c], story[b, i]) + model.temporal[c][n - 1 - i]
+                              for i in range(n)])
+            p = torch.softmax(m @ u, 0)
+            u = (model.H(u) if cfg["tying"] == "layerwise" else u) + p @ cm
+            attention[hop].append(p)
+        out.append(u)
+    return torch.stack(out), attention
+
+
+def tiny_batch(seed=0, task="two"):
+    world = mn.World(entities=3, locations=4, objects=3, distractors=4)
+    stories = mn.generate(task, 6, seed=seed, world=world)
+    vocab = mn.build_vocabulary(task, world)
+    items = mn.encode(stories, vocab, mn.answer_words(task, world))
+    return mn.collate(items, memory_size=10), vocab, world
+
+
+@pytest.mark.parametrize("tying", mn.TYINGS)
+def test_model_matches_the_equations_in_float64(tying):
+    b, vocab, _ = tiny_batch()
+    torch.manual_seed(0)
+    model = MemN2N(len(vocab), 4, embed_dim=6, hops=3, memory_size=10, tying=tying).double()
+    u, attention = model.features(b.story, b.mask, b.query)
+    ref_u, ref_att = reference_features(model, b.story, b.mask, b.query)
+    torch.testing.assert_close(u, ref_u)
+    assert len(attention) == 3
+    for p, ref in zip(attention, ref_att):
+        assert p.shape == b.mask.shape
+        torch.testing.assert_close(p.sum(1), torch.ones(len(b), dtype=torch.float64))
+        assert (p[~b.mask] == 0).all()
+        for i, r in enumerate(ref):
+            torch.testing.assert_close(p[i, : r.numel()], r)
+    n_embeddings = 4 if tying == "adjacent" else 3
+    assert len(model.embeddings) == n_embeddings and (model.H is None) == (tying == "adjacent")
+
+
+def test_attention_and_position_encoding_gradcheck():
+    torch.manual_seed(1)
+    u = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    m_in = torch.randn(3, 5, 4, dtype=torch.float64, requires_grad=True)
+    m_out = torch.randn(3, 5, 4, dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]], dtype=torch.bool)
+    for linear in (False, True):
+        assert torch.autograd.gradcheck(lambda *t: mn.attend(*t, mask, linear)[:2],
+                                        (u, m_in, m_out))
+    o, p, _ = mn.attend(u, m_in, m_out, mask, linear=True)
+    torch.testing.assert_close(p, torch.einsum("bd,bmd->bm", u, m_in) * mask)
+    words = torch.tensor([[4, 5, 6, 0], [7, 0, 0, 0]])
+    enc = mn.position_encoding(words, 3, torch.float64)
+    assert enc.shape == (2, 4, 3) and (enc[0, 3] == 0).all() and (enc[1, 1:] == 0).all()
+    # J = 3, j = 2, k = 1: (1 - 2/3) - (1/3)(1 - 4/3)
+    assert enc[0, 1, 0].item() == pytest.approx(1 / 3 + 1 / 9)
+
+
+@pytest.mark.parametrize("tying", mn.TYINGS)
+def test_whole_model_gradcheck_through_the_head(tying):
+    b, vocab, _ = tiny_batch(seed=2, task="single")
+    torch.manual_seed(0)
+    model = MemN2N(len(vocab), 4, embed_dim=3, hops=2, memory_size=8, tying=tying).double()
+    names = [n for n, _ in model.named_parameters()]
+    params = tuple(p.detach().clone().requires_grad_() for p in model.parameters())
+
+    def loss(*values):
+        state = dict(zip(names, values))
+        return torch.func.functional_call(model, state, (b.story, b.mask, b.query, b.answer))[0]
+
+    assert torch.autograd.gradcheck(loss, params, fast_mode=True)
+
+
+def test_padding_changes_nothing_and_loss_is_exact_cross_entropy():
+    b, vocab, _ = tiny_batch(seed=4)
+    torch.manual_seed(0)
+    model = MemN2N(len(vocab), 4, embed_dim=8, memory_size=12).double().eval()
+    u, _ = model.features(b.story, b.mask, b.query)
+    pad = lambda t, n, dim: torch.cat([t, t.new_zeros(t.shape[:dim] + (n,) + t.shape[dim + 1:])],  # noqa: E731
+                                      dim)
+    u2, att2 = model.features(pad(pad(b.story, 2, 1), 3, 2), pad(b.mask, 2, 1), pad(b.query, 2, 1))
+    torch.testing.assert_close(u, u2)
+    assert all((p[:, -2:] == 0).all() for p in att2)
+    logits = u @ model.head.weight.T
+    loss, _ = model(b.story, b.mask, b.query, b.answer)
+    torch.testing.assert_close(loss, torch.nn.functional.cross_entropy(logits, b.answer))
+    torch.testing.assert_close(model.log_prob(b.story, b.mask, b.query),
+                               torch.log_softmax(logits, -1))
+
+
+@pytest.mark.parametrize("output", ["full", "sampled", "nce", "hs"])
+def test_heads_over_the_whole_vocabulary(output):
+    b, vocab, _ = tiny_batch(seed=5)
+    answers = b.answer + 10  # any word ids: the classes are the vocabulary
+    torch.manual_seed(0)
+    model = MemN2N(len(vocab), len(vocab), embed_dim=8, memory_size=10, output=output,
+                   num_sampled=5, counts=torch.ones(len(vocab)))
+    loss, attention = model.train()(b.story, b.mask, b.query, answers)
+    loss.backward()
+    assert math.isfinite(loss.item()) and model.embeddings[0].weight.grad is not None
+    model.eval()
+    log_p = model.log_prob(b.story, b.mask, b.query)
+    assert log_p.shape == (len(b), len(vocab))
+    torch.testing.assert_close(log_p.exp().sum(1), torch.ones(len(b)))
+    exact, _ = model(b.story, b.mask, b.query, answers)
+    torch.testing.assert_close(exact, -log_p.gather(1, answers[:, None]).mean())
+
+
+def test_bad_model_options():
+    with pytest.raises(ValueError, match="tying must be one of"):
+        MemN2N(10, 3, tying="rnn")
+    with pytest.raises(ValueError, match="output must be one of"):
+        MemN2N(10, 3, output="softmax")
+    with pytest.raises(ValueError, match="needs the answers' training counts"):
+        MemN2N(10, 8, output="sampled", num_sampled=2)
+    with pytest.raises(ValueError, match="hops must be a positive int"):
+        MemN2N(10, 3, hops=0)
+    with pytest.raises(ValueError, match="use output 'full' for so few classes"):
+        MemN2N(10, 4, output="sampled", num_sampled=16, counts=torch.ones(4))
+
+
+def test_support_loss_is_minus_log_mass_on_the_facts():
+    scores = [torch.tensor([[1.0, 2.0, 0.5, -math.inf], [0.0, 0.0, 3.0, 1.0]])]
+    support = torch.tensor([[True, False, True, False], [False, False, False, False]])
+    mask = torch.tensor([[True, True, True, False], [True] * 4])
+    p = torch.softmax(scores[0][0], 0)
+    expected = -torch.log(p[0] + p[2])  # the second story knows no fact: left out
+    torch.testing.assert_close(mn.support_loss(scores, support, mask), expected)
+
+
+# ---------------------------------------------------------------------------------------
+# Training, checkpoints, resume
+# ---------------------------------------------------------------------------------------
+SMALL = dict(task="single", entities=3, locations=4, distractors=2, train_size=500,
+             test_size=200, epochs=5, embed_dim=16, linear_start=0, anneal_every=4,
+             batch_size=16, progress=False, force=True)
+
+
+def test_learns_single_supporting_fact_far_above_chance(tmp_path):
+    res = mn.fit(dict(SMALL, checkpoint=str(tmp_path / "m.pt")), log=lambda *a: None)
+    assert res["test"]["accuracy"] > 80.0  # chance: 25% (seeds 0-3 give 95.5-98.5%)
+    state = mn.load_checkpoint(str(tmp_path / "m.pt"))
+    model, vocab, answers = mn.model_from_checkpoint(state)
+    again = mn.evaluate(model, res["data"]["encoded"]["test"])
+    assert again["accuracy"] == pytest.approx(res["test"]["accuracy"])
+
+
+def test_supporting_facts_option_trains_the_attention(tmp_path):
+    base = dict(SMALL, epochs=2, linear_start=0, checkpoint=str(tmp_path / "a.pt"))
+    plain = mn.fit(base, log=lambda *a: None)
+    sup = mn.fit(dict(base, supporting_facts=True, checkpoint=str(tmp_path / "b.pt")),
+                 log=lambda *a: None)
+    assert sup["test"]["support_hits"] > plain["test"]["support_hits"]
+
+
+@pytest.mark.parametrize("output", ["full", "sampled"])
+def test_resume_matches_uninterrupted_training(tmp_path, output):
+    kw = dict(SMALL, train_size=200, test_size=50, epochs=2, answers="vocabulary",
+              output=output, num_sampled=4)
+    full = mn.fit(dict(kw, checkpoint=str(tmp_path / "full.pt")), log=lambda *a: None)
+    mn.fit(dict(kw, epochs=1, checkpoint=str(tmp_path / "half.pt")), log=lambda *a: None)
+    lines = []
+    resumed = mn.fit(dict(resume=str(tmp_path / "half.pt"), epochs=2), given={"epochs"},
+                     log=lines.append)
+    assert any(line.startswith(f"resuming {tmp_path / 'half.pt'}: 1 epochs done") for line in lines)
+    for a, b in zip(full["model"].state_dict().values(), resumed["model"].state_dict().values()):
+        torch.testing.assert_close(a, b)
+    assert resumed["config"].output == output
+
+
+# ---------------------------------------------------------------------------------------
+# The command line
+# ---------------------------------------------------------------------------------------
+def train_args(*extra):
+    return ["train", "--task", "single", "--entities", "3", "--locations", "4",
+            "--distractors", "2", "--train-size", "120", "--test-size", "40", "--epochs", "1",
+            "--embed-dim", "8", "--no-progress", *extra]
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("memn2n") / "m.pt")
+    assert cli.main(train_args("--epochs", "5", "--train-size", "500", "--linear-start", "0",
+                               "--batch-size", "16", "--embed-dim", "16", "--anneal-every", "4",
+                               "--checkpoint", path)) == 0
+    return path
+
+
+def answer(monkeypatch, capsys, ckpt, text, *extra):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    capsys.readouterr()
+    code = cli.main(["answer", "--checkpoint", ckpt, *extra])
+    return code, capsys.readouterr()
+
+
+def test_cli_train_checkpoints_beside_the_run_and_resumes(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(train_args()) == 0
+    saved = [f for f in os.listdir(tmp_path) if f.startswith("memn2n-full-")]
+    out = capsys.readouterr().out
+    assert len(saved) == 1 and f"checkpoint: {tmp_path / saved[0]}" in out
+    assert cli.main(train_args("--checkpoint", saved[0])) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert cli.main(["train", "--resume", saved[0], "--hops", "2", "--epochs", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--hops 2 (the checkpoint has 3)" in err
+    assert cli.main(["train", "--resume", saved[0], "--epochs", "2", "--no-progress"]) == 0
+    assert f"resuming {saved[0]}: 1 epochs done, training to epoch 2" in capsys.readouterr().out
+    assert mn.load_checkpoint(saved[0])["epoch"] == 2
+    assert "(default: 3)" in cli.build_parser().subcommands["train"].format_help()
+
+
+def test_cli_answer_reads_stories_on_stdin(ckpt, monkeypatch, capsys):
+    story = ("1 mary went to the kitchen.\n2 john moved to the garden .\n"
+             "3 where is mary?\n\njohn went to the office .\nmary went to the bathroom .\n"
+             "where is john ?\n")
+    code, res = answer(monkeypatch, capsys, ckpt, story, "--explain")
+    assert code == 0, res.err
+    lines = res.out.splitlines()
+    answers = [ln for ln in lines if not ln.startswith("  ")]
+    assert answers == ["kitchen", "office"]
+    assert sum("hop" in ln for ln in lines) == 6 and "on line 1 (mary went to the kitchen .)" in \
+        res.out
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "stdin is empty"),
+    ("mary went to the moon .\nwhere is mary ?\n", "line 1 has words the model does not know: moon"),
+    ("mary went to the kitchen .\n", "does not end with a question"),
+    ("where is mary ?\n", "has no story before it"),
+])
+def test_cli_answer_bad_input_is_one_sentence(ckpt, monkeypatch, capsys, text, message):
+    code, res = answer(monkeypatch, capsys, ckpt, text)
+    assert code == 2 and res.err.count("\n") == 1 and message in res.err, res.err
+    assert "Traceback" not in res.err
+
+
+def test_cli_eval_and_plot_never_overwrite(ckpt, tmp_path, capsys):
+    plot = tmp_path / "attention.png"
+    assert cli.main(["eval", "--checkpoint", ckpt, "--plot", str(plot)]) == 0
+    out = capsys.readouterr().out
+    assert "40 test stories: accuracy" in out and plot.stat().st_size > 0
+    before = plot.stat().st_mtime_ns
+    assert cli.main(["eval", "--checkpoint", ckpt, "--plot", str(plot)]) == 2
+    assert "already exists" in capsys.readouterr().err and plot.stat().st_mtime_ns == before
+    assert cli.main(["eval", "--checkpoint", ckpt, "--plot", str(plot), "--force"]) == 0
+
+
+def test_cli_bad_files_are_one_sentence(ckpt, tmp_path, capsys):
+    other = str(tmp_path / "lm.pt")
+    fastsoftmax.models.checkpoints.save_checkpoint(other, "lm", {})
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    cases = [
+        (["eval", "--checkpoint", other], "holds a language-model model"),
+        (["eval", "--checkpoint", str(garbage)], "cannot be read"),
+        (["eval", "--checkpoint", str(tmp_path / "missing.pt")], "no such checkpoint"),
+        (train_args("--checkpoint", str(blocker / "m.pt")), "is not a folder"),
+        (train_args("--checkpoint", str(tmp_path)), "is a folder"),
+        (train_args("--output", "sampled"), "use output 'full' for so few classes"),
+    ]
+    for argv, message in cases:
+        capsys.readouterr()
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
+
+
+def test_console_script_is_declared():
+    with open(os.path.join(ROOT, "pyproject.toml")) as f:
+        assert 'fastsoftmax-memn2n = "fastsoftmax.cli.memn2n:main"' in f.read()
