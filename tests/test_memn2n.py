@@ -122,7 +122,8 @@ def test_noise_inserts_empty_memories_and_keeps_supporting_facts():
     assert [sentences[i] for i in support] == [[5, 6], [8, 9]]
     b = mn.collate([out, item], memory_size=50)
     assert b.mask[0].sum() == len(sentences) and b.mask[1].sum() == 4
-    assert b.story[1, 2].tolist()[:2] == [8, 9] and b.support[1].nonzero().flatten().tolist() == [0, 2]
+    assert b.story[1, 2].tolist()[:2] == [8, 9]
+    assert b.support[1].nonzero().flatten().tolist() == [0, 2]
     # Keeping only the latest memories drops the oldest sentences, and their facts.
     small = mn.collate([item], memory_size=2)
     assert small.story.shape[1] == 2 and small.support[0].tolist() == [True, False]
@@ -150,10 +151,9 @@ def reference_features(model, story, mask, query):
         u = sentence(model.embeddings[0], query[b])
         for hop in range(cfg["hops"]):
             a, c = (hop, hop + 1) if cfg["tying"] == "adjacent" else (1, 2)
-            m = torch.stack([sentence(model.embeddings[a], story[b, i]) + model.temporal[a][n - 1 - i]
-                             for i in range(n)])
-            cm = torch.stack([sentence(model.embeddings[c], story[b, i]) + model.temporal[c][n - 1 - i]
-                              for i in range(n)])
+            m, cm = (torch.stack([sentence(model.embeddings[e], story[b, i])
+                                  + model.temporal[e][n - 1 - i] for i in range(n)])
+                     for e in (a, c))
             p = torch.softmax(m @ u, 0)
             u = (model.H(u) if cfg["tying"] == "layerwise" else u) + p @ cm
             attention[hop].append(p)
@@ -226,8 +226,9 @@ def test_padding_changes_nothing_and_loss_is_exact_cross_entropy():
     torch.manual_seed(0)
     model = MemN2N(len(vocab), 4, embed_dim=8, memory_size=12).double().eval()
     u, _ = model.features(b.story, b.mask, b.query)
-    pad = lambda t, n, dim: torch.cat([t, t.new_zeros(t.shape[:dim] + (n,) + t.shape[dim + 1:])],  # noqa: E731
-                                      dim)
+    def pad(t, n, dim):
+        return torch.cat([t, t.new_zeros(t.shape[:dim] + (n,) + t.shape[dim + 1:])], dim)
+
     u2, att2 = model.features(pad(pad(b.story, 2, 1), 3, 2), pad(b.mask, 2, 1), pad(b.query, 2, 1))
     torch.testing.assert_close(u, u2)
     assert all((p[:, -2:] == 0).all() for p in att2)
@@ -293,6 +294,13 @@ def test_learns_single_supporting_fact_far_above_chance(tmp_path):
     model, vocab, answers = mn.model_from_checkpoint(state)
     again = mn.evaluate(model, res["data"]["encoded"]["test"])
     assert again["accuracy"] == pytest.approx(res["test"]["accuracy"])
+
+
+def test_linear_start_drops_the_softmax_for_the_first_epochs_only(tmp_path):
+    res = mn.fit(dict(SMALL, train_size=200, test_size=50, epochs=4, linear_start=2,
+                      checkpoint=str(tmp_path / "ls.pt")), log=lambda *a: None)
+    linear = [h["linear"] for h in res["history"]]
+    assert linear[0] and not any(linear[2:])  # at most 2 epochs, fewer once valid loss stalls
 
 
 def test_supporting_facts_option_trains_the_attention(tmp_path):
@@ -375,7 +383,8 @@ def test_cli_answer_reads_stories_on_stdin(ckpt, monkeypatch, capsys):
 
 @pytest.mark.parametrize("text, message", [
     ("", "stdin is empty"),
-    ("mary went to the moon .\nwhere is mary ?\n", "line 1 has words the model does not know: moon"),
+    ("mary went to the moon .\nwhere is mary ?\n",
+     "line 1 has words the model does not know: moon"),
     ("mary went to the kitchen .\n", "does not end with a question"),
     ("where is mary ?\n", "has no story before it"),
 ])

@@ -46,8 +46,8 @@ def cmd_eval(args, argv) -> None:
     mn.check_writable(args.plot, "plot", "--plot", args.force)
     res = mn.evaluate_checkpoint(args.checkpoint, test_size=args.test_size, seed=args.seed,
                                  device=args.device)
-    print(f"{res['stories']} test stories: accuracy {res['accuracy']:.2f}%, loss {res['loss']:.4f}, support hits "
-          f"{res['support_hits']:.1f}%")
+    print(f"{res['stories']} test stories: accuracy {res['accuracy']:.2f}%, loss "
+          f"{res['loss']:.4f}, support hits {res['support_hits']:.1f}%")
     if args.plot:
         stories = res["data"]["test"]
         if not 0 <= args.story < len(stories):

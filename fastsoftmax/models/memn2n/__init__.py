@@ -27,6 +27,7 @@ from .data import (
     encode,
     generate,
     make_task,
+    stream,
     tokenize,
 )
 from .model import TYINGS, MemN2N, attend, position_encoding
@@ -46,10 +47,10 @@ from .training import (
 )
 
 __all__ = [
-    "MAY_CHANGE_ON_RESUME", "PAD", "TASKS", "TYINGS", "Batch", "MemN2N", "Story", "TrainConfig",
+    "Batch", "MAY_CHANGE_ON_RESUME", "MemN2N", "PAD", "Story", "TASKS", "TYINGS", "TrainConfig",
     "Vocabulary", "World", "add_noise", "answer_stories", "answer_words", "attend",
-    "attention_figure", "batches", "build_vocabulary", "check_words", "check_writable", "collate", "encode",
-    "evaluate", "evaluate_checkpoint", "fit", "generate", "load_checkpoint", "load_data",
-    "make_task", "model_from_checkpoint", "parse_stories", "plot_attention",
-    "position_encoding", "save_checkpoint", "support_loss", "tokenize",
+    "attention_figure", "batches", "build_vocabulary", "check_words", "check_writable", "collate",
+    "encode", "evaluate", "evaluate_checkpoint", "fit", "generate", "load_checkpoint", "load_data",
+    "make_task", "model_from_checkpoint", "parse_stories", "plot_attention", "position_encoding",
+    "save_checkpoint", "stream", "support_loss", "tokenize",
 ]

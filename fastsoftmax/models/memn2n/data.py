@@ -21,9 +21,10 @@ Batches (B stories, M memories, J words per sentence), memories in story order, 
     support [B, M] bool: supporting facts
 """
 
+import itertools
 import random
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -145,23 +146,25 @@ def _questions(task: str, s: dict, rng: random.Random):
     return out
 
 
-def generate(task: str, count: int, *, seed: int, world: Optional[World] = None) -> List[Story]:
-    """`count` stories of `task` from the random stream `seed` (same arguments, same stories).
-    A story is re-drawn until one of its questions has exactly `world.distractors`
-    non-supporting sentences."""
+def stream(task: str, *, seed: int, world: Optional[World] = None) -> Iterator[Story]:
+    """Endless stories of `task` from the random stream `seed`. A story is re-drawn until one
+    of its questions has exactly `world.distractors` non-supporting sentences."""
     world = world or World()
     world.check(task)
     rng = random.Random(f"memn2n-{task}-{seed}")
-    stories = []
-    while len(stories) < count:
+    while True:
         facts = {"single": 1, "yes-no": 1, "two": 2}.get(task) or rng.randint(1, 4)
         sentences, state = _simulate(task, world, world.distractors + facts, rng)
         fitting = [q for q in _questions(task, state, rng) if len(q[2]) == facts]
         if fitting:
             question, answer, support = rng.choice(fitting)
-            stories.append(Story([w + ["."] for w in sentences], question + ["?"], answer,
-                                 support))
-    return stories
+            yield Story([w + ["."] for w in sentences], question + ["?"], answer, support)
+
+
+def generate(task: str, count: int, *, seed: int, world: Optional[World] = None) -> List[Story]:
+    """The first `count` stories of stream(task, seed=seed, world=world): same arguments,
+    same stories."""
+    return list(itertools.islice(stream(task, seed=seed, world=world), count))
 
 
 def _key(story: Story) -> tuple:
@@ -179,13 +182,12 @@ def make_task(task: str, *, train_size: int, test_size: int, seed: int,
             raise ValueError(f"{name} must be a positive integer, got {n!r}")
     pool = generate(task, train_size, seed=2 * seed, world=world)
     seen = {_key(s) for s in pool}
-    test, drawn = [], 0
-    stream = generate(task, 4 * test_size, seed=2 * seed + 1, world=world)
-    for story in stream:
+    test = []
+    for story in itertools.islice(stream(task, seed=2 * seed + 1, world=world), 20 * test_size):
         if _key(story) not in seen:
             test.append(story)
-        if len(test) == test_size:
-            break
+            if len(test) == test_size:
+                break
     if len(test) < test_size:
         raise ValueError(f"this world is too small for {test_size} test stories unseen in "
                          f"training; add entities, locations or distractors")

@@ -67,11 +67,11 @@ class TrainConfig:
     support_weight: float = 1.0
     optimizer: str = "adam"
     lr: float = 0.01
-    anneal_every: int = 15
+    anneal_every: int = 5
     clip: float = 40.0
-    epochs: int = 60
+    epochs: int = 15
     batch_size: int = 32
-    linear_start: int = 20
+    linear_start: int = 0
     noise: float = 0.1
     seed: int = 0
     device: Optional[str] = None
@@ -94,8 +94,8 @@ def save_checkpoint(path: str, *, model: MemN2N, vocab: Vocabulary, answers: lis
     """`counts`: the answers' training counts, which rebuild a sampled head's sampler."""
     return checkpoints.save_checkpoint(path, KIND, dict(
         model_config=model.config, model=model.state_dict(), vocab=vocab.state_dict(),
-        answers=list(answers), counts=counts, optimizer=optimizer.state_dict(), epoch=epoch, history=history,
-        train_config=config.to_dict(), schedule=dict(schedule), rng=rng_state()))
+        answers=list(answers), counts=counts, optimizer=optimizer.state_dict(), epoch=epoch,
+        history=history, train_config=config.to_dict(), schedule=dict(schedule), rng=rng_state()))
 
 
 def load_checkpoint(path: str, map_location="cpu") -> dict:
@@ -290,8 +290,8 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Callable = prin
             f"{ev['support_hits']:.0f}% | lr {lr:.3g}{' linear' if linear else ''} | "
             f"{seconds:.1f} s")
         save_checkpoint(config.checkpoint, model=model, vocab=data["vocab"],
-                        answers=data["answers"], counts=data["counts"], optimizer=opt, epoch=epoch + 1,
-                        history=history, config=config, schedule=schedule)
+                        answers=data["answers"], counts=data["counts"], optimizer=opt,
+                        epoch=epoch + 1, history=history, config=config, schedule=schedule)
     test = evaluate(model, data["encoded"]["test"], device=config.device)
     log(f"test accuracy {test['accuracy']:.2f}% ({len(data['encoded']['test'])} stories), "
         f"support hits {test['support_hits']:.1f}%")
