@@ -273,10 +273,9 @@ def test_bad_model_options():
 def test_support_loss_is_minus_log_mass_on_the_facts():
     scores = [torch.tensor([[1.0, 2.0, 0.5, -math.inf], [0.0, 0.0, 3.0, 1.0]])]
     support = torch.tensor([[True, False, True, False], [False, False, False, False]])
-    mask = torch.tensor([[True, True, True, False], [True] * 4])
     p = torch.softmax(scores[0][0], 0)
     expected = -torch.log(p[0] + p[2])  # the second story knows no fact: left out
-    torch.testing.assert_close(mn.support_loss(scores, support, mask), expected)
+    torch.testing.assert_close(mn.support_loss(scores, support), expected)
 
 
 # ---------------------------------------------------------------------------------------

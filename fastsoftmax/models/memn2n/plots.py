@@ -1,5 +1,6 @@
 """The attention over the memories of one story, per hop."""
 
+import dataclasses
 import os
 
 from ..vocabulary import Vocabulary
@@ -41,7 +42,7 @@ def plot_attention(model, vocab: Vocabulary, answers, story: Story, path: str,
 
     if os.path.exists(path) and not overwrite:
         raise ValueError(f"plot {path} already exists; choose another path or pass --force")
-    story.lines = list(range(1, len(story.sentences) + 2))
+    story = dataclasses.replace(story, lines=list(range(1, len(story.sentences) + 2)))
     res = answer_stories(model, vocab, answers, [story], device=device)[0]
     shown = story.sentences[res["first"]:]
     support = {i - res["first"] for i in story.support}

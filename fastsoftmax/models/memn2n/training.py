@@ -198,10 +198,12 @@ def evaluate(model: MemN2N, items: list, *, batch_size: int = 256, device="cpu")
                 support_hits=100.0 * hits / max(hops, 1))
 
 
-def support_loss(scores: list, support, mask) -> torch.Tensor:
-    """Mean over hops and stories of -log(attention mass on the supporting facts), with the
-    attention the softmax of the scores (also during linear start). Stories whose
-    supporting facts fell out of memory do not count."""
+def support_loss(scores: list, support: torch.Tensor) -> torch.Tensor:
+    """Mean over hops and stories of -log(attention mass on the supporting facts [B, M]),
+    with the attention the softmax of the scores ([B, M] per hop, -inf on padding), also
+    during linear start. Stories whose supporting facts fell out of memory do not count.
+    Every hop is pulled toward the set of facts, not one fact per hop: the generator knows
+    which sentences are needed, not the order a model should read them in."""
     has = support.any(1)
     if not has.any():
         return scores[0].new_zeros(())
@@ -261,7 +263,7 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Callable = prin
             u, _, scores = model.hops_of(b.story, b.mask, b.query, linear)
             loss = model.head(u, b.answer)
             if config.supporting_facts:
-                loss = loss + config.support_weight * support_loss(scores, b.support, b.mask)
+                loss = loss + config.support_weight * support_loss(scores, b.support)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if config.clip > 0:
