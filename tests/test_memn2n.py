@@ -286,15 +286,6 @@ SMALL = dict(task="single", entities=3, locations=4, distractors=2, train_size=5
              batch_size=16, progress=False, force=True)
 
 
-def test_learns_single_supporting_fact_far_above_chance(tmp_path):
-    res = mn.fit(dict(SMALL, checkpoint=str(tmp_path / "m.pt")), log=lambda *a: None)
-    assert res["test"]["accuracy"] > 80.0  # chance: 25% (seeds 0-3 give 95.5-98.5%)
-    state = mn.load_checkpoint(str(tmp_path / "m.pt"))
-    model, vocab, answers = mn.model_from_checkpoint(state)
-    again = mn.evaluate(model, res["data"]["encoded"]["test"])
-    assert again["accuracy"] == pytest.approx(res["test"]["accuracy"])
-
-
 def test_linear_start_drops_the_softmax_for_the_first_epochs_only(tmp_path):
     res = mn.fit(dict(SMALL, train_size=200, test_size=50, epochs=4, linear_start=2,
                       checkpoint=str(tmp_path / "ls.pt")), log=lambda *a: None)
@@ -303,11 +294,13 @@ def test_linear_start_drops_the_softmax_for_the_first_epochs_only(tmp_path):
 
 
 def test_supporting_facts_option_trains_the_attention(tmp_path):
-    base = dict(SMALL, epochs=2, linear_start=0, checkpoint=str(tmp_path / "a.pt"))
+    base = dict(SMALL, train_size=300, test_size=100, epochs=2,
+                checkpoint=str(tmp_path / "a.pt"))
     plain = mn.fit(base, log=lambda *a: None)
     sup = mn.fit(dict(base, supporting_facts=True, checkpoint=str(tmp_path / "b.pt")),
                  log=lambda *a: None)
-    assert sup["test"]["support_hits"] > plain["test"]["support_hits"]
+    # The same data, initialisation and batches: only the extra loss differs.
+    assert sup["test"]["support_hits"] > plain["test"]["support_hits"] + 5  # seed 0: 38 → 58%
 
 
 @pytest.mark.parametrize("output", ["full", "sampled"])
@@ -337,7 +330,7 @@ def train_args(*extra):
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("memn2n") / "m.pt")
-    assert cli.main(train_args("--epochs", "5", "--train-size", "500", "--linear-start", "0",
+    assert cli.main(train_args("--epochs", "5", "--train-size", "500", "--test-size", "200",
                                "--batch-size", "16", "--embed-dim", "16", "--anneal-every", "4",
                                "--checkpoint", path)) == 0
     return path
@@ -348,6 +341,16 @@ def answer(monkeypatch, capsys, ckpt, text, *extra):
     capsys.readouterr()
     code = cli.main(["answer", "--checkpoint", ckpt, *extra])
     return code, capsys.readouterr()
+
+
+def test_learns_single_supporting_fact_far_above_chance(ckpt, capsys):
+    # The fixture's run: 450 stories, 5 epochs (seeds 0-3 of this recipe: 95.5-98.5%).
+    res = mn.evaluate_checkpoint(ckpt)
+    assert res["stories"] == 200 and res["accuracy"] > 80.0  # chance: 25%
+    model, vocab, answers = mn.model_from_checkpoint(mn.load_checkpoint(ckpt))
+    assert answers == ["kitchen", "garden", "bathroom", "office"] and not model.training
+    assert cli.main(["eval", "--checkpoint", ckpt]) == 0
+    assert f"200 test stories: accuracy {res['accuracy']:.2f}%" in capsys.readouterr().out
 
 
 def test_cli_train_checkpoints_beside_the_run_and_resumes(tmp_path, monkeypatch, capsys):
@@ -397,7 +400,7 @@ def test_cli_eval_and_plot_never_overwrite(ckpt, tmp_path, capsys):
     plot = tmp_path / "attention.png"
     assert cli.main(["eval", "--checkpoint", ckpt, "--plot", str(plot)]) == 0
     out = capsys.readouterr().out
-    assert "40 test stories: accuracy" in out and plot.stat().st_size > 0
+    assert "200 test stories: accuracy" in out and plot.stat().st_size > 0
     before = plot.stat().st_mtime_ns
     assert cli.main(["eval", "--checkpoint", ckpt, "--plot", str(plot)]) == 2
     assert "already exists" in capsys.readouterr().err and plot.stat().st_mtime_ns == before
