@@ -64,7 +64,7 @@ def bench_tasks(args, folder, out) -> list:
     for task in args.tasks:
         for supervised in args.supervision:
             sup = supervised == "on"
-            provider = f"memn2n {'supporting-facts' if sup else 'answers only'}"
+            provider = f"memn2n {'supporting-facts per hop' if sup else 'answers only'}"
             rows, results = [], []
             for seed in args.seeds:
                 config = settings(args, task=task, seed=seed, supporting_facts=sup)

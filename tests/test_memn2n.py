@@ -67,6 +67,11 @@ def test_answers_follow_from_the_story_and_from_its_supporting_facts(task):
         assert interpret(s.sentences, s.question) == s.answer
         assert len(s.sentences) - len(s.support) == world.distractors
         assert s.support and len(set(s.support)) == len(s.support)
+        assert s.chain == (task == "two")
+        if task == "two":  # read in order: the object's fact, then its carrier's move
+            first, then = (s.sentences[i] for i in s.support)
+            assert first[-2] == s.question[3] and then[0] == first[0]
+            assert " ".join(then[1:-3]) in mn.data.MOVE
         facts = [s.sentences[i] for i in sorted(s.support)]
         assert interpret(facts, s.question, strict=False) == s.answer
         # For where-questions no fewer sentences would do: without any one fact the answer is
@@ -115,18 +120,18 @@ def test_world_options_shape_the_stories():
 def test_noise_inserts_empty_memories_and_keeps_supporting_facts():
     import random
 
-    item = ([[5, 6], [7], [8, 9], [10]], [3], 1, [0, 2])
+    item = ([[5, 6], [7], [8, 9], [10]], [3], 1, [(0, 1), (2, 2)])
     out = mn.add_noise(item, 0.9, random.Random(0))
     sentences, _, _, support = out
     assert [w for w in sentences if w] == item[0] and len(sentences) > 4
-    assert [sentences[i] for i in support] == [[5, 6], [8, 9]]
+    assert [(sentences[i], r) for i, r in support] == [([5, 6], 1), ([8, 9], 2)]
     b = mn.collate([out, item], memory_size=50)
     assert b.mask[0].sum() == len(sentences) and b.mask[1].sum() == 4
     assert b.story[1, 2].tolist()[:2] == [8, 9]
-    assert b.support[1].nonzero().flatten().tolist() == [0, 2]
+    assert b.support[1, :4].tolist() == [1, 0, 2, 0] and not b.support[1, 4:].any()
     # Keeping only the latest memories drops the oldest sentences, and their facts.
     small = mn.collate([item], memory_size=2)
-    assert small.story.shape[1] == 2 and small.support[0].tolist() == [True, False]
+    assert small.story.shape[1] == 2 and small.support[0].tolist() == [2, 0]
 
 
 # ---------------------------------------------------------------------------------------
@@ -270,12 +275,18 @@ def test_bad_model_options():
         MemN2N(10, 4, output="sampled", num_sampled=16, counts=torch.ones(4))
 
 
-def test_support_loss_is_minus_log_mass_on_the_facts():
-    scores = [torch.tensor([[1.0, 2.0, 0.5, -math.inf], [0.0, 0.0, 3.0, 1.0]])]
-    support = torch.tensor([[True, False, True, False], [False, False, False, False]])
-    p = torch.softmax(scores[0][0], 0)
-    expected = -torch.log(p[0] + p[2])  # the second story knows no fact: left out
-    torch.testing.assert_close(mn.support_loss(scores, support), expected)
+def test_support_loss_is_minus_log_mass_on_each_hops_facts():
+    # Story 0: facts of one rank (a set); story 1: a chain, fact 1 then fact 2; story 2 knows
+    # no fact and is left out.
+    scores = [torch.tensor([[1.0, 2.0, 0.5, -math.inf], [0.0, 0.5, 3.0, 1.0],
+                            [0.0, 0.0, 3.0, 1.0]]) * (k + 1) for k in range(3)]
+    support = torch.tensor([[1, 0, 1, 0], [0, 2, 1, 0], [0, 0, 0, 0]])
+    expected = 0.0
+    for k, s in enumerate(scores):
+        p0, p1 = torch.softmax(s[0], 0), torch.softmax(s[1], 0)
+        chain = 2 if k == 0 else 1  # hop 1 → fact 1 (memory 2); hops 2, 3 → fact 2 (memory 1)
+        expected += (-torch.log(p0[0] + p0[2]) - torch.log(p1[chain])) / 2
+    torch.testing.assert_close(mn.support_loss(scores, support), expected / 3)
 
 
 # ---------------------------------------------------------------------------------------

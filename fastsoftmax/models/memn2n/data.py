@@ -18,7 +18,8 @@ from separate random streams, and test stories equal to a training story are dro
 Batches (B stories, M memories, J words per sentence), memories in story order, padded:
     story [B, M, J] int64, 0 = <pad>     mask [B, M] bool: a real memory
     query [B, J'] int64                   answer [B] int64 (an answer id)
-    support [B, M] bool: supporting facts
+    support [B, M] int64: 0, or the supporting fact's rank in the reading order (1 for every
+                          fact whose order does not matter)
 """
 
 import itertools
@@ -57,6 +58,9 @@ class Story:
     question: List[str]
     answer: str
     support: List[int] = field(default_factory=list)  # indices into sentences
+    # True: `support` is a chain read in that order (task two: the object's fact, then its
+    # carrier's move); False: a set (counting) or a single fact.
+    chain: bool = False
     lines: List[int] = field(default_factory=list)  # input line numbers (parsed stories)
 
 
@@ -134,9 +138,9 @@ def _questions(task: str, s: dict, rng: random.Random):
     elif task == "two":
         for o, p in s["holder"].items():  # carried: where its carrier last went
             out.append((["where", "is", "the", o], s["loc"][p],
-                        sorted([s["grabbed_at"][o], s["last_move"][p]])))
+                        [s["grabbed_at"][o], s["last_move"][p]]))
         for o, where in s["placed"].items():  # dropped: where its carrier was then
-            out.append((["where", "is", "the", o], where, sorted(s["place_support"][o])))
+            out.append((["where", "is", "the", o], where, list(s["place_support"][o])))
     else:
         for p, facts in s["handled"].items():
             if facts:
@@ -158,7 +162,8 @@ def stream(task: str, *, seed: int, world: Optional[World] = None) -> Iterator[S
         fitting = [q for q in _questions(task, state, rng) if len(q[2]) == facts]
         if fitting:
             question, answer, support = rng.choice(fitting)
-            yield Story([w + ["."] for w in sentences], question + ["?"], answer, support)
+            yield Story([w + ["."] for w in sentences], question + ["?"], answer, support,
+                        chain=task == "two")
 
 
 def generate(task: str, count: int, *, seed: int, world: Optional[World] = None) -> List[Story]:
@@ -244,15 +249,16 @@ class Batch:
 
 
 def encode(stories: Sequence[Story], vocab: Vocabulary, answers: Sequence[str]) -> list:
-    """Stories as id lists: (sentences, question, answer id, support). An answer outside
-    `answers` is an error (the head cannot name it)."""
+    """Stories as id lists: (sentences, question, answer id, support as (index, rank) pairs).
+    An answer outside `answers` is an error (the head cannot name it)."""
     index = {w: i for i, w in enumerate(answers)}
     out = []
     for s in stories:
         if s.answer not in index:
             raise ValueError(f"answer {s.answer!r} is not among the model's answers")
         out.append(([vocab.encode(w) for w in s.sentences], vocab.encode(s.question),
-                    index[s.answer], list(s.support)))
+                    index[s.answer],
+                    [(i, r + 1 if s.chain else 1) for r, i in enumerate(s.support)]))
     return out
 
 
@@ -262,7 +268,8 @@ def collate(items: Sequence[tuple], memory_size: int) -> Batch:
     kept = []
     for sentences, question, answer, support in items:
         drop = max(0, len(sentences) - memory_size)
-        kept.append((sentences[drop:], question, answer, [i - drop for i in support if i >= drop]))
+        kept.append((sentences[drop:], question, answer,
+                     [(i - drop, r) for i, r in support if i >= drop]))
     M = max(1, max(len(k[0]) for k in kept))
     J = max([1] + [len(w) for k in kept for w in k[0]])
     Q = max(len(k[1]) for k in kept)
@@ -271,9 +278,10 @@ def collate(items: Sequence[tuple], memory_size: int) -> Batch:
                           for k in kept], dtype=torch.int64).reshape(len(kept), M, J)
     mask = torch.tensor([[True] * len(k[0]) + [False] * (M - len(k[0])) for k in kept])
     query = torch.tensor([k[1] + [0] * (Q - len(k[1])) for k in kept], dtype=torch.int64)
-    support = torch.zeros(len(kept), M, dtype=torch.bool)
+    support = torch.zeros(len(kept), M, dtype=torch.int64)
     for b, k in enumerate(kept):
-        support[b, k[3]] = True
+        for i, rank in k[3]:
+            support[b, i] = rank
     answer = torch.tensor([k[2] for k in kept], dtype=torch.int64)
     return Batch(story, mask, query, answer, support)
 
@@ -295,7 +303,7 @@ def add_noise(item: tuple, fraction: float, rng: random.Random) -> tuple:
         where[i] = len(out)
         out.append(words)
     out += [[] for _ in slots[shift:]]
-    return out, question, answer, [where[i] for i in support]
+    return out, question, answer, [(where[i], r) for i, r in support]
 
 
 def batches(items: Sequence[tuple], batch_size: int, *, memory_size: int, shuffle: bool = False,
