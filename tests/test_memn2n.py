@@ -237,7 +237,7 @@ def test_padding_changes_nothing_and_loss_is_exact_cross_entropy():
     u2, att2 = model.features(pad(pad(b.story, 2, 1), 3, 2), pad(b.mask, 2, 1), pad(b.query, 2, 1))
     torch.testing.assert_close(u, u2)
     assert all((p[:, -2:] == 0).all() for p in att2)
-    logits = u @ model.head.weight.T
+    logits = u @ model.head.linear_weight.T
     loss, _ = model(b.story, b.mask, b.query, b.answer)
     torch.testing.assert_close(loss, torch.nn.functional.cross_entropy(logits, b.answer))
     torch.testing.assert_close(model.log_prob(b.story, b.mask, b.query),

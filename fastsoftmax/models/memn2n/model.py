@@ -100,7 +100,7 @@ class MemN2N(nn.Module):
         """N(0, std) for every weight (the paper's 0.1), padding rows at 0."""
         for p in self.parameters():
             # The 'hs' head keeps its zero start (every answer at its tree prior).
-            if not (self.output == "hs" and p is self.head.weight):
+            if not (self.output == "hs" and p is self.head.linear_weight):
                 nn.init.normal_(p, std=std)
         for e in self.embeddings:
             with torch.no_grad():
