@@ -138,7 +138,7 @@ def test_vocabulary_tree_by_hand(huffman, codes, points):
     if huffman == "word2vec.c":
         assert (codes, points) == R.huffman_reference([5, 3, 2, 2, 1])
     with pytest.raises(AttributeError, match="negative=0"):
-        m.syn1neg
+        _ = m.syn1neg
     with pytest.raises(ValueError, match="huffman"):
         Word2Vec(hs=1, huffman="fano")
 
