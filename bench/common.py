@@ -23,6 +23,8 @@ import time
 
 import torch
 
+from fastsoftmax._atomic import atomic_open
+
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 SCHEMA = ["time", "device", "command", "case", "provider", "shape", "metric", "value"]
 
@@ -115,10 +117,17 @@ def command_line() -> str:
 
 def append_rows(path: str, rows: list, fields=None) -> str:
     """Append `rows` (dicts) to the CSV at `path`, writing the header when the file is new.
-    Columns are `fields` (default: the first row's keys); a missing value is left blank."""
+    Columns are `fields` (default: the first row's keys); a missing value is left blank.
+    The file is rewritten atomically (old rows, then the new ones), so a killed benchmark
+    never leaves a half-written row."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     new = not os.path.exists(path)
-    with open(path, "a", newline="") as f:
+    old = b""
+    if not new:
+        with open(path, "rb") as f:
+            old = f.read()
+    with atomic_open(path, "w", newline="") as f:
+        f.buffer.write(old)
         writer = csv.DictWriter(f, fieldnames=list(fields or rows[0]), restval="")
         if new:
             writer.writeheader()

@@ -24,6 +24,7 @@ from typing import List, Optional
 
 import torch
 
+from .._atomic import atomic_open
 from ..models import lm
 from ..nn import HEADS
 from . import add_run_options, add_threads, given_options, new_parser, positive_int, run
@@ -84,7 +85,7 @@ def cmd_compare(args, argv) -> None:
         lm.plot_runs(runs, args.plot, title, overwrite=True)
         print(f"wrote {args.plot}")
     if args.json:
-        with open(args.json, "w") as f:
+        with atomic_open(args.json, "w") as f:
             json.dump({label: h for label, h in runs}, f, indent=1)
 
 

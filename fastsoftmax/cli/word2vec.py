@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 
+from .._atomic import atomic_write
 from ..models.text import CorpusDecodeError, LineSentence
 from ..models.word2vec import Word2Vec
 
@@ -152,16 +153,8 @@ def _progress_bar(quiet: bool):
 
 def _write_atomically(path: str, write) -> None:
     """Writes through a temporary file in the same folder, renamed over `path` at the end:
-    an interrupted run never leaves half a file."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".w2v-")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    an interrupted run never leaves half a file (fastsoftmax._atomic)."""
+    atomic_write(path, write)
 
 
 def run(args) -> int:

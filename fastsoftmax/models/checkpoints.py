@@ -9,6 +9,8 @@ from typing import Optional
 
 import torch
 
+from .._atomic import atomic_path
+
 FORMAT = "fastsoftmax-checkpoint"
 VERSION = 1
 KIND_NAMES = {"lm": "language-model", "seq2seq": "seq2seq", "memn2n": "memory-network"}
@@ -16,12 +18,11 @@ KIND_NAMES = {"lm": "language-model", "seq2seq": "seq2seq", "memn2n": "memory-ne
 
 def save_checkpoint(path: str, kind: str, state: dict) -> str:
     """Write `state` with the format, kind and version tags; a crash never leaves half a file
-    at `path` (the bytes go to a temporary file renamed over it)."""
+    at `path` (fastsoftmax._atomic: temporary file, fsync, rename)."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    torch.save(dict(state, format=FORMAT, kind=kind, version=VERSION), tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(dict(state, format=FORMAT, kind=kind, version=VERSION), tmp)
     return path
 
 

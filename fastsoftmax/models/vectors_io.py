@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from .._atomic import atomic_open
+
 FORMAT_VERSION = 1
 
 
@@ -153,7 +155,7 @@ def save_word2vec_format(kv, path, binary=False, write_header=True):
         if not w or any(ch.isspace() for ch in w):
             raise ValueError(f"cannot save key {w!r}: keys must be non-empty, without spaces")
     vectors = np.ascontiguousarray(kv.vectors, dtype="<f4")
-    with open(path, "wb") as f:
+    with atomic_open(path, "wb") as f:
         if write_header:
             f.write(f"{V} {D}\n".encode("utf8"))
         if binary:
@@ -285,7 +287,7 @@ def save_npz(path: str, arrays: dict, meta: dict) -> None:
     arrays = dict(arrays)
     arrays["meta"] = encode_json({"format": FORMAT_VERSION, **meta})
     # Write to the exact path given (np.savez would append .npz to a path without it).
-    with open(path, "wb") as f:
+    with atomic_open(path, "wb") as f:
         np.savez(f, **arrays)
 
 

@@ -4,6 +4,8 @@ time (where the sampled heads' speed shows)."""
 import os
 from typing import List, Sequence, Tuple
 
+from ..._atomic import atomic_path
+
 
 def runs_figure(runs: Sequence[Tuple[str, List[dict]]], title: str):
     """A matplotlib figure with one curve per (label, history) pair, history rows holding
@@ -51,6 +53,7 @@ def plot_runs(runs: Sequence[Tuple[str, List[dict]]], path: str, title: str,
     fig = runs_figure(runs, title)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:  # the format from path's extension, not the temporary's
+        fig.savefig(tmp, dpi=120, format=os.path.splitext(path)[1][1:] or None)
     plt.close(fig)
     return path

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..._atomic import atomic_path
 from ..vocabulary import Vocabulary
 from .data import EOS, Batch, decode_output, detokenize, tokenize
 from .model import Seq2Seq
@@ -158,6 +159,7 @@ def save_heatmap(
     ax.set_title(f"attention of {detokenize(src_toks, task)!r}")
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:  # the format from path's extension, not the temporary's
+        fig.savefig(tmp, dpi=120, format=os.path.splitext(path)[1][1:] or None)
     plt.close(fig)
     return detokenize(decode_output(tgt_vocab, row), task)

@@ -1,0 +1,83 @@
+"""Atomic file writes: every file fastsoftmax writes (checkpoints, vector files, models, plots,
+benchmark CSVs) goes through here, so that a crash, a SIGKILL or a full disk at any moment
+leaves either the old file or the complete new one at the path, never half of one.
+
+The bytes go to a hidden temporary file in the same folder (same file system, so the rename
+cannot copy), which is flushed and fsync'ed, then renamed over the path with os.replace (an
+atomic rename on POSIX and Windows), and the folder is fsync'ed so that the rename itself
+survives a power cut. On an exception the temporary file is removed and the path untouched.
+A process killed mid-write leaves its temporary file (.NAME.*.tmp) behind; nothing reads it.
+"""
+
+import contextlib
+import os
+import tempfile
+from typing import Callable, Iterator
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_folder(folder: str) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # a platform that cannot open folders (Windows): nothing to sync
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+    """Yields a temporary path to write in full; on a clean exit it replaces `path`.
+
+        with atomic_path("model.pt") as tmp:
+            torch.save(state, tmp)
+
+    The new file gets the permissions of the file it replaces, or those a plain open() would
+    give (0666 less the umask), not mkstemp's 0600."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path} is a directory; give a file name")
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield tmp
+        mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else 0o666 & ~_umask()
+        os.chmod(tmp, mode)
+        with open(tmp, "rb+") as f:  # the writer may have closed its own handle: sync here
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    _fsync_folder(folder)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str, mode: str = "wb", **kwargs):
+    """open(temporary, mode) whose file replaces `path` when the block ends without error.
+    `mode` is a write mode ('w', 'wb', 'w+', ...)."""
+    if not mode.startswith("w"):
+        raise ValueError(f"atomic_open writes a whole new file: mode must start with 'w', "
+                         f"got {mode!r}")
+    with atomic_path(path) as tmp:
+        with open(tmp, mode, **kwargs) as f:
+            yield f
+            f.flush()
+
+
+def atomic_write(path: str, write: Callable[[str], None]) -> str:
+    """write(temporary_path) writes the whole file, which then replaces `path`."""
+    with atomic_path(path) as tmp:
+        write(tmp)
+    return path
