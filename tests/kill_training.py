@@ -1,0 +1,148 @@
+"""Kill-safety of checkpoints, run by tests/test_kill_safety.py as its own process:
+
+    python tests/kill_training.py WORKDIR [KILLS] [SEED]
+
+`fastsoftmax-lm train` (cli.lm.main, the command line's code) checkpoints after every step
+(--save-every 1) in a child process, which is SIGKILLed KILLS times: half at a random moment,
+half the instant a checkpoint's temporary file appears, i.e. in the middle of torch.save. After
+every kill the checkpoint at the path, if any, must load, and must be at least as far as the
+one before; the next child resumes from it (--resume). A last child runs to the end, and its
+model must be bit-identical to a run never interrupted. Prints one JSON line of counts.
+
+Children are forked from this process (torch imported once, one intra-op thread so no
+OpenMP pool crosses the fork) instead of started as new interpreters: 20 interpreter starts
+would take most of a minute on a busy two-core machine, for nothing the kill tests.
+"""
+
+import json
+import os
+import random
+import signal
+import sys
+import time
+
+import torch
+
+torch.set_num_threads(1)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch._dynamo  # noqa: E402,F401  (torch.optim imports it on first use: seconds, once)
+from fastsoftmax.cli import lm as cli  # noqa: E402
+from fastsoftmax.models import lm  # noqa: E402
+
+# Big enough that torch.save takes a few milliseconds (a target to hit), small enough to train
+# fast: embedding + output layer of a 2,000-word vocabulary, with Adam's two moments.
+TRAIN_OPTIONS = ["--embed-dim", "48", "--hidden-size", "48", "--batch-size", "4", "--bptt", "6",
+                 "--optimizer", "adam", "--epochs", "2", "--save-every", "1", "--no-progress"]
+
+
+def write_corpus(folder: str, seed: int = 0, vocab: int = 2000) -> str:
+    rng = random.Random(seed)
+    os.makedirs(folder, exist_ok=True)
+    for split, n in (("train", 1200), ("valid", 60), ("test", 60)):
+        words = [f"w{rng.randrange(vocab)}" for _ in range(n)]
+        lines = [" ".join(words[i:i + 8]) for i in range(0, n, 8)]
+        with open(os.path.join(folder, f"{split}.txt"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return folder
+
+
+def fork_training(argv) -> int:
+    pid = os.fork()
+    if pid == 0:  # the child: the command line's main, output silenced
+        code = 1
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
+            code = cli.main(argv)
+        finally:
+            os._exit(code)
+    return pid
+
+
+def temporaries(folder: str, name: str) -> set:
+    return {f for f in os.listdir(folder) if f.startswith(f".{name}.") and f.endswith(".tmp")}
+
+
+def progress(path: str):
+    """(steps taken, finished epochs) of the checkpoint at `path`; it must load."""
+    state = lm.load_checkpoint(path)
+    done = sum(h["steps"] for h in state["history"])
+    if state["position"] is not None:
+        done += state["position"]["totals"]["steps"]
+    return done, state["epoch"]
+
+
+def main(work: str, kills: int = 20, seed: int = 0) -> dict:
+    rng = random.Random(seed)
+    data = write_corpus(os.path.join(work, "data"), seed)
+    ckpt = os.path.join(work, "killed.pt")
+    fresh = ["train", "--data", data, "--checkpoint", ckpt, *TRAIN_OPTIONS]
+    resume = ["train", "--resume", ckpt, "--checkpoint", ckpt, "--no-progress"]
+    counts = dict(kills=0, mid_write=0, before_first_checkpoint=0, loads=0, resumed_from=0)
+    last, clock = (0, 0), time.monotonic()
+    for i in range(kills):
+        started_from = os.path.exists(ckpt)
+        before = temporaries(work, "killed.pt")
+        pid = fork_training(resume if started_from else fresh)
+        if i % 2 == 0:  # a random moment
+            time.sleep(rng.uniform(0.02, 0.6))
+            target = None
+        else:  # the instant the k-th checkpoint write of this child has begun
+            k, seen, target = rng.randint(1, 6), set(before), None
+            deadline = time.monotonic() + 30
+            while target is None and time.monotonic() < deadline:
+                new = temporaries(work, "killed.pt") - seen
+                if new:
+                    k -= 1
+                    seen |= new
+                    if k == 0:
+                        target = new.pop()
+                time.sleep(0.0002)
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        if not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL):
+            raise AssertionError(f"kill {i + 1}: the run ended by itself (status {status}) "
+                                 "before it was killed; make it longer")
+        counts["kills"] += 1
+        counts["resumed_from"] += started_from
+        if target is not None and os.path.exists(os.path.join(work, target)):
+            counts["mid_write"] += 1  # killed before the temporary was renamed
+        if not os.path.exists(ckpt):
+            counts["before_first_checkpoint"] += 1
+            continue
+        now = progress(ckpt)  # raises if the last complete checkpoint does not load
+        counts["loads"] += 1
+        if now < last:
+            raise AssertionError(f"kill {i + 1}: the checkpoint went back from {last} to {now}")
+        last = now
+    counts["kill_seconds"], clock = round(time.monotonic() - clock, 1), time.monotonic()
+    counts["steps_at_last_kill"] = last[0]
+    pid = fork_training(resume if os.path.exists(ckpt) else fresh)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise AssertionError(f"the final resumed run failed with status {status}")
+
+    counts["final_run_seconds"], clock = round(time.monotonic() - clock, 1), time.monotonic()
+    straight = os.path.join(work, "straight.pt")
+    pid = fork_training(["train", "--data", data, "--checkpoint", straight, *TRAIN_OPTIONS])
+    if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
+        raise AssertionError("the uninterrupted run failed")
+    counts["straight_run_seconds"] = round(time.monotonic() - clock, 1)
+    a, b = lm.load_checkpoint(straight), lm.load_checkpoint(ckpt)
+    for key in a["model"]:
+        if not torch.equal(a["model"][key], b["model"][key]):
+            raise AssertionError(f"after {kills} kills the resumed model differs at {key}")
+    if progress(ckpt) != progress(straight):
+        raise AssertionError(f"resumed run at {progress(ckpt)}, the uninterrupted one at "
+                             f"{progress(straight)}")
+    counts["leftover_temporaries"] = len(temporaries(work, "killed.pt"))
+    counts["checkpoint_bytes"] = os.path.getsize(ckpt)
+    return counts
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    result = main(args[0], *(int(a) for a in args[1:]))
+    print(json.dumps(result))
