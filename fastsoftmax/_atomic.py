@@ -81,3 +81,24 @@ def atomic_write(path: str, write: Callable[[str], None]) -> str:
     with atomic_path(path) as tmp:
         write(tmp)
     return path
+
+
+def check_writable(path: str, what: str = "output") -> None:
+    """ValueError now, before any work, if `path` could not be written later: it is a folder,
+    a file stands where one of its folders should be, or its nearest existing folder takes no
+    new files (missing folders below that one are created when the file is written)."""
+    path = os.path.abspath(os.fspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"{what} {path} is a directory; give a file name")
+    existing = os.path.dirname(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ValueError(f"cannot write {what} {path}: {existing} is not a folder")
+    try:  # the only reliable test (permissions, read-only or special file systems, root)
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=".fastsoftmax-write-check-")
+    except OSError as exc:
+        raise ValueError(f"cannot write {what} {path}: folder {existing} takes no new files "
+                         f"({exc.strerror})") from None
+    os.close(fd)
+    os.remove(probe)

@@ -40,13 +40,40 @@ def given_options(build: Callable[[], argparse.ArgumentParser], command: str,
 
 
 def run(func: Callable, args) -> int:
-    """func(args) with the errors a user can cause reported as one line: exit status 2."""
+    """func(args) with the errors a user can cause reported as one line: exit status 2. File
+    system errors (a full disk, permissions) are the user's to fix too."""
     try:
+        check_device(getattr(args, "device", None))
         func(args)
-    except (FileNotFoundError, ValueError) as exc:
+    except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def check_device(name) -> None:
+    """ValueError for a --device torch does not know, or cuda on a machine without it."""
+    if name is None:
+        return
+    import torch
+
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"--device {name!r} is not a device; use cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: CUDA is not available on this machine (no GPU or a "
+                         f"CPU-only torch); use --device cpu")
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
+    return value
 
 
 def positive_int(text: str) -> int:

@@ -24,10 +24,11 @@ from typing import List, Optional
 
 import torch
 
-from .._atomic import atomic_open
+from .._atomic import atomic_open, check_writable
 from ..models import lm
 from ..nn import HEADS
-from . import add_run_options, add_threads, given_options, new_parser, positive_int, run
+from . import (add_run_options, add_threads, given_options, new_parser, non_negative_int,
+               positive_int, run)
 
 OOV_WARNING = 0.05
 
@@ -70,6 +71,9 @@ def cmd_compare(args, argv) -> None:
                          f"--force to overwrite it")
     if args.json and os.path.exists(args.json) and not args.force:
         raise ValueError(f"{args.json} already exists; choose another --json or pass --force")
+    for path, what in ((args.plot, "plot"), (args.json, "--json file")):
+        if path:  # both before either is written
+            check_writable(path, what)
     runs = []
     for i, path in enumerate(args.runs):
         state = lm.load_checkpoint(path)
@@ -129,7 +133,7 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
     t.add_argument("--max-steps", type=positive_int, default=d.max_steps,
                    help="total optimiser steps of the whole run (resumed ones included): "
                         "training stops there, mid-epoch if need be")
-    t.add_argument("--save-every", type=int, default=d.save_every, metavar="STEPS",
+    t.add_argument("--save-every", type=non_negative_int, default=d.save_every, metavar="STEPS",
                    help="also checkpoint every STEPS steps within an epoch (0: epoch ends only)")
     t.add_argument("--batch-size", type=positive_int, default=d.batch_size,
                    help="global batch (streams)")

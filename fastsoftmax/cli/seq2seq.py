@@ -25,7 +25,9 @@ from collections.abc import Sequence
 
 import torch
 
+from .._atomic import check_writable
 from ..models import seq2seq as s2s
+from ..models.checkpoints import refuse_overwrite
 from ..nn import HEADS
 from . import add_run_options, add_threads, given_options, new_parser, positive_int, run
 
@@ -34,6 +36,7 @@ def cmd_train(args, argv) -> None:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)
     given = given_options(build_parser, "train", argv)
     fields = {k: v for k, v in vars(args).items() if k in s2s.TrainConfig.__dataclass_fields__}
+    refuse_overwrite(args.heatmap, "heatmap", "--heatmap", args.force)  # before training
     res = s2s.fit(s2s.TrainConfig(**fields), given=given & set(fields), log=log)
     if args.heatmap:
         _heatmap(res["model"], res["data"], args.heatmap, args.heatmap_index,
@@ -84,6 +87,7 @@ def cmd_eval(args, argv) -> None:
 def _heatmap(model, data, path, index, device, log, force):
     import os
 
+    check_writable(path, "heatmap")
     if os.path.exists(path) and not force:
         raise ValueError(f"heatmap {path} already exists; choose another --heatmap or pass "
                          f"--force to overwrite it")

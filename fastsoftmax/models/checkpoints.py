@@ -9,7 +9,7 @@ from typing import Optional
 
 import torch
 
-from .._atomic import atomic_path
+from .._atomic import atomic_path, check_writable
 
 FORMAT = "fastsoftmax-checkpoint"
 VERSION = 1
@@ -111,8 +111,12 @@ def default_path(kind: str, output: str) -> str:
 
 def refuse_overwrite(path: str, what: str, option: str, force: bool,
                      resume: Optional[str] = None) -> None:
-    """ValueError if `path` exists (and is not the file being resumed) and not `force`."""
-    if not path or not os.path.exists(path) or force:
+    """ValueError if `path` exists (and is not the file being resumed) and not `force`, or if
+    it cannot be written (said now, not after training)."""
+    if not path:
+        return
+    check_writable(path, what)
+    if not os.path.exists(path) or force:
         return
     if resume is not None and os.path.exists(resume) and os.path.samefile(path, resume):
         return

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import zipfile
 
 import numpy as np
 
@@ -292,10 +293,24 @@ def save_npz(path: str, arrays: dict, meta: dict) -> None:
 
 
 def load_npz(path: str, classes) -> tuple:
-    """(dict of arrays, meta) of a file written by save_npz whose class is in `classes`."""
-    with np.load(path, allow_pickle=False) as z:
-        arrays = {k: np.array(z[k]) for k in z.files}
-    meta = decode_json(arrays.pop("meta"))
+    """(dict of arrays, meta) of a file written by save_npz whose class is in `classes`; a
+    ValueError naming the file for anything else (a pickle is refused, never unpickled)."""
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic[:1] == b"\x80":  # pickle protocol 2+
+        raise ValueError(f"{path} is a Python pickle: fastsoftmax never unpickles (it can run "
+                         "code); save the model with fastsoftmax's save() and load that")
+    if magic not in (b"PK\x03\x04", b"PK\x05\x06"):
+        raise ValueError(f"{path} is not an .npz file written by save() (it does not start "
+                         f"like a zip archive: {magic!r})")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: np.array(z[k]) for k in z.files}
+        meta = decode_json(arrays.pop("meta"))
+    except (zipfile.BadZipFile, EOFError, KeyError, ValueError) as exc:
+        reason = f"no {exc} entry" if isinstance(exc, KeyError) else str(exc)
+        raise ValueError(f"{path} cannot be read as a model saved by fastsoftmax (truncated, "
+                         f"damaged or written by another program: {reason})") from None
     if meta.get("class") not in classes:
         raise ValueError(f"{path} holds a {meta.get('class')!r}, expected one of {classes}")
     if meta.get("format") != FORMAT_VERSION:
