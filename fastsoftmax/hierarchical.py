@@ -13,6 +13,7 @@ normalised and its loss -log p(c | h) is the same in training and evaluation, at
 cost per row with a Huffman tree.
 """
 
+import math
 from typing import Optional
 
 import torch
@@ -64,7 +65,7 @@ def _hierarchical_softmax(input, weight, target, tree, reduction, ignore_index, 
                           class_weight=None):
     _check_args(input, weight, target, tree, reduction)
     class_weight = check_class_weight(class_weight, tree.num_classes, input.device)
-    h = input.reshape(-1, input.shape[-1])
+    h = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])  # not -1: D may be 0
     t = target.reshape(-1)
     loss, _, _ = ops.hierarchical_softmax_forward(h, weight, t, tree.links, tree.max_depth,
                                                   int(ignore_index), bool(sparse))

@@ -1,6 +1,7 @@
 """Named regression tests, one per failure the property-based tests found (README,
 "Reliability"). Each reproduces the smallest failing input hypothesis reported."""
 
+import math
 import os
 import subprocess
 import sys
@@ -59,6 +60,22 @@ def test_losses_with_zero_features(kind):
         ref = ref_fn(h, w, None, target[:, None], sampled[0], sampled[1][:, None], sampled[2],
                      kind == "softmax")
     torch.testing.assert_close(loss, ref)
+
+
+@pytest.mark.parametrize("lead", [(), (2,), (0,)])
+def test_hierarchical_softmax_with_zero_features(lead):
+    """input [0] with target () (one row of D = 0 features, weight [V - 1, 0]) raised a
+    RuntimeError from reshape(-1, 0); every path logit is then 0 and each row's loss is its
+    code length times log 2."""
+    tree = fs.ClassTree.huffman(torch.tensor([3, 1, 1]))
+    h = torch.empty(lead + (0,), dtype=torch.float64, requires_grad=True)
+    w = torch.empty(2, 0, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([0, 2][:lead[0]] if lead else 2, dtype=torch.int64)
+    loss = fs.hierarchical_softmax_loss(h, w, target, tree, reduction="none")
+    ref = R.hierarchical_softmax_reference(h.reshape(target.numel(), 0), w, target.reshape(-1),
+                                           *tree.paths()).reshape(lead)
+    torch.testing.assert_close(loss, ref)
+    torch.testing.assert_close(loss, tree.lengths[target].double() * math.log(2.0))
 
 
 def test_target_with_zero_columns_is_a_value_error():
