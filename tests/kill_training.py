@@ -1,4 +1,4 @@
-"""Kill-safety of checkpoints, run by tests/test_kill_safety.py as its own process:
+"""Kill-safety of checkpoints, run by tests/test_atomic_files.py as its own process:
 
     python tests/kill_training.py WORKDIR [KILLS] [SEED]
 
@@ -33,7 +33,11 @@ from fastsoftmax.models import lm  # noqa: E402
 # Big enough that torch.save takes a few milliseconds (a target to hit), small enough to train
 # fast: embedding + output layer of a 2,000-word vocabulary, with Adam's two moments.
 TRAIN_OPTIONS = ["--embed-dim", "48", "--hidden-size", "48", "--batch-size", "4", "--bptt", "6",
-                 "--optimizer", "adam", "--epochs", "2", "--save-every", "1", "--no-progress"]
+                 "--optimizer", "adam", "--save-every", "1", "--no-progress"]
+# The killed runs aim at more epochs than they can reach, so none ends before its kill however
+# fast the machine; --epochs may change on resume, so the last run stops after the epoch under
+# way, and the uninterrupted run trains that many epochs.
+ENDLESS = ["--epochs", "1000"]
 
 
 def write_corpus(folder: str, seed: int = 0, vocab: int = 2000) -> str:
@@ -85,7 +89,7 @@ def main(work: str, kills: int = 20, seed: int = 0) -> dict:
     for i in range(kills):
         started_from = os.path.exists(ckpt)
         before = temporaries(work, "killed.pt")
-        pid = fork_training(resume if started_from else fresh)
+        pid = fork_training((resume if started_from else fresh) + ENDLESS)
         if i % 2 == 0:  # a random moment
             time.sleep(rng.uniform(0.02, 0.6))
             target = None
@@ -119,14 +123,16 @@ def main(work: str, kills: int = 20, seed: int = 0) -> dict:
         last = now
     counts["kill_seconds"], clock = round(time.monotonic() - clock, 1), time.monotonic()
     counts["steps_at_last_kill"] = last[0]
-    pid = fork_training(resume if os.path.exists(ckpt) else fresh)
+    epochs = ["--epochs", str(last[1] + 1)]
+    pid = fork_training((resume if os.path.exists(ckpt) else fresh) + epochs)
     _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise AssertionError(f"the final resumed run failed with status {status}")
 
     counts["final_run_seconds"], clock = round(time.monotonic() - clock, 1), time.monotonic()
     straight = os.path.join(work, "straight.pt")
-    pid = fork_training(["train", "--data", data, "--checkpoint", straight, *TRAIN_OPTIONS])
+    pid = fork_training(["train", "--data", data, "--checkpoint", straight, *TRAIN_OPTIONS,
+                         *epochs])
     if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
         raise AssertionError("the uninterrupted run failed")
     counts["straight_run_seconds"] = round(time.monotonic() - clock, 1)
