@@ -15,7 +15,7 @@ Every row asserts all the guarantees of the README's "Guarantees" section:
 Adding a row: append `api(what, entry, call, ErrorType, phrase)` (call receives the Files
 object: f["name"] is an input file, f.out / f.unwritable / f.a_file are paths to write to) or
 `command(what, prog, argv, phrase)` (argv strings may name {in}, {out}, {unwritable} and
-{a_file}; prog is a key of COMMANDS).
+{a_file}; prog is a key of COMMANDS, where a new command line's main goes).
 """
 
 import hashlib

@@ -3,7 +3,8 @@ op passed, dtypes and memory layouts.
 
 FASTSOFTMAX_FUZZ_PROFILE picks the profile:
   ci   (default) fixed seed (derandomize), no example database, 220 examples per property:
-       the same examples on every run, so CI is repeatable.
+       the same examples on every run, so CI is repeatable. The emulated-CUDA properties
+       (test_fuzz_cuda_emu.py) take a tenth of a profile's examples, at least 10.
   fuzz random examples, 10,000 per property, failures kept in .hypothesis/ and replayed
        first on the next run (`make fuzz`).
 FASTSOFTMAX_FUZZ_EXAMPLES overrides the number of examples per property of either profile.
