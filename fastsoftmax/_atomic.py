@@ -47,7 +47,11 @@ def atomic_path(path: str) -> Iterator[str]:
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path} is a directory; give a file name")
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
+                                   suffix=".tmp")
+    except OSError as exc:  # name the file asked for, not the temporary one
+        raise type(exc)(exc.errno, f"cannot write {path}: {exc.strerror}") from None
     os.close(fd)
     try:
         yield tmp
