@@ -13,6 +13,7 @@ import torch
 import fastsoftmax as fs
 import reference as R
 from fastsoftmax import functional as FF
+from fastsoftmax import ops
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -76,6 +77,24 @@ def test_hierarchical_softmax_with_zero_features(lead):
                                            *tree.paths()).reshape(lead)
     torch.testing.assert_close(loss, ref)
     torch.testing.assert_close(loss, tree.lengths[target].double() * math.log(2.0))
+
+
+def test_unique_expected_count_of_a_class_below_float64_resolution():
+    """p = 2.6e-16 with unique sampling (11 tries): the expected count 1 - (1 - p)^11 is 11 p;
+    computed naively in float64 (1 - p rounds to 1 - 2.2e-16) it is 16% off. The library's
+    -expm1(tries log1p(-p)) was right; the reference was not, and now computes it with 50
+    digits. Both are checked here."""
+    sampler = fs.AliasSampler(torch.tensor([3e-16, 0.88, 0.12], dtype=torch.float64))
+    true = torch.tensor([[0]])
+    out = sampler.candidates(true, 2, unique=True, generator=torch.Generator().manual_seed(0))
+    key = int(ops.draw_seed(torch.Generator().manual_seed(0), torch.device("cpu")))
+    prob, alias = sampler._table
+    _, tries = R.unique_reference(ops.KIND_ALIAS, key, 3, 2, prob.numpy(), alias.numpy())
+    assert tries > 2  # rejections happened, so the unique formula applies
+    p = sampler._prob_of(true).double()
+    exact = tries * p * (1 - (tries - 1) / 2 * p)  # the binomial series, to p^2
+    torch.testing.assert_close(out.true_expected_count.double(), exact, rtol=1e-6, atol=0)
+    torch.testing.assert_close(R.expected_count(p, 2, tries, True), exact, rtol=1e-12, atol=0)
 
 
 def test_target_with_zero_columns_is_a_value_error():
