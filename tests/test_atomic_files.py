@@ -3,6 +3,7 @@ training SIGKILLed 20 times, mid-checkpoint-write included (tests/kill_training.
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -69,6 +70,8 @@ def test_plots_are_written_in_the_format_of_their_name(tmp_path):
     assert listing(tmp_path) == ["ppl.png", "ppl.svg"]
 
 
+@pytest.mark.skipif(not hasattr(os, "fork") or not hasattr(signal, "SIGKILL"),
+                    reason="forks children and kills them with SIGKILL (POSIX)")
 def test_training_killed_20_times_always_leaves_a_checkpoint_that_loads_and_resumes(tmp_path):
     """SIGKILL at random moments and the instant a checkpoint write has begun: the last
     complete checkpoint loads every time, and resuming after every kill ends bit-identical
