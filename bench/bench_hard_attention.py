@@ -39,6 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from common import sync, write_results  # noqa: E402
 
+from fastsoftmax._atomic import atomic_path  # noqa: E402
 from fastsoftmax.models import seq2seq as s2s  # noqa: E402
 
 DATA = os.environ.get(
@@ -205,7 +206,8 @@ def heatmap(path, task, soft, hard, data, device):
     axes[2].set_title(f"hard: choice frequency, {len(examples)} held-out")
     fig.suptitle(f"{task}: {pairs[index][0].strip()!r}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:  # the format from path's extension, not the temporary's
+        fig.savefig(tmp, dpi=110, format=os.path.splitext(path)[1][1:] or None)
     plt.close(fig)
 
 
