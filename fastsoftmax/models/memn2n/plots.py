@@ -3,6 +3,7 @@
 import dataclasses
 import os
 
+from ..._atomic import atomic_path
 from ..vocabulary import Vocabulary
 from .data import Story
 
@@ -54,6 +55,7 @@ def plot_attention(model, vocab: Vocabulary, answers, story: Story, path: str,
 
     fig = attention_figure(labels, res["attention"], title)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:  # the format from path's extension, not the temporary's
+        fig.savefig(tmp, dpi=120, format=os.path.splitext(path)[1][1:] or None)
     plt.close(fig)
     return res
