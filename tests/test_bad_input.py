@@ -1,6 +1,6 @@
 """The bad-input matrix: one table, one row per bad input, covering every public entry point
 (samplers, functionals, nn modules, the Word2Vec / KeyedVectors loaders and savers, and the
-lm, seq2seq and word2vec command lines).
+lm, seq2seq, word2vec and memn2n command lines).
 
 Every row asserts all the guarantees of the README's "Guarantees" section:
   * a clear error: the exception type and a phrase of its message; for a command line a
@@ -14,14 +14,16 @@ Every row asserts all the guarantees of the README's "Guarantees" section:
 
 Adding a row: append `api(what, entry, call, ErrorType, phrase)` (call receives the Files
 object: f["name"] is an input file, f.out / f.unwritable / f.a_file are paths to write to) or
-`command(what, prog, argv, phrase)` (argv strings may name {in}, {out}, {unwritable} and
-{a_file}; prog is a key of COMMANDS, where a new command line's main goes).
+`command(what, prog, argv, phrase, stdin=None)` (argv strings may name {in}, {out},
+{unwritable} and {a_file}; prog is a key of COMMANDS, where a new command line's main goes;
+stdin is the text the command reads there).
 """
 
 import hashlib
 import io
 import os
 import pickle
+import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
@@ -32,12 +34,13 @@ import torch
 
 import fastsoftmax as fs
 from fastsoftmax.cli import lm as lm_cli
+from fastsoftmax.cli import memn2n as mn_cli
 from fastsoftmax.cli import seq2seq as s2s_cli
 from fastsoftmax.cli import word2vec as w2v_cli
 from fastsoftmax.models import KeyedVectors, Word2Vec
 
 COMMANDS = {"fastsoftmax-lm": lm_cli.main, "fastsoftmax-seq2seq": s2s_cli.main,
-            "fastsoftmax-word2vec": w2v_cli.main}
+            "fastsoftmax-word2vec": w2v_cli.main, "fastsoftmax-memn2n": mn_cli.main}
 SENTINELS = ("existing.pt", "existing.png", "existing.txt", "existing.json", "existing.npz")
 
 
@@ -49,6 +52,7 @@ class Row:
     phrase: str                    # a phrase the message must hold
     call: Optional[Callable] = None          # api rows: call(files)
     argv: Optional[Sequence[str]] = None     # command rows
+    stdin: Optional[str] = None              # command rows: what they read on stdin
 
     @property
     def id(self) -> str:
@@ -59,8 +63,8 @@ def api(what, entry, call, error, phrase) -> Row:
     return Row(what, entry, error, phrase, call=call)
 
 
-def command(what, prog, argv, phrase) -> Row:
-    return Row(what, prog, SystemExit, phrase, argv=(prog, *argv))
+def command(what, prog, argv, phrase, stdin=None) -> Row:
+    return Row(what, prog, SystemExit, phrase, argv=(prog, *argv), stdin=stdin)
 
 
 def t(*values, dtype=None):
@@ -75,6 +79,8 @@ LM = ("--embed-dim", "8", "--hidden-size", "8", "--batch-size", "4", "--bptt", "
       "--epochs", "1", "--no-progress")
 S2S = ("--epochs", "1", "--hidden-size", "8", "--embed-dim", "8", "--no-progress")
 W2V = ("-size", "8", "-iter", "1", "-min-count", "1", "-threads", "1", "-quiet")
+MN = ("--train-size", "40", "--test-size", "10", "--epochs", "1", "--embed-dim", "8",
+      "--no-progress")
 
 ROWS = [
     # --- samplers --------------------------------------------------------------------------
@@ -369,6 +375,51 @@ ROWS = [
     command("eval with an existing --heatmap", "fastsoftmax-seq2seq",
             ["eval", "--checkpoint", "{in}/s2s.pt", "--heatmap", "{out}/existing.png"],
             "already exists"),
+    command("--attention-mode hard without a score", "fastsoftmax-seq2seq",
+            ["train", "--data", "{in}/pairs.tsv", "--attention", "none", "--attention-mode",
+             "hard", "--checkpoint", "{out}/new.pt", *S2S], "hard attention"),
+    command("a negative --entropy-bonus", "fastsoftmax-seq2seq",
+            ["train", "--data", "{in}/pairs.tsv", "--attention-mode", "hard",
+             "--entropy-bonus", "-1", "--checkpoint", "{out}/new.pt", *S2S], "entropy"),
+    command("--resume switching to --attention-mode hard", "fastsoftmax-seq2seq",
+            ["train", "--resume", "{in}/s2s.pt", "--attention-mode", "hard"],
+            "--attention-mode hard"),
+    # --- fastsoftmax-memn2n ----------------------------------------------------------------
+    command("an unknown --task", "fastsoftmax-memn2n", ["train", "--task", "five", *MN],
+            "invalid choice"),
+    command("a negative --distractors", "fastsoftmax-memn2n",
+            ["train", "--distractors", "-1", "--checkpoint", "{out}/new.pt", *MN],
+            "distractors must be"),
+    command("a negative --support-weight", "fastsoftmax-memn2n",
+            ["train", "--support-weight", "-1", "--checkpoint", "{out}/new.pt", *MN],
+            "support_weight must be"),
+    command("--lr nan", "fastsoftmax-memn2n",
+            ["train", "--lr", "nan", "--checkpoint", "{out}/new.pt", *MN], "lr must be"),
+    command("an existing --checkpoint", "fastsoftmax-memn2n",
+            ["train", "--checkpoint", "{out}/existing.pt", *MN], "already exists"),
+    command("an existing --plot", "fastsoftmax-memn2n",
+            ["train", "--checkpoint", "{out}/new.pt", "--plot", "{out}/existing.png", *MN],
+            "already exists"),
+    command("an unwritable --checkpoint folder", "fastsoftmax-memn2n",
+            ["train", "--checkpoint", "{unwritable}/run.pt", *MN], "cannot write"),
+    command("--resume with a conflicting --hops", "fastsoftmax-memn2n",
+            ["train", "--resume", "{in}/memn2n.pt", "--hops", "2", *MN], "--hops 2"),
+    command("--resume of a language-model checkpoint", "fastsoftmax-memn2n",
+            ["train", "--resume", "{in}/lm.pt", *MN], "memory-network"),
+    command("eval of a text file", "fastsoftmax-memn2n",
+            ["eval", "--checkpoint", "{in}/vectors.txt"], "cannot be read"),
+    command("eval of a missing checkpoint", "fastsoftmax-memn2n",
+            ["eval", "--checkpoint", "{in}/none.pt"], "no such checkpoint"),
+    command("eval with an existing --plot", "fastsoftmax-memn2n",
+            ["eval", "--checkpoint", "{in}/memn2n.pt", "--plot", "{out}/existing.png"],
+            "already exists"),
+    command("eval on --device tpu", "fastsoftmax-memn2n",
+            ["eval", "--checkpoint", "{in}/memn2n.pt", "--device", "tpu"], "not a device"),
+    command("answer with empty stdin", "fastsoftmax-memn2n",
+            ["answer", "--checkpoint", "{in}/memn2n.pt"], "stdin is empty", stdin=""),
+    command("answer with unknown words", "fastsoftmax-memn2n",
+            ["answer", "--checkpoint", "{in}/memn2n.pt"], "does not know",
+            stdin="Mary went to the moonbase.\nWhere is Mary?\n"),
     # --- fastsoftmax-word2vec --------------------------------------------------------------
     command("a missing -train file", "fastsoftmax-word2vec",
             ["-train", "{in}/none.txt", "-output", "{out}/v.txt", *W2V], "does not exist"),
@@ -519,6 +570,7 @@ def inputs(tmp_path_factory):
                         *LM]) == 0
     assert s2s_cli.main(["train", "--data", f"{root}/pairs.tsv", "--checkpoint",
                          f"{root}/s2s.pt", *S2S]) == 0
+    assert mn_cli.main(["train", "--checkpoint", f"{root}/memn2n.pt", *MN]) == 0
     with open(f"{root}/lm.pt", "rb") as f:
         _write(f"{root}/truncated.pt", f.read()[:2000])
     torch.save({"state_dict": {"w": torch.zeros(2)}}, f"{root}/foreign.pt")
@@ -567,6 +619,8 @@ def test_bad_input(row, inputs, tmp_path, monkeypatch, capsys):
     files = Files(root, out, unwritable)
     monkeypatch.chdir(out)  # where a default checkpoint name would land
     before = snapshot(root, out)
+    if row.stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(row.stdin))
     if row.argv is not None:
         argv = [files.format(a) for a in row.argv]
         message = run_command(argv, capsys)

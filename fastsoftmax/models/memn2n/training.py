@@ -223,6 +223,24 @@ def support_loss(scores: list, support: torch.Tensor) -> torch.Tensor:
     return total / len(scores)
 
 
+def check_numbers(config) -> None:
+    """The numeric options no run can use, refused by name before anything is read or written."""
+    def bad(name, rule):
+        value = getattr(config, name)
+        raise ValueError(f"{name} must be {rule}, got {value}")
+    if not (math.isfinite(config.lr) and config.lr > 0):
+        bad("lr", "a positive number")
+    if not (math.isfinite(config.support_weight) and config.support_weight >= 0):
+        bad("support_weight", "a number ≥ 0")
+    if not (math.isfinite(config.clip) and config.clip >= 0):
+        bad("clip", "a number ≥ 0 (0: off)")
+    if not 0 <= config.noise < 1:
+        bad("noise", "in [0, 1)")
+    for name in ("anneal_every", "linear_start"):
+        if getattr(config, name) < 0:
+            bad(name, "an integer ≥ 0 (0: off)")
+
+
 def fit(config, *, data: Optional[dict] = None, given=None, log: Callable = print) -> dict:
     """Train (or, with config.resume, continue) a memory network; returns dict(model, history,
     test, data, config, checkpoint). The run checkpoints after every epoch (see
@@ -230,6 +248,7 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Callable = prin
     the defaults) must agree with the checkpoint except MAY_CHANGE_ON_RESUME."""
     if isinstance(config, dict):
         config = TrainConfig(**config)
+    check_numbers(config)
     state = load_checkpoint(config.resume) if config.resume else None
     config = _resolve(config, state, given)
     if state is not None:
