@@ -9,7 +9,7 @@ import math
 import numbers
 import operator
 from collections.abc import Mapping
-from typing import NamedTuple, Optional, Union
+from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -295,6 +295,13 @@ class AliasSampler(Sampler):
     @property
     def probs(self) -> Tensor:
         return self._probs
+
+    @property
+    def alias_table(self) -> Tuple[Tensor, Tensor]:
+        """The Walker/Vose table (prob float32 [V], alias int32 [V]) the draws read: class i
+        keeps its bucket with probability prob[i] and passes it to alias[i] otherwise. For
+        kernels that draw themselves (word2vec's trainer); treat it as read-only."""
+        return self._table
 
     def _prob_of(self, ids: Tensor) -> Tensor:
         return self._probs[ids].double()

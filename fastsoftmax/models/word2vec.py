@@ -265,7 +265,7 @@ class Word2Vec:
         if self.negative:
             sampler = UnigramSampler(torch.from_numpy(self.wv.counts).double(),
                                      self.ns_exponent, device=self.device)
-            self._ns_prob, self._ns_alias = sampler._table
+            self._ns_prob, self._ns_alias = sampler.alias_table
         if self.hs:
             if len(self.wv) < 2:
                 raise ValueError("hs=1 needs a vocabulary of at least 2 words, got "
