@@ -11,7 +11,7 @@ import torch
 from fastsoftmax import ClassTree, UnigramSampler, ops
 from fastsoftmax.models import KeyedVectors, Word2Vec
 from fastsoftmax.models.w2v_batches import epoch_batches
-from fastsoftmax.models.word2vec import ops_learning_rate
+from fastsoftmax.models.word2vec import learning_rate
 
 import reference as R
 
@@ -236,7 +236,7 @@ def test_learning_rate_schedule():
     seen.clear()
     m.train(sentences, total_examples=600, epochs=1)
     assert [d for d, _, _ in seen] == [200, 400, 600] and seen[0][1] == 600
-    assert ops_learning_rate(0.05, 0.001, 2 * total, total) == 0.001  # clamped
+    assert learning_rate(0.05, 0.001, 2 * total, total) == 0.001  # clamped
 
 
 # ---------------------------------------------------------------------------------------

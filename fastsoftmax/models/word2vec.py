@@ -57,7 +57,7 @@ import torch
 from .. import ops
 from ..samplers import UnigramSampler
 from ..tree import ClassTree
-from . import vectors_io, vocab
+from . import vocab, word2vec_files
 from .keyedvectors import KeyedVectors
 from .text import MAX_SENTENCE_WORDS, LineSentence
 from .w2v_batches import epoch_batches
@@ -457,52 +457,12 @@ class Word2Vec:
     def save(self, path: str) -> None:
         """All state (vectors, output weights syn1neg and/or syn1 with its Huffman tree,
         vocabulary, keep probabilities, settings) as a numpy .npz of plain arrays and JSON;
-        loading never unpickles."""
-        if self._syn0 is None:
-            raise RuntimeError("nothing to save: the model has no vocabulary yet")
-        self._sync_vectors()
-        arrays = self.wv._arrays("wv_")
-        if self.negative:
-            arrays["syn1neg"] = self.syn1neg
-        if self.hs:
-            arrays["syn1"] = self.syn1
-            arrays["hs_links"] = self.hs_tree.links.cpu().numpy()
-        arrays["keep"] = self._keep_np
-        config = {k: getattr(self, k) for k in self._CONFIG}
-        vectors_io.save_npz(path, arrays, {"class": "Word2Vec", "config": config})
+        loading never unpickles (word2vec_files.py)."""
+        word2vec_files.save_model(self, path)
 
     @classmethod
     def load(cls, path: str, device=None):
-        arrays, meta = vectors_io.load_npz(path, ("Word2Vec",))
-        cfg = meta["config"]
-        model = cls(vector_size=cfg["vector_size"], hs=cfg.get("hs", 0),
-                    negative=cfg.get("negative", 5), device=device or "cpu")
-        for k in cls._CONFIG:
-            if k in cfg:
-                setattr(model, k, cfg[k])
-        model.wv = KeyedVectors._from_arrays(arrays, "wv_")
-        model._syn0 = torch.from_numpy(model.wv.vectors.copy()).to(model.device)
-        model._syn1neg = model._syn1 = tree = None
-        for name in (("syn1neg",) if model.negative else ()) + (("syn1", "hs_links") if
-                                                               model.hs else ()):
-            if name not in arrays:
-                raise ValueError(f"{path}: the model file lacks {name!r} (hs={model.hs}, "
-                                 f"negative={model.negative})")
-        if model.negative:
-            model._syn1neg = torch.from_numpy(arrays["syn1neg"].astype(np.float32)).to(
-                model.device)
-        if model.hs:
-            model._syn1 = torch.from_numpy(arrays["syn1"].astype(np.float32)).to(model.device)
-            tree = ClassTree(torch.from_numpy(arrays["hs_links"]))  # checks it is one tree
-            if tree.num_classes != len(model.wv) or model._syn1.shape[0] != len(model.wv) - 1:
-                raise ValueError(f"{path}: the Huffman tree or syn1 does not match the "
-                                 f"vocabulary of {len(model.wv)} words")
-        counts = model.wv.counts
-        model._keep_np = (arrays["keep"].astype(np.float32) if "keep" in arrays else
-                          vocab.keep_probabilities(counts, int(counts.sum()), model.sample))
-        model._sync_vectors()
-        model._tables(tree)
-        return model
+        return word2vec_files.load_model(cls, path, device)
 
 
 def learning_rate(alpha: float, min_alpha: float, done: float, total: float) -> float:
@@ -510,5 +470,3 @@ def learning_rate(alpha: float, min_alpha: float, done: float, total: float) -> 
     progress = done / total if total > 0 else 0.0
     return max(min_alpha, alpha - (alpha - min_alpha) * progress)
 
-
-ops_learning_rate = learning_rate  # the name tests and older code use
