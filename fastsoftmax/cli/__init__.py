@@ -92,6 +92,25 @@ def add_threads(parser: argparse.ArgumentParser) -> None:
                              "for small models on a busy machine")
 
 
+def bind_commands(commands) -> None:
+    """Each (subparser, function) pair: the --threads option, and the function its command
+    runs."""
+    for parser, func in commands:
+        add_threads(parser)
+        parser.set_defaults(func=func)
+
+
+def main_of(build_parser: Callable[[], argparse.ArgumentParser], argv) -> int:
+    """The body of every subcommand-style command line's main(argv): parse, set the thread
+    count, run the command with its errors as one line (run)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    if args.threads:
+        import torch  # here: --help and usage errors stay fast
+        torch.set_num_threads(args.threads)
+    return run(lambda a: a.func(a, argv), args)
+
+
 def new_parser(prog: str, description: str):
     """(parser, add_command): add_command(name, help) makes a subcommand parser with defaults
     in its --help; the parser's `subcommands` maps names to them (see given_options)."""

@@ -27,8 +27,8 @@ import torch
 from .._atomic import atomic_open, check_writable
 from ..models import lm
 from ..nn import HEADS
-from . import (add_run_options, add_threads, given_options, new_parser, non_negative_int,
-               positive_int, run)
+from . import (add_run_options, bind_commands, given_options, main_of, new_parser,
+               non_negative_int, positive_int)
 
 OOV_WARNING = 0.05
 
@@ -180,18 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--title", default=None, help="None: the labels compared")
     c.add_argument("--json", default=None, help="also write the histories as JSON")
     c.add_argument("--force", action="store_true", help="overwrite an existing --plot/--json")
-    for parser, func in ((t, cmd_train), (e, cmd_eval), (g, cmd_generate), (c, cmd_compare)):
-        add_threads(parser)
-        parser.set_defaults(func=func)
+    bind_commands(((t, cmd_train), (e, cmd_eval), (g, cmd_generate), (c, cmd_compare)))
     return p
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    return run(lambda a: a.func(a, argv), args)
+    return main_of(build_parser, argv)
 
 
 if __name__ == "__main__":

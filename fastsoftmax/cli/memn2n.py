@@ -25,11 +25,11 @@ import argparse
 import sys
 from typing import List, Optional
 
-import torch
 
 from ..models import memn2n as mn
 from ..nn import HEADS
-from . import add_run_options, add_threads, given_options, new_parser, positive_int, run
+from . import (add_run_options, bind_commands, given_options, main_of, new_parser,
+               positive_int)
 
 
 def _log(*parts) -> None:
@@ -147,18 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--explain", action="store_true",
                    help="also print the answer's probability and each hop's attended line")
     a.add_argument("--device", default="cpu", help="cpu or cuda")
-    for parser, func in ((t, cmd_train), (e, cmd_eval), (a, cmd_answer)):
-        add_threads(parser)
-        parser.set_defaults(func=func)
+    bind_commands(((t, cmd_train), (e, cmd_eval), (a, cmd_answer)))
     return p
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    return run(lambda a: a.func(a, argv), args)
+    return main_of(build_parser, argv)
 
 
 if __name__ == "__main__":

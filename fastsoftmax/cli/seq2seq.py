@@ -23,13 +23,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-import torch
 
 from .._atomic import check_writable
 from ..models import seq2seq as s2s
 from ..models.checkpoints import refuse_overwrite
 from ..nn import HEADS
-from . import add_run_options, add_threads, given_options, new_parser, positive_int, run
+from . import (add_run_options, bind_commands, given_options, main_of, new_parser,
+               positive_int)
 
 
 def cmd_train(args, argv) -> None:
@@ -172,18 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--heatmap-index", type=int, default=0, help="pair drawn")
     e.add_argument("--force", action="store_true", help="overwrite an existing --heatmap")
     e.add_argument("--device", default="cpu", help="cpu or cuda")
-    for parser, func in ((t, cmd_train), (r, cmd_translate), (e, cmd_eval)):
-        add_threads(parser)
-        parser.set_defaults(func=func)
+    bind_commands(((t, cmd_train), (r, cmd_translate), (e, cmd_eval)))
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    return run(lambda a: a.func(a, argv), args)
+    return main_of(build_parser, argv)
 
 
 if __name__ == "__main__":
