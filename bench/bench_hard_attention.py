@@ -37,15 +37,11 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from common import sync, write_results  # noqa: E402
+from common import DATA, sync, write_results  # noqa: E402
 
 from fastsoftmax._atomic import atomic_path  # noqa: E402
 from fastsoftmax.models import seq2seq as s2s  # noqa: E402
 
-DATA = os.environ.get(
-    "FASTSOFTMAX_DATA",
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"),
-)
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 CONFIGS = [("soft", {}),
            ("hard baseline=none", {"attention_mode": "hard", "baseline": "none"}),

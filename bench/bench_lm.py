@@ -38,15 +38,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import bound_model  # noqa: E402
-from common import write_results  # noqa: E402
+from common import DATA, write_results  # noqa: E402
 
 from fastsoftmax.models import lm  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.environ.get(
-    "FASTSOFTMAX_DATA",
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"),
-)
 
 
 # ---------------------------------------------------------------------------------------

@@ -35,11 +35,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from common import RESULTS, append_rows, command_line, device_name  # noqa: E402
+from common import DATA, RESULTS, append_rows, command_line, device_name  # noqa: E402
 
 import fastsoftmax as fs  # noqa: E402
 
-DATA = os.environ.get("FASTSOFTMAX_DATA", os.path.join(ROOT, "..", "shared", "data"))
 VARIANTS = ("popularity", "none", "unigram", "estimator", "mixed")
 
 

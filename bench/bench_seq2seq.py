@@ -22,14 +22,10 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from common import write_results  # noqa: E402
+from common import DATA, write_results  # noqa: E402
 
 from fastsoftmax.models import seq2seq as s2s  # noqa: E402
 
-DATA = os.environ.get(
-    "FASTSOFTMAX_DATA",
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"),
-)
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 

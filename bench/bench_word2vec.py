@@ -34,11 +34,10 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import bound_model  # noqa: E402
-from common import write_results  # noqa: E402
+from common import DATA, write_results  # noqa: E402
 
 from fastsoftmax.models import KeyedVectors, PPMIVectors, Word2Vec  # noqa: E402
 
-DATA = os.environ.get("FASTSOFTMAX_DATA", os.path.join(ROOT, "..", "shared", "data"))
 CORPORA = {
     "wikitext2": os.path.join(DATA, "wikitext-2", "wiki.train.tokens"),
     "ptb": os.path.join(DATA, "ptb", "ptb.train.txt"),

@@ -29,6 +29,11 @@ RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 SCHEMA = ["time", "device", "command", "case", "provider", "shape", "metric", "value"]
 
 
+# The corpora (../shared/data beside the checkout, or $FASTSOFTMAX_DATA): every script's data.
+DATA = os.environ.get("FASTSOFTMAX_DATA", os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"))
+
+
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:

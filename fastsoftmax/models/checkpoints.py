@@ -2,6 +2,7 @@
 kind tag ('lm', 'seq2seq', ...) and a version, written atomically and refused with one
 sentence naming the file when it is of another kind, truncated or not a checkpoint."""
 
+import dataclasses
 import os
 import random
 import time
@@ -72,6 +73,14 @@ def load_checkpoint(path: str, kind: str, map_location="cpu") -> dict:
 # ---------------------------------------------------------------------------------------
 # Rules every training command shares: resuming, where to save, never overwriting.
 # ---------------------------------------------------------------------------------------
+def changed_from_defaults(config) -> set:
+    """The fields of a training-config dataclass that differ from its defaults: the options a
+    caller gave, which resume_values checks against the checkpoint's."""
+    default = type(config)()
+    return {f.name for f in dataclasses.fields(config)
+            if getattr(config, f.name) != getattr(default, f.name)}
+
+
 def flag(name: str) -> str:
     """The command-line spelling of an option name."""
     return "--" + name.replace("_", "-")

@@ -5,7 +5,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from ..checkpoints import default_path, refuse_overwrite, resume_values
+from ..checkpoints import changed_from_defaults, default_path, refuse_overwrite, resume_values
 
 # Options that belong to this invocation, not to the model or its training: never compared.
 RUN_OPTIONS = ("resume", "force", "device", "progress", "plot", "checkpoint")
@@ -72,19 +72,13 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
-def _changed_from_defaults(config: TrainConfig) -> set:
-    default = TrainConfig()
-    return {f.name for f in dataclasses.fields(config)
-            if getattr(config, f.name) != getattr(default, f.name)}
-
-
 def resolve(config: TrainConfig, resume: Optional[dict], given: Optional[Iterable[str]] = None
             ) -> TrainConfig:
     """The configuration a run uses: on resume, the checkpoint's, with the options in `given`
     (default: those differing from TrainConfig's defaults) applied where they may change and
     refused, naming the flag, where they conflict. Fills in lr and the checkpoint path and
     refuses to overwrite an existing checkpoint or plot."""
-    given = set(_changed_from_defaults(config) if given is None else given)
+    given = set(changed_from_defaults(config) if given is None else given)
     values = config.to_dict()
     if resume is not None:
         values = resume_values(values, given, dict(resume.get("train_config") or {}),

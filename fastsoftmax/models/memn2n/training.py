@@ -18,8 +18,8 @@ import torch
 
 from ...optim import clip_grad_norm
 from .. import checkpoints
-from ..checkpoints import (default_path, refuse_overwrite, resume_values, rng_state,
-                           set_rng_state)
+from ..checkpoints import (changed_from_defaults, default_path, refuse_overwrite,
+                           resume_values, rng_state, set_rng_state)
 from ..progress import progress_bar
 from ..vocabulary import Vocabulary
 from .data import World, answer_words, batches, build_vocabulary, encode, make_task
@@ -114,9 +114,7 @@ def model_from_checkpoint(state: dict):
 def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterable[str]]
              ) -> TrainConfig:
     if given is None:
-        default = TrainConfig()
-        given = {f.name for f in dataclasses.fields(config)
-                 if getattr(config, f.name) != getattr(default, f.name)}
+        given = changed_from_defaults(config)
     values = config.to_dict()
     if state is not None:
         values = resume_values(values, set(given), state["train_config"], resume=config.resume,

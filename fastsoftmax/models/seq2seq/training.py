@@ -13,8 +13,8 @@ import torch
 
 from ...optim import clip_grad_norm
 from .. import checkpoints
-from ..checkpoints import (default_path, refuse_overwrite, resume_values, rng_state,
-                           set_rng_state)
+from ..checkpoints import (changed_from_defaults, default_path, refuse_overwrite,
+                           resume_values, rng_state, set_rng_state)
 from ..progress import progress_bar
 from ..vocabulary import Vocabulary
 from .data import batches, load_task, target_counts
@@ -100,9 +100,7 @@ def load_checkpoint(path: str, device="cpu"):
 def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterable[str]],
              has_data: bool) -> TrainConfig:
     if given is None:
-        default = TrainConfig()
-        given = {f.name for f in dataclasses.fields(config)
-                 if getattr(config, f.name) != getattr(default, f.name)}
+        given = changed_from_defaults(config)
     values = config.to_dict()
     if state is not None:
         saved = dict(ADDED_OPTIONS, **state["train_config"])
