@@ -27,6 +27,7 @@ from typing import List, Optional
 
 
 from ..models import memn2n as mn
+from ..models.checkpoints import refuse_overwrite
 from ..nn import HEADS
 from . import (add_run_options, bind_commands, given_options, main_of, new_parser,
                positive_int)
@@ -43,7 +44,7 @@ def cmd_train(args, argv) -> None:
 
 
 def cmd_eval(args, argv) -> None:
-    mn.check_writable(args.plot, "plot", "--plot", args.force)
+    refuse_overwrite(args.plot, "plot", "--plot", args.force)
     res = mn.evaluate_checkpoint(args.checkpoint, test_size=args.test_size, seed=args.seed,
                                  device=args.device)
     print(f"{res['stories']} test stories: accuracy {res['accuracy']:.2f}%, loss "

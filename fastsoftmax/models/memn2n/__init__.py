@@ -35,7 +35,6 @@ from .plots import attention_figure, plot_attention
 from .training import (
     MAY_CHANGE_ON_RESUME,
     TrainConfig,
-    check_writable,
     evaluate,
     evaluate_checkpoint,
     fit,
@@ -49,7 +48,7 @@ from .training import (
 __all__ = [
     "Batch", "MAY_CHANGE_ON_RESUME", "MemN2N", "PAD", "Story", "TASKS", "TYINGS", "TrainConfig",
     "Vocabulary", "World", "add_noise", "answer_stories", "answer_words", "attend",
-    "attention_figure", "batches", "build_vocabulary", "check_words", "check_writable", "collate",
+    "attention_figure", "batches", "build_vocabulary", "check_words", "collate",
     "encode", "evaluate", "evaluate_checkpoint", "fit", "generate", "load_checkpoint", "load_data",
     "make_task", "model_from_checkpoint", "parse_stories", "plot_attention", "position_encoding",
     "save_checkpoint", "stream", "support_loss", "tokenize",

@@ -9,7 +9,6 @@ empty memories added to training stories, for the temporal encoding).
 
 import dataclasses
 import math
-import os
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
@@ -129,31 +128,10 @@ def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterabl
         values["device"] = "cuda" if torch.cuda.is_available() else "cpu"
     if values["checkpoint"] is None:
         values["checkpoint"] = default_path(KIND, values["output"])
-    check_writable(values["checkpoint"], "checkpoint", "--checkpoint", config.force,
-                   config.resume)
-    check_writable(values["plot"], "plot", "--plot", config.force)
+    refuse_overwrite(values["checkpoint"], "checkpoint", "--checkpoint", config.force,
+                     config.resume)
+    refuse_overwrite(values["plot"], "plot", "--plot", config.force)
     return TrainConfig(**values)
-
-
-def check_writable(path: Optional[str], what: str, option: str, force: bool,
-                   resume: Optional[str] = None) -> None:
-    """ValueError, before any work is done, when `path` could not be written: a folder, an
-    existing file (unless `force`, or it is the `resume`d checkpoint), or a folder that
-    cannot be created or written to."""
-    if not path:
-        return
-    if os.path.isdir(path):
-        raise ValueError(f"{what} {path} is a folder; give a file name to {option}")
-    refuse_overwrite(path, what, option, force, resume)
-    folder = os.path.dirname(os.path.abspath(path))
-    existing = folder
-    while not os.path.isdir(existing):
-        parent = os.path.dirname(existing)
-        if parent == existing or os.path.exists(existing):
-            raise ValueError(f"cannot write {what} {path}: {existing} is not a folder")
-        existing = parent
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"cannot write {what} {path}: the folder {existing} is not writable")
 
 
 def load_data(config: TrainConfig, vocab: Optional[Vocabulary] = None,
