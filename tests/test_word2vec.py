@@ -15,15 +15,10 @@ from fastsoftmax.models.word2vec import learning_rate
 
 import reference as R
 
-from w2v_helpers import GENSIM_MISSING, HAVE_GENSIM, planted_corpus
+from w2v_helpers import (GENSIM_MISSING, HAVE_GENSIM, planted_corpus, replay_batches,
+                         token_batch)
 
 requires_gensim = pytest.mark.skipif(not HAVE_GENSIM, reason=GENSIM_MISSING)
-
-
-def _batch(sentences):
-    tokens = torch.tensor(np.concatenate(sentences) if sentences else [], dtype=torch.int32)
-    ends = torch.tensor(np.cumsum([len(s) for s in sentences]), dtype=torch.int64)
-    return tokens, ends
 
 
 def _table(counts, device="cpu"):
@@ -49,16 +44,10 @@ def test_op_matches_reference(device, sg, cbow_mean, shrink):
     keep = rng.uniform(0.3, 1.0, V).astype(np.float32)
     prob, alias = _table(counts)
     a0, a1 = torch.tensor(syn0, device=device), torch.tensor(syn1, device=device)
-    # One worker on CPU trains the batch in order. CUDA runs the sentences of a batch at once
-    # (Hogwild), so there each sentence is its own batch to keep the order of the reference.
-    if device.type == "cpu":
-        batches = [(sentences, before, 1000)]
-    else:
-        firsts = 1000 + np.concatenate(([0], np.cumsum([len(s) for s in sentences])[:-1]))
-        batches = [([s], [b], int(f)) for s, b, f in zip(sentences, before, firsts)]
+    batches = replay_batches(sentences, before, 1000, device)
     stats = torch.zeros(3, dtype=torch.float64)
     for batch, batch_before, first in batches:
-        tokens, ends = _batch(batch)
+        tokens, ends = token_batch(batch)
         stats += ops.word2vec_train(
             a0, a1, tokens.to(device), ends.to(device), torch.tensor(batch_before).to(device),
             torch.tensor(keep, device=device), prob.to(device), alias.to(device), 11, first,
@@ -79,7 +68,7 @@ def test_op_matches_reference(device, sg, cbow_mean, shrink):
 def _run(seed, workers, sg=1, V=50, D=16):
     rng = np.random.default_rng(0)
     sentences = [rng.integers(0, V, 30) for _ in range(40)]
-    tokens, ends = _batch(sentences)
+    tokens, ends = token_batch(sentences)
     prob, alias = _table(rng.integers(1, 100, V))
     a0 = torch.tensor(rng.random((V, D), dtype=np.float32) - 0.5)
     a1 = torch.zeros(V, D)
@@ -95,7 +84,7 @@ def test_op_skips_scores_outside_the_logistic_range(device, sg):
     still counts); with every score at 16 the tables stay as they were."""
     V, D = 4, 4
     prob, alias = _table([5, 4, 3, 2])
-    tokens, ends = _batch([np.array([0, 1, 2, 3, 0, 1])])
+    tokens, ends = token_batch([np.array([0, 1, 2, 3, 0, 1])])
     for value, changes in ((2.0, False), (0.1, True)):
         a0 = torch.full((V, D), value, device=device)
         a1 = torch.full((V, D), value, device=device)
@@ -139,7 +128,7 @@ def test_op_rejects_bad_input():
 def test_op_opcheck():
     V, D = 6, 4
     prob, alias = _table([3, 2, 2, 1, 1, 1])
-    tokens, ends = _batch([np.array([0, 1, 2, 3]), np.array([4, 5, 0])])
+    tokens, ends = token_batch([np.array([0, 1, 2, 3]), np.array([4, 5, 0])])
     tree = ClassTree.huffman(torch.tensor([3, 2, 2, 1, 1, 1]))
     torch.library.opcheck(
         torch.ops.fastsoftmax.word2vec_train.default,
@@ -170,7 +159,7 @@ def test_subsampling_keeps_words_at_the_formula_rate():
     for w in ("a", "b"):
         i = m.wv.key_to_index[w]
         p = float(m.keep_probabilities()[i])
-        tokens, ends = _batch([np.full(n, i)])
+        tokens, ends = token_batch([np.full(n, i)])
         stats = ops.word2vec_train(m._syn0.clone(), m._syn1neg.clone(), tokens, ends,
                                    torch.zeros(1, dtype=torch.int64), m._keep, m._ns_prob,
                                    m._ns_alias, 9, 0, True, True, 2, 1, True, 0.0, 0.0, 1.0, 1)
@@ -185,7 +174,7 @@ def test_window_statistics(shrink):
     # with shrinking the half-window b is uniform on 1..W, so the count's mean is
     # sum_i E[min(i, b) + min(L-1-i, b)].
     L, W, V = 4000, 5, 7
-    tokens, ends = _batch([np.arange(L) % V])
+    tokens, ends = token_batch([np.arange(L) % V])
     prob, alias = _table([1] * V)
     stats = ops.word2vec_train(torch.rand(V, 4), torch.zeros(V, 4), tokens, ends,
                                torch.zeros(1, dtype=torch.int64), torch.ones(V), prob, alias,

@@ -13,15 +13,10 @@ from fastsoftmax.models import Word2Vec
 
 import reference as R
 
-from w2v_helpers import GENSIM_MISSING, HAVE_GENSIM, planted_corpus
+from w2v_helpers import (GENSIM_MISSING, HAVE_GENSIM, planted_corpus, replay_batches,
+                         token_batch)
 
 requires_gensim = pytest.mark.skipif(not HAVE_GENSIM, reason=GENSIM_MISSING)
-
-
-def _batch(sentences):
-    tokens = torch.tensor(np.concatenate(sentences), dtype=torch.int32)
-    ends = torch.tensor(np.cumsum([len(s) for s in sentences]), dtype=torch.int64)
-    return tokens, ends
 
 
 @pytest.mark.parametrize("sg,cbow_mean,negative", [(1, 1, 0), (0, 1, 0), (0, 0, 0), (1, 1, 3),
@@ -41,15 +36,10 @@ def test_op_hs_matches_reference(device, sg, cbow_mean, negative):
     paths, offsets = ops.huffman_paths(tree.links, tree.lengths)
     a0, a1n = torch.tensor(syn0, device=device), torch.tensor(syn1neg, device=device)
     a1 = torch.tensor(syn1, device=device)
-    # CUDA trains the sentences of a batch at once: one sentence per call keeps the order.
-    if device.type == "cpu":
-        batches = [(sentences, before, 500)]
-    else:
-        firsts = 500 + np.concatenate(([0], np.cumsum([len(s) for s in sentences])[:-1]))
-        batches = [([s], [b], int(f)) for s, b, f in zip(sentences, before, firsts)]
+    batches = replay_batches(sentences, before, 500, device)
     stats = torch.zeros(3, dtype=torch.float64)
     for batch, batch_before, first in batches:
-        tokens, ends = _batch(batch)
+        tokens, ends = token_batch(batch)
         stats += ops.word2vec_train(
             a0, a1n if negative else torch.empty(0, D, device=device), tokens.to(device),
             ends.to(device), torch.tensor(batch_before).to(device),
@@ -76,7 +66,7 @@ def test_op_hs_rejects_bad_paths():
     V, D = 4, 3
     tree = ClassTree.huffman(torch.tensor([4, 3, 2, 1]))
     paths, offsets = ops.huffman_paths(tree.links, tree.lengths)
-    tokens, ends = _batch([np.array([0, 1, 2, 3])])
+    tokens, ends = token_batch([np.array([0, 1, 2, 3])])
     empty = torch.empty(0)
 
     def run(syn1, p, o, negative=0):

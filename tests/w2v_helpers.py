@@ -1,6 +1,7 @@
 """Small corpora and vectors shared by the word2vec, KeyedVectors, PPMI and CLI tests."""
 
 import numpy as np
+import torch
 
 try:
     import gensim  # noqa: F401
@@ -34,3 +35,21 @@ def random_vectors(V=40, D=6, seed=0):
     vectors = rng.standard_normal((V, D)).astype(np.float32)
     vectors[1] = vectors[0] + 0.1 * vectors[1]
     return [f"w{i}" for i in range(V)], vectors
+
+
+def token_batch(sentences):
+    """(tokens int32, sentence ends int64) of a list of id sequences: the trainer's batch."""
+    tokens = torch.tensor(np.concatenate(sentences) if sentences else [], dtype=torch.int32)
+    ends = torch.tensor(np.cumsum([len(s) for s in sentences]), dtype=torch.int64)
+    return tokens, ends
+
+
+def replay_batches(sentences, before, first, device):
+    """(sentences, words_before, first_token) batches that replay the reference's order: one
+    CPU worker trains a batch in order, but CUDA trains a batch's sentences at once (Hogwild),
+    so there each sentence is its own batch."""
+    if device.type == "cpu":
+        return [(sentences, before, first)]
+    firsts = first + np.concatenate(([0], np.cumsum([len(s) for s in sentences])[:-1]))
+    return [([s], [b], int(f)) for s, b, f in zip(sentences, before, firsts)]
+
