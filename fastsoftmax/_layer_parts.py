@@ -2,7 +2,6 @@
 the state-dict migration of the 0.1 rename, and the docstring text of their common
 constructor parameters."""
 
-import operator
 
 from torch import Tensor
 
@@ -40,19 +39,6 @@ def make_sampler(sampler, counts, power: float, num_classes: int, default: str, 
     if name == "log_uniform":
         return LogUniformSampler(num_classes, device=device)
     return UniformSampler(num_classes, device=device)
-
-
-def _check_size(name: str, value) -> int:
-    """A positive int: Python or numpy/torch integer scalars, never bools or floats."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        value = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be a positive int, got {value!r}") from None
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
 
 
 def migrate_state_dict(state_dict, prefix: str) -> None:

@@ -5,6 +5,7 @@ input. `weight` is a per-class rescaling [V], as in torch.nn.CrossEntropyLoss.
 """
 
 import math
+import operator
 from typing import Optional, Tuple
 
 import torch
@@ -69,6 +70,19 @@ def check_label_smoothing(value) -> float:
             or not 0.0 <= float(value) <= 1.0:
         raise ValueError(f"label_smoothing must be a float in [0, 1], got {value!r}")
     return float(value)
+
+
+def check_size(name: str, value) -> int:
+    """A positive int: Python or numpy/torch integer scalars, never bools or floats."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        value = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be a positive int, got {value!r}") from None
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
 
 
 def check_count(value, name: str) -> int:

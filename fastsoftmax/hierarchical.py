@@ -20,8 +20,8 @@ import torch
 from torch import Tensor, nn
 
 from . import ops
-from ._layer_parts import _check_size, migrate_state_dict
-from ._shapes import check_class_weight
+from ._layer_parts import migrate_state_dict
+from ._shapes import check_class_weight, check_size
 from .samplers import _weights_tensor
 from .tree import ClassTree
 
@@ -160,8 +160,8 @@ class HierarchicalSoftmaxLoss(nn.Module):
         # nn.Module's constructor only: fastsoftmax.nn registers a subclass that is also an
         # OutputLayer (the head family), whose own constructor would build a [V, D] weight.
         nn.Module.__init__(self)
-        in_features = _check_size("in_features", in_features)
-        num_classes = _check_size("num_classes", num_classes)
+        in_features = check_size("in_features", in_features)
+        num_classes = check_size("num_classes", num_classes)
         if label_smoothing != 0.0:
             raise ValueError(
                 "HierarchicalSoftmaxLoss does not support label_smoothing: a smoothed target "

@@ -30,9 +30,9 @@ import torch
 from torch import Tensor, nn
 
 from . import functional
-from ._layer_parts import (COMMON_ARGS, SAMPLER_ARGS, _check_size, _refuse_label_smoothing,
+from ._layer_parts import (COMMON_ARGS, SAMPLER_ARGS, _refuse_label_smoothing,
                            make_sampler, migrate_state_dict)
-from ._shapes import check_class_weight, check_label_smoothing, check_reduction
+from ._shapes import check_class_weight, check_label_smoothing, check_reduction, check_size
 from .sampler_fit import check_log_uniform_fit
 from .samplers import Sampler
 
@@ -49,8 +49,8 @@ class OutputLayer(nn.Module):
                  label_smoothing: float = 0.0, reduction: str = "mean",
                  ignore_index: int = -100, device=None, dtype=None):
         super().__init__()
-        self.in_features = _check_size("in_features", in_features)
-        self.num_classes = V = _check_size("num_classes", num_classes)
+        self.in_features = check_size("in_features", in_features)
+        self.num_classes = V = check_size("num_classes", num_classes)
         check_reduction(reduction)
         self.reduction, self.ignore_index = reduction, ignore_index
         self.label_smoothing = check_label_smoothing(label_smoothing)
@@ -168,7 +168,7 @@ class _SampledLayer(OutputLayer):
     def __init__(self, in_features, num_classes, num_samples, *, sampler, counts, vocab, power,
                  sparse, default_sampler, **layer):
         super().__init__(in_features, num_classes, **layer)
-        self.num_samples = _check_size(self.num_samples_arg, num_samples)
+        self.num_samples = check_size(self.num_samples_arg, num_samples)
         self.sparse = bool(sparse)
         self.sampler = make_sampler(sampler, counts, power, self.num_classes, default_sampler,
                                     vocab=vocab, device=self.linear_weight.device)

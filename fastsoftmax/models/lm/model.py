@@ -11,6 +11,7 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
+from ..._shapes import check_size
 from ...nn import HEADS, make_head
 
 Hidden = Union[Tensor, Tuple[Tensor, Tensor]]
@@ -53,8 +54,7 @@ class RNNLanguageModel(nn.Module):
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim),
                             ("hidden_size", hidden_size), ("num_layers", num_layers)):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_size(name, value)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         if output not in HEADS:

@@ -20,6 +20,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from ..._shapes import check_size
 from ...nn import HEADS, make_head
 
 TYINGS = ("adjacent", "layerwise")
@@ -70,8 +71,7 @@ class MemN2N(nn.Module):
         for name, value in (("vocab_size", vocab_size), ("num_answers", num_answers),
                             ("embed_dim", embed_dim), ("hops", hops),
                             ("memory_size", memory_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_size(name, value)
         if tying not in TYINGS:
             raise ValueError(f"tying must be one of {TYINGS}, got {tying!r}")
         if output not in HEADS:
