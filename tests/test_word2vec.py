@@ -221,10 +221,15 @@ def test_learning_rate_schedule():
     batches = list(epoch_batches(m.wv.key_to_index, sentences, 10000, 2, None))
     befores = np.concatenate([b["words_before"] for b in batches])
     np.testing.assert_array_equal(befores, np.arange(600) * 50)
-    # With total_examples and no total_words the schedule runs over sentences (gensim).
+    # With total_examples the schedule runs over sentences, even when total_words is given
+    # too (gensim's _job_producer checks total_examples first).
+    for words in (None, 30000):
+        seen.clear()
+        m.train(sentences, total_examples=600, total_words=words, epochs=1)
+        assert [d for d, _, _ in seen] == [200, 400, 600] and seen[0][1] == 600
     seen.clear()
-    m.train(sentences, total_examples=600, epochs=1)
-    assert [d for d, _, _ in seen] == [200, 400, 600] and seen[0][1] == 600
+    m.train(sentences, total_words=30000, epochs=1)
+    assert seen[-1][:2] == (30000, 30000)
     assert learning_rate(0.05, 0.001, 2 * total, total) == 0.001  # clamped
 
 

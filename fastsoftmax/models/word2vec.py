@@ -318,9 +318,9 @@ class Word2Vec:
               total_words=None, epochs=None, start_alpha=None, end_alpha=None, word_count=0,
               queue_factor=2, report_delay=1.0, compute_loss=False, callbacks=()):
         """Trains `epochs` passes, the rate decaying linearly from start_alpha (default alpha)
-        to end_alpha (default min_alpha) over epochs x total_words raw words (or x
-        total_examples sentences when only that is given; default: the corpus seen by
-        build_vocab). Logs progress every report_delay seconds in gensim's format. Returns
+        to end_alpha (default min_alpha) over epochs x total_examples sentences when that is
+        given (gensim's precedence, also when total_words is given too), else over epochs x
+        total_words raw words (default: the corpus seen by build_vocab; word2vec.c's unit). Logs progress every report_delay seconds in gensim's format. Returns
         (words trained after subsampling, raw words)."""
         if self._syn0 is None:
             raise RuntimeError("build the vocabulary first (build_vocab) before train")
@@ -330,7 +330,7 @@ class Word2Vec:
         corpus = self._corpus(corpus_iterable, corpus_file, passes=epochs)
         alpha = self.alpha if start_alpha is None else float(start_alpha)
         min_alpha = self.min_alpha if end_alpha is None else float(end_alpha)
-        by_sentence = total_words is None and total_examples is not None
+        by_sentence = bool(total_examples)  # gensim: examples first, words otherwise
         per_epoch = int(total_examples if by_sentence else
                         (total_words or self.corpus_total_words))
         total = float(max(1, epochs * per_epoch))
