@@ -46,7 +46,8 @@ SHAPES = {
         "dtypes": [torch.float32, torch.bfloat16],
     },
     "cpu": {
-        "word2vec": [(2**16, 100, 100_000, 5), (2**16, 300, 100_000, 5)],
+        # the 4,096-row case is small enough for linear_cross_entropy's [N, V] logits
+        "word2vec": [(2**16, 100, 100_000, 5), (2**16, 300, 100_000, 5), (4096, 100, 100_000, 5)],
         "lm": [(2048, 256, 100_000, 1024)],
         "hs": [(2048, 256, 100_000)],
         "dtypes": [torch.float32],
@@ -92,6 +93,19 @@ def ss_plain(h, w, b, t, sampled):
     return (torch.logsumexp(all_logits, 1) - true_logit).sum()
 
 
+def nce_ours(h, w, b, t, sampled):
+    return FF.nce_loss(h, w, t, linear_bias=b, sampled=sampled, reduction="sum")
+
+
+def nce_plain(h, w, b, t, sampled):
+    # tf.nn.nce_loss: sigmoid cross entropy of the true and the sampled logits, each shifted by
+    # -log Q (no accidental-hit removal, TensorFlow's default for NCE)
+    cand, tq, sq = sampled
+    true_logit = (h * w[t]).sum(1) + b[t] - tq.log().to(h.dtype)
+    logits = torch.addmm(b[cand] - sq.log().to(h.dtype), h, w[cand].T)  # [N, S]
+    return -(F.logsigmoid(true_logit).sum() + F.logsigmoid(-logits).sum())
+
+
 def full_softmax(h, w, b, t):
     return F.cross_entropy(F.linear(h, w, b), t, reduction="sum")
 
@@ -132,6 +146,8 @@ def measure(name, fn, fargs, params, device, args):
     ms = (time.perf_counter() - t0) * 1e3
     return ms, ms, ms, mem
 
+
+LCE_MAX_LOGIT_BYTES = 4 << 30
 
 RATIOS = ("speedup_vs_plain", "speedup_vs_full", "speedup_vs_lce", "speedup_vs_lce_chunked_auto",
           "speedup_vs_lce_chunked")
@@ -203,7 +219,9 @@ def bench_word2vec(device, dtype, shape, args, rows):
     bound_ms = bound.seconds(args.bandwidth) * 1e3 if args.bandwidth else float("nan")
     results = {}
     providers = [("ours", ns_ours, (h, w, t, neg)), ("plain", ns_plain, (h, w, t, neg))]
-    if args.lce:  # the full softmax of the same weight on the first true class
+    # the full softmax of the same weight on the first true class, where its [N, V] logits
+    # fit in memory (N = 2^16, V = 10^5 would need 26 GB)
+    if args.lce and n * v * torch.finfo(dtype).bits // 8 <= LCE_MAX_LOGIT_BYTES:
         providers += lce_providers(h, w, None, t, device, args)
     first = len(rows)
     for name, fn, fargs in providers:
@@ -239,6 +257,29 @@ def bench_lm(device, dtype, shape, args, rows):
         med, lo, hi, mem = measure(name, fn, fargs, params, device, args)
         results[name] = med
         rows.append(dict(case="sampled_softmax", provider=name, dtype=str(dtype)[6:],
+                         shape=f"N={n} D={d} V={v} S={s}", median_ms=med, min_ms=lo, max_ms=hi,
+                         peak_extra_mb=mem))
+    add_ratios(rows[first], results)
+    bench_nce(h, w, b, t, sampled, params, device, dtype, args, rows)
+
+
+def bench_nce(h, w, b, t, sampled, params, device, dtype, args, rows):
+    """NCE on the LM case's inputs and candidates, against plain PyTorch and the exact full
+    softmax (F.linear + F.cross_entropy, and linear_cross_entropy)."""
+    n, d = h.shape
+    v, s = w.shape[0], sampled[0].numel()
+    check_close((nce_ours, (h, w, b, t, sampled)), (nce_plain, (h, w, b, t, sampled)), params,
+                dtype, "nce")
+    providers = [("ours", nce_ours, (h, w, b, t, sampled)),
+                 ("plain", nce_plain, (h, w, b, t, sampled)),
+                 ("full_softmax", full_softmax, (h, w, b, t))]
+    if args.lce:
+        providers += lce_providers(h, w, b, t, device, args)
+    results, first = {}, len(rows)
+    for name, fn, fargs in providers:
+        med, lo, hi, mem = measure(name, fn, fargs, params, device, args)
+        results[name] = med
+        rows.append(dict(case="nce", provider=name, dtype=str(dtype)[6:],
                          shape=f"N={n} D={d} V={v} S={s}", median_ms=med, min_ms=lo, max_ms=hi,
                          peak_extra_mb=mem))
     add_ratios(rows[first], results)
