@@ -68,6 +68,7 @@ def quality_setting(args) -> str:
         f"/{c['decay']:g} after ep {c['decay_after']}, clip {5 / c['bptt']:.3g} (= 5), "
         f"init ±{c['init']:g}, output bias -log V, epochs {args.epochs or c['epochs']}, "
         f"max_steps {args.max_steps or 'all'}, num_sampled {args.num_sampled}"
+        + (f", hs tree {args.hs_tree}" if "hs" in args.heads else "")
     )
 
 
@@ -86,7 +87,8 @@ def train_quality_head(head: str, args, device: torch.device, threads: Optional[
         lr_decay=c["decay"], decay_after=c["decay_after"], clip=5.0 / bptt,
         epochs=args.epochs or c["epochs"], batch_size=20, eval_batch_size=10, bptt=bptt,
         eval_bptt=35,
-        max_steps=args.max_steps, seed=args.seed, device=str(device),
+        max_steps=args.max_steps, seed=args.seed,
+        hs_tree=args.hs_tree if head == "hs" else "huffman", device=str(device),
         checkpoint=os.path.join(folder, f"ptb-{args.config}-{head}.pt"), force=True,
         progress=sys.stderr.isatty() and args.jobs == 1,
     )
@@ -249,6 +251,8 @@ def main():
                    help="where each head's checkpoint goes (default: a temporary folder)")
     q.add_argument("--heads", nargs="+", default=["full", "sampled", "nce", "neg"])
     q.add_argument("--num-sampled", type=int, default=1024)
+    q.add_argument("--hs-tree", choices=("huffman", "context"), default="huffman",
+                   help="tree of the 'hs' head (fastsoftmax.models.lm.hs_tree)")
     q.add_argument("--seed", type=int, default=1234)
     q.add_argument("--device", default=None)
     q.add_argument("--threads", type=int, default=None, help="torch intra-op threads")

@@ -45,9 +45,11 @@ class ClassTree:
     """A full binary tree over `num_classes` classes (see the module docstring).
 
     Build it with `ClassTree.huffman(counts)` (word2vec.c's Huffman tree),
-    `ClassTree.huffman_heap(counts)` (gensim's, which breaks ties the other way) or
-    `ClassTree.from_paths(codes, points)` (an explicit tree); `ClassTree(links)` checks and
-    wraps a links tensor (e.g. one read back from a checkpoint)."""
+    `ClassTree.huffman_heap(counts)` (gensim's, which breaks ties the other way),
+    `ClassTree.from_vectors(vectors, counts)` (recursive splits of class vectors, so similar
+    classes share subtrees) or `ClassTree.from_paths(codes, points)` (an explicit tree);
+    `ClassTree(links)` checks and wraps a links tensor (e.g. one read back from a
+    checkpoint)."""
 
     def __init__(self, links: Tensor):
         if not isinstance(links, Tensor):
@@ -113,6 +115,51 @@ class ClassTree:
             links[first.node], links[second.node] = 2 * i, 2 * i + 1
             heapq.heappush(heap, _HeapNode(first.count + second.count, V + i))
         return cls(torch.tensor(links, dtype=torch.int32))
+
+    @classmethod
+    def from_vectors(cls, vectors, counts=None, *, balance: float = 1.0, slack: float = 0.1,
+                     seed: int = 0) -> "ClassTree":
+        """A tree that groups similar classes: the class set is split in two recursively
+        along the principal direction of its (unit-normalised, centred) vectors [V, d] (a few
+        power iterations from a seeded start), at a cut of the sorted projections that about
+        halves the total of counts ** `balance` (Mnih and Hinton 2009 split learned word
+        vectors likewise). `balance` 1 halves the count mass, so a frequent class stays near
+        the root as in a Huffman tree (Shannon-Fano's rule); 0 halves the number of classes
+        (depth about log2 V). Of the cuts whose left share of that total is within `slack`
+        of one half, the one with the least scatter of the projections on either side wins,
+        so splits fall between groups of similar classes (slack 0: the cut nearest to half).
+        counts None: all ones. Deterministic for a seed; inner node 0 is the root, ids in
+        splitting order. Numpy, O(V d log V)."""
+        x = torch.as_tensor(vectors)
+        if x.dim() != 2 or x.shape[0] < 2 or x.shape[1] < 1:
+            raise ValueError(f"vectors must be 2-D [V, d] with V >= 2 classes and d >= 1, got "
+                             f"shape {tuple(x.shape)}")
+        if not x.dtype.is_floating_point:
+            raise TypeError(f"vectors must be floating point, got {x.dtype}")
+        x = x.detach().to("cpu", torch.float64)
+        if not bool(torch.isfinite(x).all()):
+            raise ValueError("vectors must be finite (no NaN or inf)")
+        V = x.shape[0]
+        if counts is None:
+            c = torch.ones(V, dtype=torch.float64)
+        else:
+            c = torch.as_tensor(counts)
+            if c.dtype == torch.bool or c.dtype.is_complex:
+                raise TypeError(f"counts must be integers or floats, got {c.dtype}")
+            c = c.detach().to("cpu", torch.float64)
+            if c.shape != (V,):
+                raise ValueError(f"counts must be 1-D with one entry per row of vectors ({V}), "
+                                 f"got shape {tuple(c.shape)}")
+            if not bool(torch.isfinite(c).all()) or bool((c < 0).any()):
+                raise ValueError("counts must be finite and non-negative")
+        balance = float(balance)
+        if not 0.0 <= balance <= 1.0:
+            raise ValueError(f"balance must be in [0, 1], got {balance}")
+        slack = float(slack)
+        if not 0.0 <= slack < 0.5:
+            raise ValueError(f"slack must be in [0, 0.5), got {slack}")
+        links = _split_tree(x.numpy(), c.pow(balance).numpy(), slack, 4, int(seed))
+        return cls(torch.from_numpy(links).to(torch.int32))
 
     @classmethod
     def from_paths(cls, codes: Union[Tensor, Sequence[Sequence[int]]],
@@ -237,6 +284,75 @@ class _HeapNode:
 
     def __lt__(self, other: "_HeapNode") -> bool:
         return self.count < other.count
+
+
+def _split_tree(x, mass, slack: float, refine: int, seed: int):
+    """links int64 [2V - 1] of `ClassTree.from_vectors` (x float64 [V, d], mass [V])."""
+    import numpy as np
+
+    V, d = x.shape
+    norm = np.linalg.norm(x, axis=1, keepdims=True)
+    x = x / np.where(norm > 0, norm, 1.0)
+    start = np.random.default_rng(seed).standard_normal(d)
+    mass = mass + 1e-12 * max(float(mass.max()), 1.0)  # zero-mass classes still get a side
+    links = np.full(2 * V - 1, -1, dtype=np.int64)
+    stack = [(np.arange(V), -1)]  # (classes under this node, sorted; its slot in links)
+    next_inner = 0
+    while stack:
+        members, slot = stack.pop()
+        node = V + next_inner
+        if slot >= 0:
+            links[node] = slot
+        if len(members) == 2:
+            order, cut = members, 1
+        else:
+            sub = x[members]
+            sub = sub - sub.mean(0)
+            v = start
+            for _ in range(8):  # power iteration on sub^T sub: the principal direction
+                v = sub.T @ (sub @ v)
+                n = np.linalg.norm(v)
+                if n == 0:
+                    break
+                v = v / n
+            # Then a balanced 2-means: the next direction joins the two sides' centroids
+            # (the difference of squared distances to them is linear along it), a few rounds.
+            for _ in range(refine + 1):
+                order, cut = _cut(sub @ v, members, mass, slack)
+                side = np.zeros(len(members), dtype=bool)
+                side[np.searchsorted(members, order[cut:])] = True
+                v = sub[side].mean(0) - sub[~side].mean(0)
+                if not np.any(v):
+                    break
+        inner = next_inner
+        next_inner += 1
+        for bit, part in ((1, order[cut:]), (0, order[:cut])):
+            if len(part) == 1:
+                links[part[0]] = 2 * inner + bit
+            else:
+                stack.append((np.sort(part), 2 * inner + bit))
+    return links
+
+
+def _cut(proj, members, mass, slack: float):
+    """(members sorted along proj, the number k of them put on the left side). Among the
+    cuts whose left share of the mass lies within `slack` of one half, the one with the least
+    within-side scatter of the projections (Otsu's rule in 1-D), so that a split falls in a
+    gap between groups rather than through one; the cut nearest to half is always allowed."""
+    import numpy as np
+
+    idx = np.lexsort((members, proj))  # ties by id: deterministic
+    order, p = members[idx], proj[idx]
+    cum = np.cumsum(mass[order])
+    left = cum[:-1] / cum[-1]  # left share for k = 1..n-1
+    n = len(p)
+    k = np.arange(1, n)
+    s1, s2 = np.cumsum(p)[:-1], np.cumsum(p * p)[:-1]
+    t1, t2 = p.sum() - s1, (p * p).sum() - s2
+    scatter = (s2 - s1 * s1 / k) + (t2 - t1 * t1 / (n - k))
+    allowed = np.abs(left - 0.5) <= slack
+    allowed[int(np.argmin(np.abs(left - 0.5)))] = True
+    return order, int(np.argmin(np.where(allowed, scatter, np.inf))) + 1
 
 
 def _check_links(links: Tensor) -> Tensor:

@@ -109,6 +109,98 @@ def test_from_paths_checks_the_tree(codes, points, match):
         fs.ClassTree.from_paths(codes, points)
 
 
+def _clustered(per, seed):
+    """8 tight clusters of `per` vectors around the corners (+-4, +-2, +-1), rows shuffled:
+    (vectors [8 * per, 3], the cluster of each row). Each split of the corners along one axis
+    is the clearest, so a good tree holds each cluster in a subtree of its own."""
+    g = torch.Generator().manual_seed(seed)
+    corners = torch.tensor([[a * 4.0, b * 2.0, c * 1.0] for a in (-1, 1) for b in (-1, 1)
+                            for c in (-1, 1)])
+    label = torch.arange(8).repeat_interleave(per)[torch.randperm(8 * per, generator=g)]
+    return corners[label] + 0.05 * torch.randn(8 * per, 3, generator=g), label
+
+
+def _subtree_leaves(tree, inner):
+    """The classes below inner node `inner`."""
+    codes, points = tree.paths()
+    return set((points == inner).any(1).nonzero().squeeze(1).tolist())
+
+
+# Halving the count mass of random counts may need a lopsided cut (a 465:210 pair of
+# clusters has a left share of 0.31), hence the wider slack there.
+@pytest.mark.parametrize("balance, slack", [(0.0, 0.1), (1.0, 0.25)])
+def test_from_vectors_is_a_valid_tree_that_keeps_clusters_together(balance, slack):
+    x, label = _clustered(16, seed=3)
+    counts = torch.randint(1, 50, (128,), generator=torch.Generator().manual_seed(1))
+    tree = fs.ClassTree.from_vectors(x, counts, balance=balance, slack=slack, seed=7)
+    V = 128
+    assert tree.num_classes == V and tree.num_inner == V - 1
+    # Rebuilt from its own paths (every check of from_paths: one root, prefix code, every
+    # class one leaf, every inner node two children): the same links.
+    codes, points = tree.paths()
+    again = fs.ClassTree.from_paths(*_lists(codes, points))
+    assert torch.equal(again.links, tree.links)
+    assert sorted(tree.links[:V].tolist()) == sorted(set(tree.links[:V].tolist()))
+    # Deterministic for a seed.
+    assert torch.equal(
+        fs.ClassTree.from_vectors(x, counts, balance=balance, slack=slack, seed=7).links,
+        tree.links)
+    # Each cluster is exactly the leaf set of one subtree.
+    for k in range(8):
+        members = set((label == k).nonzero().squeeze(1).tolist())
+        assert any(_subtree_leaves(tree, i) == members for i in range(V - 1)), k
+    # A normalised distribution through the layer with this tree, equal to the float64
+    # path-by-path reference.
+    m = fs.HierarchicalSoftmaxLoss(D, V, tree=tree).double()
+    with torch.no_grad():
+        m.linear_weight.normal_(0, 1.0, generator=torch.Generator().manual_seed(0))
+    h = torch.randn(6, D, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    lp = m.log_prob(h)
+    torch.testing.assert_close(lp.exp().sum(-1), torch.ones(6, dtype=torch.float64))
+    ref = R.hierarchical_log_prob_reference(h, m.linear_weight.detach(), codes, points)
+    torch.testing.assert_close(lp, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_from_vectors_balance_keeps_frequent_classes_shallow():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(300, 6, generator=g)
+    counts = 1.0 / torch.arange(1, 301, dtype=torch.float64)  # Zipf
+    by_count = fs.ClassTree.from_vectors(x, counts, balance=1.0, slack=0.0)
+    by_size = fs.ClassTree.from_vectors(x, counts, balance=0.0, slack=0.0)
+    p = counts / counts.sum()
+    # Halving the mass gives a shorter expected code than halving the class count, within
+    # Shannon-Fano's bound of entropy + 2 bits for count halving.
+    entropy = float(-(p * p.log2()).sum())
+    cost = {k: float((p * t.lengths).sum()) for k, t in (("count", by_count), ("size", by_size))}
+    assert cost["count"] < cost["size"] and cost["count"] <= entropy + 2
+    assert int(by_size.lengths.max()) - int(by_size.lengths.min()) <= 1  # balanced by size
+    assert int(by_count.lengths[0]) < int(by_size.lengths[0])
+
+
+@pytest.mark.parametrize("vectors, counts, kw, error, match", [
+    (torch.zeros(1, 3), None, {}, ValueError, "V >= 2"),
+    (torch.zeros(5), None, {}, ValueError, "2-D"),
+    (torch.zeros(4, 3, dtype=torch.int64), None, {}, TypeError, "floating point"),
+    (torch.tensor([[0.0], [float("nan")]]), None, {}, ValueError, "finite"),
+    (torch.zeros(4, 3), torch.ones(3), {}, ValueError, "one entry per row"),
+    (torch.zeros(4, 3), torch.tensor([1.0, -1, 1, 1]), {}, ValueError, "non-negative"),
+    (torch.zeros(4, 3), torch.ones(4, dtype=torch.bool), {}, TypeError, "integers or floats"),
+    (torch.zeros(4, 3), None, {"balance": 2.0}, ValueError, "balance"),
+    (torch.zeros(4, 3), None, {"slack": 0.5}, ValueError, "slack"),
+])
+def test_from_vectors_bad_input(vectors, counts, kw, error, match):
+    with pytest.raises(error, match=match):
+        fs.ClassTree.from_vectors(vectors, counts, **kw)
+
+
+def test_from_vectors_degenerate_vectors_still_give_a_tree():
+    # Identical (or zero) vectors: no direction to split along, yet a full binary tree.
+    for x in (torch.zeros(9, 4), torch.ones(9, 4)):
+        tree = fs.ClassTree.from_vectors(x, torch.arange(9))
+        fs.ClassTree(tree.links)
+        assert tree.num_classes == 9
+
+
 def test_links_checks():
     good = fs.ClassTree.huffman([4, 3, 2, 1]).links
     with pytest.raises(ValueError, match="exactly one root"):

@@ -587,3 +587,50 @@ def test_every_option_shows_its_default():
             assert text.count("(default:") >= len(
                 [a for a in sub._actions if a.option_strings and a.dest != "help"
                  and not a.required]), name
+
+
+def test_context_tree_groups_words_by_their_left_context():
+    from fastsoftmax.models.lm.hs_tree import build_tree, left_context_vectors
+
+    # Words 1 and 2 only ever follow 0, words 4 and 5 only ever follow 3: a next-word
+    # predictor sees the same history before each of a pair, so each pair shares a subtree.
+    g = torch.Generator().manual_seed(0)
+    pick = torch.randint(0, 2, (400,), generator=g)
+    follow = torch.randint(0, 2, (400,), generator=g)
+    ids = torch.stack((pick * 3, 1 + pick * 3 + follow), 1).reshape(-1)
+    vec = left_context_vectors(ids, 6, dim=4, window=1)
+    assert vec.shape == (6, 4) and vec.dtype == torch.float32
+    torch.testing.assert_close(vec[1], vec[2])
+    torch.testing.assert_close(vec[4], vec[5])
+    counts = torch.bincount(ids, minlength=6).clamp(min=1)
+    tree = build_tree("context", ids, counts)
+    links = tree.links.long()
+    assert links[1] >> 1 == links[2] >> 1 and links[4] >> 1 == links[5] >> 1
+    huffman = fastsoftmax.ClassTree.huffman(counts)
+    assert torch.equal(build_tree("huffman", ids, counts).links, huffman.links)
+    with pytest.raises(ValueError, match="hs_tree must be one of"):
+        build_tree("balanced", ids, counts)
+    with pytest.raises(ValueError, match=r"ids must lie in \[0, 6\)"):
+        left_context_vectors(ids + 1, 6)
+
+
+def test_hs_context_tree_is_kept_by_checkpoints(corpus_dir, tmp_path, capsys):
+    """--hs-tree context: the tree is built from the training text, saved with the model, and
+    a resumed run ends bit-identical to an uninterrupted one (same tree, same weights)."""
+    straight, split = str(tmp_path / "straight.pt"), str(tmp_path / "split.pt")
+    extra = ("--output", "hs", "--hs-tree", "context")
+    cli.main(_train_args(corpus_dir, straight, 2, extra))
+    cli.main(_train_args(corpus_dir, split, 1, extra))
+    cli.main(_resume_args(corpus_dir, split, 2, 0))
+    a, b = lm.load_checkpoint(straight), lm.load_checkpoint(split)
+    assert a["train_config"]["hs_tree"] == b["train_config"]["hs_tree"] == "context"
+    for k in a["model"]:
+        assert torch.equal(a["model"][k], b["model"][k]), k
+    model, vocab = lm.model_from_checkpoint(a)
+    huffman = fastsoftmax.ClassTree.huffman(vocab.counts)
+    assert torch.equal(model.head.tree.links, a["model"]["head.tree_links"])
+    assert not torch.equal(model.head.tree.links, huffman.links)
+    capsys.readouterr()
+    argv = _train_args(corpus_dir, str(tmp_path / "x.pt"), 1, ("--hs-tree", "context"))
+    assert cli.main(argv) == 2
+    assert "hs_tree 'context' needs output 'hs'" in capsys.readouterr().err

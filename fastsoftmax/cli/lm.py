@@ -115,6 +115,9 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
     t.add_argument("--sampler", choices=("unigram", "log_uniform"), default=d.sampler,
                    help="noise distribution of the sampled heads")
     t.add_argument("--power", type=float, default=d.power, help="unigram exponent")
+    t.add_argument("--hs-tree", choices=("huffman", "context"), default=d.hs_tree,
+                   help="tree of --output hs: Huffman over the counts, or words split by "
+                        "their left contexts in the training text")
     t.add_argument("--init-range", type=float, default=d.init_range,
                    help="weights start uniform in ±this")
     t.add_argument("--sparse", action="store_true",

@@ -31,6 +31,8 @@ class TrainConfig:
     plot: PNG of the run's curves, refused if it exists unless force.
     progress: None draws the bar only when stderr is a terminal.
     eval_bptt: BPTT length of validation and test (None: bptt).
+    hs_tree: the tree of output 'hs': 'huffman' (over the training counts) or 'context'
+        (words split by their left contexts in the training text; see lm/hs_tree.py).
     """
 
     data: Optional[str] = None
@@ -45,6 +47,7 @@ class TrainConfig:
     num_sampled: int = 1024
     sampler: str = "unigram"
     power: float = 0.75
+    hs_tree: str = "huffman"
     init_range: float = 0.1
     sparse: bool = False
     optimizer: str = "sgd"

@@ -26,7 +26,8 @@ class RNNLanguageModel(nn.Module):
     `tie_weights` shares the embedding with the output layer; it needs embed_dim ==
     hidden_size unless `projection` adds a hidden→embedding linear map before the output.
     `sampler` ('unigram' from `counts` to the `power`, or 'log_uniform'), `num_sampled` and
-    `sparse` configure the heads that take them.
+    `sparse` configure the heads that take them. `tree` (a ClassTree) replaces the Huffman
+    tree of 'hs' built from `counts`; it is kept in the state dict, not in `config`.
 
     `forward(input, target, hidden)` → (mean loss, new hidden): the head's training objective
     in training mode, the exact full-softmax cross entropy in eval mode.
@@ -50,6 +51,7 @@ class RNNLanguageModel(nn.Module):
         power: float = 0.75,
         init_range: float = 0.1,
         sparse: bool = False,
+        tree=None,
     ):
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim),
@@ -66,6 +68,8 @@ class RNNLanguageModel(nn.Module):
         if tie_weights and output == "hs":
             raise ValueError("tie_weights cannot be used with output 'hs': its weight holds the "
                              "tree's inner nodes, not one vector per word")
+        if tree is not None and output != "hs":
+            raise ValueError(f"tree is for output 'hs' only, got output {output!r}")
         if output == "hs" and counts is None:
             raise ValueError("output 'hs' needs the training counts (counts=...) for its tree")
         if tie_weights and embed_dim != hidden_size and not projection:
@@ -95,7 +99,9 @@ class RNNLanguageModel(nn.Module):
         # draw from one distribution.
         self.head = make_head(
             output, out_features, vocab_size, num_samples=num_sampled, sampler=sampler,
-            counts=counts if (sampler == "unigram" or output == "hs") else None, power=power,
+            counts=None if tree is not None else (
+                counts if (sampler == "unigram" or output == "hs") else None), power=power,
+            **({"tree": tree} if tree is not None else {}),
             bias=True,
             sparse=sparse, linear_weight=self.embedding.weight if tie_weights else None,
         )

@@ -14,6 +14,7 @@ from ...optim import clip_grad_norm, make_optimizer
 from ..progress import progress_bar
 from .config import TrainConfig, resolve
 from .checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint, set_rng_state
+from .hs_tree import TREES, build_tree
 from .data import Corpus, batchify, bptt_batches, num_bptt_batches, shard_rows
 from .model import Hidden, RNNLanguageModel, detach_hidden
 
@@ -172,13 +173,20 @@ def fit(config: TrainConfig, *, given=None, log: Callable = print) -> dict:
     else:
         corpus = Corpus(config.data, encoding=config.encoding)
         vocab = corpus.vocab
+        if config.hs_tree not in TREES:
+            raise ValueError(f"hs_tree must be one of {TREES}, got {config.hs_tree!r}")
+        if config.hs_tree != "huffman" and config.output != "hs":
+            raise ValueError(f"hs_tree {config.hs_tree!r} needs output 'hs'")
+        tree = None
+        if config.output == "hs" and config.hs_tree != "huffman":
+            tree = build_tree(config.hs_tree, corpus["train"], vocab.counts, seed=config.seed)
         torch.manual_seed(config.seed)
         model = RNNLanguageModel(
             len(vocab), config.embed_dim, config.hidden_size, config.layers,
             rnn_type=config.rnn, dropout=config.dropout, tie_weights=config.tie_weights,
             projection=config.projection, output=config.output, num_sampled=config.num_sampled,
             sampler=config.sampler, counts=vocab.counts, power=config.power,
-            init_range=config.init_range, sparse=config.sparse,
+            init_range=config.init_range, sparse=config.sparse, tree=tree,
         )
     model.to(device)
     optimizer = make_optimizer(model, config.optimizer, config.lr, model.sparse_parameters())
