@@ -117,7 +117,7 @@ class ClassTree:
         return cls(torch.tensor(links, dtype=torch.int32))
 
     @classmethod
-    def from_vectors(cls, vectors, counts=None, *, balance: float = 1.0, slack: float = 0.1,
+    def from_vectors(cls, vectors, counts=None, *, balance: float = 1.0, slack: float = 0.25,
                      seed: int = 0) -> "ClassTree":
         """A tree that groups similar classes: the class set is split in two recursively
         along the principal direction of its (unit-normalised, centred) vectors [V, d] (a few
