@@ -69,6 +69,7 @@ def quality_setting(args) -> str:
         f"init ±{c['init']:g}, output bias -log V, epochs {args.epochs or c['epochs']}, "
         f"max_steps {args.max_steps or 'all'}, num_sampled {args.num_sampled}"
         + (f", hs tree {args.hs_tree}" if "hs" in args.heads else "")
+        + (f" from {os.path.basename(args.hs_tree_model)}" if args.hs_tree_model else "")
     )
 
 
@@ -88,7 +89,8 @@ def train_quality_head(head: str, args, device: torch.device, threads: Optional[
         epochs=args.epochs or c["epochs"], batch_size=20, eval_batch_size=10, bptt=bptt,
         eval_bptt=35,
         max_steps=args.max_steps, seed=args.seed,
-        hs_tree=args.hs_tree if head == "hs" else "huffman", device=str(device),
+        hs_tree=args.hs_tree if head == "hs" else "huffman",
+        hs_tree_model=args.hs_tree_model if head == "hs" else None, device=str(device),
         checkpoint=os.path.join(folder, f"ptb-{args.config}-{head}.pt"), force=True,
         progress=sys.stderr.isatty() and args.jobs == 1,
     )
@@ -251,8 +253,10 @@ def main():
                    help="where each head's checkpoint goes (default: a temporary folder)")
     q.add_argument("--heads", nargs="+", default=["full", "sampled", "nce", "neg"])
     q.add_argument("--num-sampled", type=int, default=1024)
-    q.add_argument("--hs-tree", choices=("huffman", "context"), default="huffman",
+    q.add_argument("--hs-tree", choices=("huffman", "context", "features"), default="huffman",
                    help="tree of the 'hs' head (fastsoftmax.models.lm.hs_tree)")
+    q.add_argument("--hs-tree-model", default=None,
+                   help="checkpoint of a trained LM for --hs-tree features")
     q.add_argument("--seed", type=int, default=1234)
     q.add_argument("--device", default=None)
     q.add_argument("--threads", type=int, default=None, help="torch intra-op threads")

@@ -634,3 +634,39 @@ def test_hs_context_tree_is_kept_by_checkpoints(corpus_dir, tmp_path, capsys):
     argv = _train_args(corpus_dir, str(tmp_path / "x.pt"), 1, ("--hs-tree", "context"))
     assert cli.main(argv) == 2
     assert "hs_tree 'context' needs output 'hs'" in capsys.readouterr().err
+
+
+def test_feature_vectors_are_the_mean_features_before_each_word(corpus_dir):
+    from fastsoftmax.models.lm.hs_tree import feature_vectors
+
+    corpus = lm.Corpus(corpus_dir)
+    torch.manual_seed(0)
+    model = small_model(corpus.vocab)
+    ids = corpus["train"][:203]
+    got = feature_vectors(model, ids, batch_size=3, bptt=7)
+    # By hand: the same streams, one pass over the whole of each, no truncation needed for
+    # the forward values.
+    data = lm.batchify(ids, 3)
+    with torch.no_grad():
+        feats, _ = model.features(data[:, :-1])
+    target = data[:, 1:].reshape(-1)
+    feats = feats.reshape(-1, feats.shape[-1]).double()
+    V = len(corpus.vocab)
+    want = torch.zeros(V, feats.shape[1], dtype=torch.float64).index_add_(0, target, feats)
+    want /= torch.bincount(target, minlength=V).clamp(min=1)[:, None]
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
+    assert model.training  # its mode is given back
+
+
+def test_hs_features_tree_from_a_trained_model(corpus_dir, tmp_path, capsys):
+    first, second = str(tmp_path / "first.pt"), str(tmp_path / "second.pt")
+    cli.main(_train_args(corpus_dir, first, 1, ("--output", "hs", "--hs-tree", "context")))
+    extra = ("--output", "hs", "--hs-tree", "features", "--hs-tree-model", first)
+    assert cli.main(_train_args(corpus_dir, second, 1, extra)) == 0
+    state = lm.load_checkpoint(second)
+    assert state["train_config"]["hs_tree_model"] == first
+    fastsoftmax.ClassTree(state["model"]["head.tree_links"])
+    capsys.readouterr()
+    bad = ("--output", "hs", "--hs-tree", "features")
+    assert cli.main(_train_args(corpus_dir, str(tmp_path / "x.pt"), 1, bad)) == 2
+    assert "--hs-tree-model goes with --hs-tree features" in capsys.readouterr().err

@@ -115,9 +115,12 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
     t.add_argument("--sampler", choices=("unigram", "log_uniform"), default=d.sampler,
                    help="noise distribution of the sampled heads")
     t.add_argument("--power", type=float, default=d.power, help="unigram exponent")
-    t.add_argument("--hs-tree", choices=("huffman", "context"), default=d.hs_tree,
-                   help="tree of --output hs: Huffman over the counts, or words split by "
-                        "their left contexts in the training text")
+    t.add_argument("--hs-tree", choices=("huffman", "context", "features"), default=d.hs_tree,
+                   help="tree of --output hs: Huffman over the counts, words split by their "
+                        "left contexts in the training text, or by the mean features a "
+                        "trained model (--hs-tree-model) computes before them")
+    t.add_argument("--hs-tree-model", default=d.hs_tree_model, metavar="CHECKPOINT",
+                   help="the trained language model of --hs-tree features")
     t.add_argument("--init-range", type=float, default=d.init_range,
                    help="weights start uniform in ±this")
     t.add_argument("--sparse", action="store_true",

@@ -32,7 +32,9 @@ class TrainConfig:
     progress: None draws the bar only when stderr is a terminal.
     eval_bptt: BPTT length of validation and test (None: bptt).
     hs_tree: the tree of output 'hs': 'huffman' (over the training counts) or 'context'
-        (words split by their left contexts in the training text; see lm/hs_tree.py).
+        (words split by their left contexts in the training text) or 'features' (split by
+        the mean features a trained model, the checkpoint hs_tree_model, computes before
+        each word); see lm/hs_tree.py.
     """
 
     data: Optional[str] = None
@@ -48,6 +50,7 @@ class TrainConfig:
     sampler: str = "unigram"
     power: float = 0.75
     hs_tree: str = "huffman"
+    hs_tree_model: Optional[str] = None
     init_range: float = 0.1
     sparse: bool = False
     optimizer: str = "sgd"

@@ -16,7 +16,7 @@ from torch import Tensor
 from ...tree import ClassTree
 from ..ppmi import ppmi_matrix, randomized_svd
 
-TREES = ("huffman", "context")
+TREES = ("huffman", "context", "features")
 
 
 def left_context_vectors(ids: Tensor, vocab_size: int, *, dim: int = 64, window: int = 2,
@@ -45,11 +45,47 @@ def left_context_vectors(ids: Tensor, vocab_size: int, *, dim: int = 64, window:
     return (u[:, :dim] * s[:dim].sqrt()).float()
 
 
-def build_tree(kind: str, ids: Tensor, counts: Tensor, *, seed: int = 0) -> ClassTree:
-    """The 'hs' tree `kind` ('huffman' or 'context') over the vocabulary of `counts` [V], from
+@torch.no_grad()
+def feature_vectors(model, ids: Tensor, *, batch_size: int = 20, bptt: int = 35) -> Tensor:
+    """float32 [V, D]: for each word, the mean of the features (the output layer's input) that
+    `model`, a trained RNNLanguageModel, computes just before that word in the id stream
+    `ids` (zero for a word never seen). Words a trained model predicts from similar states
+    get similar vectors (Mnih and Hinton 2009 built their trees from such averages)."""
+    from .data import batchify, bptt_batches
+
+    was_training = model.training
+    model.eval()
+    V = model.config["vocab_size"]
+    p = next(model.parameters())
+    sums, seen, hidden = None, torch.zeros(V, dtype=torch.float64), None
+    for x, y in bptt_batches(batchify(torch.as_tensor(ids), batch_size).to(p.device), bptt):
+        feats, hidden = model.features(x, hidden)
+        feats = feats.reshape(-1, feats.shape[-1]).double().cpu()
+        if sums is None:
+            sums = torch.zeros(V, feats.shape[1], dtype=torch.float64)
+        target = y.reshape(-1).cpu()
+        sums.index_add_(0, target, feats)
+        seen.index_add_(0, target, torch.ones_like(target, dtype=torch.float64))
+    model.train(was_training)
+    return (sums / seen.clamp(min=1)[:, None]).float()
+
+
+def build_tree(kind: str, ids: Tensor, counts: Tensor, *, seed: int = 0, model=None
+               ) -> ClassTree:
+    """The 'hs' tree `kind` ('huffman', 'context', or 'features': the mean features of a
+    trained language model `model` before each word) over the vocabulary of `counts` [V], from
     the training id stream `ids`."""
     if kind == "huffman":
         return ClassTree.huffman(counts)
+    if kind == "features":
+        if model is None:
+            raise ValueError("hs_tree 'features' needs a trained language model "
+                             "(--hs-tree-model CHECKPOINT)")
+        if model.config["vocab_size"] != counts.numel():
+            raise ValueError(f"the --hs-tree-model has {model.config['vocab_size']} words, the "
+                             f"vocabulary {counts.numel()}")
+        return ClassTree.from_vectors(feature_vectors(model, ids), counts, slack=0.25,
+                                      seed=seed)
     if kind == "context":
         vectors = left_context_vectors(ids, counts.numel(), seed=seed)
         # slack 0.25: each split may leave 25% to 75% of the count mass on a side. On PTB

@@ -178,8 +178,18 @@ def fit(config: TrainConfig, *, given=None, log: Callable = print) -> dict:
         if config.hs_tree != "huffman" and config.output != "hs":
             raise ValueError(f"hs_tree {config.hs_tree!r} needs output 'hs'")
         tree = None
+        if (config.hs_tree_model is not None) != (config.hs_tree == "features"):
+            raise ValueError("--hs-tree-model goes with --hs-tree features, and only with it")
         if config.output == "hs" and config.hs_tree != "huffman":
-            tree = build_tree(config.hs_tree, corpus["train"], vocab.counts, seed=config.seed)
+            source = None
+            if config.hs_tree_model is not None:
+                source, source_vocab = model_from_checkpoint(
+                    load_checkpoint(config.hs_tree_model))
+                if source_vocab.itos != vocab.itos:
+                    raise ValueError(f"{config.hs_tree_model} has another vocabulary than "
+                                     f"{config.data}")
+            tree = build_tree(config.hs_tree, corpus["train"], vocab.counts, seed=config.seed,
+                              model=source)
         torch.manual_seed(config.seed)
         model = RNNLanguageModel(
             len(vocab), config.embed_dim, config.hidden_size, config.layers,
