@@ -290,6 +290,12 @@ ROWS = [
             ["train", "--resume", "{in}/s2s.pt", *LM], "it holds a seq2seq model"),
     command("--resume of a truncated checkpoint", "fastsoftmax-lm",
             ["train", "--resume", "{in}/truncated.pt", *LM], "cannot be read"),
+    # A checkpoint whose pickle would create {in}/marker when loaded: refused unread, and
+    # the matrix's no-new-file rule checks that the marker never appears.
+    command("--resume of a checkpoint whose pickle runs code", "fastsoftmax-lm",
+            ["train", "--resume", "{in}/runs_code.pt", *LM],
+            "runs_code.pt is refused: it holds a Python object no fastsoftmax checkpoint "
+            "holds (io.open), and loading it could run code"),
     command("--resume of a text file", "fastsoftmax-lm",
             ["train", "--resume", "{in}/vectors.txt", *LM], "cannot be read"),
     command("--resume of another program's torch file", "fastsoftmax-lm",
@@ -386,6 +392,8 @@ ROWS = [
             "valid_fraction"),
     command("an unknown --attention", "fastsoftmax-seq2seq",
             ["train", "--data", "{in}/pairs.tsv", "--attention", "bilinear"], "invalid choice"),
+    command("translate with a checkpoint whose pickle runs code", "fastsoftmax-seq2seq",
+            ["translate", "--checkpoint", "{in}/runs_code.pt"], "loading it could run code"),
     command("translate with a language-model checkpoint", "fastsoftmax-seq2seq",
             ["translate", "--checkpoint", "{in}/lm.pt"], "it holds a language-model model"),
     command("eval of a text file", "fastsoftmax-seq2seq",
@@ -426,6 +434,8 @@ ROWS = [
             ["train", "--resume", "{in}/memn2n.pt", "--hops", "2", *MN], "--hops 2"),
     command("--resume of a language-model checkpoint", "fastsoftmax-memn2n",
             ["train", "--resume", "{in}/lm.pt", *MN], "memory-network"),
+    command("eval of a checkpoint whose pickle runs code", "fastsoftmax-memn2n",
+            ["eval", "--checkpoint", "{in}/runs_code.pt"], "loading it could run code"),
     command("eval of a text file", "fastsoftmax-memn2n",
             ["eval", "--checkpoint", "{in}/vectors.txt"], "cannot be read"),
     command("eval of a missing checkpoint", "fastsoftmax-memn2n",
@@ -537,6 +547,16 @@ class Files:
                              "a_file": os.path.join(self.inputs, "corpus.txt")})
 
 
+class RunsCode:
+    """Unpickled, it calls open(path, "w"): a file appears where none should."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
 def _write(path, data):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as f:
@@ -594,6 +614,9 @@ def inputs(tmp_path_factory):
     with open(f"{root}/lm.pt", "rb") as f:
         _write(f"{root}/truncated.pt", f.read()[:2000])
     torch.save({"state_dict": {"w": torch.zeros(2)}}, f"{root}/foreign.pt")
+    with open(f"{root}/lm.pt", "rb") as f:  # a real checkpoint, plus an object that runs code
+        state = torch.load(f, weights_only=True)
+    torch.save(dict(state, extra=RunsCode(f"{root}/marker")), f"{root}/runs_code.pt")
     unwritable = _unwritable_folder(str(tmp_path_factory.mktemp("locked")))
     yield root, unwritable
     if unwritable and unwritable != "/sys":

@@ -376,7 +376,7 @@ def test_checkpoints_written_before_hard_attention_resume_as_soft(tmp_path):
     old = str(tmp_path / "old.pt")
     s2s.fit(dict(SETTINGS, attention_mode="soft", baseline=None, hidden_size=8, embed_dim=4,
                  epochs=1, checkpoint=old), data=data, log=lambda m: None)
-    state = torch.load(old, weights_only=False)
+    state = torch.load(old, weights_only=True)
     for key in ("attention_mode", "baseline", "entropy_bonus"):
         del state["train_config"][key], state["model"]["config"][key]
     torch.save(state, old)

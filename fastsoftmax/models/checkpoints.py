@@ -1,10 +1,16 @@
 """One checkpoint format for every model: a dict saved by torch.save with a format name, a
 kind tag ('lm', 'seq2seq', ...) and a version, written atomically and refused with one
-sentence naming the file when it is of another kind, truncated or not a checkpoint."""
+sentence naming the file when it is of another kind, truncated or not a checkpoint.
+
+A checkpoint file is a pickle, and unpickling can run any code the file names. Checkpoints
+hold only tensors, numbers, strings, None and plain containers (dict, list, tuple), so they
+are loaded with torch.load(weights_only=True), whose unpickler builds nothing else: a file
+naming any other Python object is refused unread, with a ValueError naming the file."""
 
 import dataclasses
 import os
 import random
+import re
 import time
 from typing import Optional
 
@@ -50,9 +56,21 @@ def load_checkpoint(path: str, kind: str, map_location="cpu") -> dict:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such checkpoint: {path}")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=False)
+        state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises many types for a damaged file
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        # The weights-only unpickler refused a global: a class or function the file names
+        # (any other refusal, such as an unknown opcode, is a file that is not a pickle).
+        named = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(exc))
+        if named:
+            what = named.group(1)
+            raise ValueError(
+                f"{path} is refused: it holds a Python object no fastsoftmax checkpoint holds "
+                f"({what}), and loading it could run code"
+            ) from None
+        # Not the weights-only unpickler's first line, which advises weights_only=False.
+        detail = re.search(r"WeightsUnpickler error:\s*([^\n]+)", str(exc))
+        reason = (detail.group(1) if detail else
+                  str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         raise ValueError(
             f"{path} is not a fastsoftmax {name} checkpoint: it cannot be read (truncated or "
             f"not written by torch.save: {reason})"
