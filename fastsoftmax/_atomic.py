@@ -6,11 +6,20 @@ The bytes go to a hidden temporary file in the same folder (same file system, so
 cannot copy), which is flushed and fsync'ed, then renamed over the path with os.replace (an
 atomic rename on POSIX and Windows), and the folder is fsync'ed so that the rename itself
 survives a power cut. On an exception the temporary file is removed and the path untouched.
-A process killed mid-write leaves its temporary file (.NAME.*.tmp) behind; nothing reads it.
+
+A process killed mid-write (SIGKILL, power cut) cannot remove its temporary file; nothing
+reads it. The temporary's name carries its writer: .NAME.PID@HOST.XXXXXXXX.tmp (HOST: the
+host name and, on Linux, the pid namespace). After each complete write of NAME, the
+temporaries of NAME whose writer ran on this host and whose pid is no longer alive are
+removed. A live writer's file is never touched (nor one of this
+process, or of another host sharing the folder, or in the older .NAME.XXXXXXXX.tmp form);
+a dead writer's pid reused by a new process only makes its file wait for a later write.
 """
 
 import contextlib
 import os
+import re
+import socket
 import tempfile
 from typing import Callable, Iterator
 
@@ -34,6 +43,42 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
+def _host() -> str:
+    """This host's name (at most 32 characters), plus the pid namespace where Linux names
+    it: a container sharing the host's name and the folder has pids of its own."""
+    host = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())[:32] or "localhost"
+    with contextlib.suppress(OSError):
+        host += "-" + re.sub(r"\D", "", os.readlink("/proc/self/ns/pid"))
+    return host
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: no signal sent, only the existence check
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, as another user's process
+        return True
+    return True
+
+
+def _remove_stale_temporaries(folder: str, name: str) -> None:
+    """Removes the temporaries of `name` left by writers on this host that have died."""
+    if os.name != "posix":  # os.kill(pid, 0) is not an existence check on Windows
+        return
+    stale = re.compile(rf"\.{re.escape(name)}\.(\d+)@{re.escape(_host())}\.[a-z0-9_]+\.tmp")
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return
+    for entry in entries:
+        m = stale.fullmatch(entry)
+        if m is None or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
+            continue
+        with contextlib.suppress(OSError):  # another writer may have removed it first
+            os.remove(os.path.join(folder, entry))
+
+
 @contextlib.contextmanager
 def atomic_path(path: str) -> Iterator[str]:
     """Yields a temporary path to write in full; on a clean exit it replaces `path`.
@@ -42,13 +87,15 @@ def atomic_path(path: str) -> Iterator[str]:
             torch.save(state, tmp)
 
     The new file gets the permissions of the file it replaces, or those a plain open() would
-    give (0666 less the umask), not mkstemp's 0600."""
+    give (0666 less the umask), not mkstemp's 0600. Temporaries of `path` that killed writers
+    on this host left behind are removed once the new file is in place."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path} is a directory; give a file name")
     folder = os.path.dirname(os.path.abspath(path))
+    name = os.path.basename(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.{os.getpid()}@{_host()}.",
                                    suffix=".tmp")
     except OSError as exc:  # name the file asked for, not the temporary one
         raise type(exc)(exc.errno, f"cannot write {path}: {exc.strerror}") from None
@@ -65,6 +112,7 @@ def atomic_path(path: str) -> Iterator[str]:
             os.remove(tmp)
         raise
     _fsync_folder(folder)
+    _remove_stale_temporaries(folder, name)
 
 
 @contextlib.contextmanager

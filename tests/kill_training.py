@@ -7,7 +7,9 @@
 half the instant a checkpoint's temporary file appears, i.e. in the middle of torch.save. After
 every kill the checkpoint at the path, if any, must load, and must be at least as far as the
 one before; the next child resumes from it (--resume). A last child runs to the end, and its
-model must be bit-identical to a run never interrupted. Prints one JSON line of counts.
+model must be bit-identical to a run never interrupted; the temporaries the killed writes
+left behind must be gone (each complete write removes those of dead writers). Prints one
+JSON line of counts.
 
 Children are forked from this process (torch imported once, one intra-op thread so no
 OpenMP pool crosses the fork) instead of started as new interpreters: 20 interpreter starts
@@ -85,6 +87,7 @@ def main(work: str, kills: int = 20, seed: int = 0) -> dict:
     fresh = ["train", "--data", data, "--checkpoint", ckpt, *TRAIN_OPTIONS]
     resume = ["train", "--resume", ckpt, "--checkpoint", ckpt, "--no-progress"]
     counts = dict(kills=0, mid_write=0, before_first_checkpoint=0, loads=0, resumed_from=0)
+    stale = set()  # temporaries of killed writers, which the next complete write removes
     last, clock = (0, 0), time.monotonic()
     for i in range(kills):
         started_from = os.path.exists(ckpt)
@@ -110,6 +113,7 @@ def main(work: str, kills: int = 20, seed: int = 0) -> dict:
             raise AssertionError(f"kill {i + 1}: the run ended by itself (status {status}) "
                                  "before it was killed; make it longer")
         counts["kills"] += 1
+        stale |= temporaries(work, "killed.pt")
         counts["resumed_from"] += started_from
         if target is not None and os.path.exists(os.path.join(work, target)):
             counts["mid_write"] += 1  # killed before the temporary was renamed
@@ -143,6 +147,7 @@ def main(work: str, kills: int = 20, seed: int = 0) -> dict:
     if progress(ckpt) != progress(straight):
         raise AssertionError(f"resumed run at {progress(ckpt)}, the uninterrupted one at "
                              f"{progress(straight)}")
+    counts["stale_temporaries"] = len(stale)
     counts["leftover_temporaries"] = len(temporaries(work, "killed.pt"))
     counts["checkpoint_bytes"] = os.path.getsize(ckpt)
     return counts

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from fastsoftmax import _atomic
 from fastsoftmax._atomic import atomic_open, atomic_path, atomic_write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,6 +71,38 @@ def test_plots_are_written_in_the_format_of_their_name(tmp_path):
     assert listing(tmp_path) == ["ppl.png", "ppl.svg"]
 
 
+def dead_pid():
+    """The pid of a child that has exited and been reaped."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+@pytest.mark.skipif(os.name != "posix", reason="pid liveness is checked with kill(pid, 0)")
+def test_a_complete_write_removes_only_temporaries_of_dead_writers_on_this_host(tmp_path):
+    host = _atomic._host()
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as live:
+        try:
+            kept = [f".model.pt.{live.pid}@{host}.abcd1234.tmp",  # a live writer's
+                    f".model.pt.{os.getpid()}@{host}.efgh5678.tmp",  # this process's
+                    f".model.pt.{dead_pid()}@{host}x.abcd1234.tmp",  # another host's
+                    f".model.pt.{dead_pid()}@other-host.abcd1234.tmp",
+                    ".model.pt.k2j4h5_s.tmp",  # the older form, writer unknown
+                    f".other.pt.{dead_pid()}@{host}.abcd1234.tmp"]  # another file's
+            stale = [f".model.pt.{dead_pid()}@{host}.abcd1234.tmp",
+                     f".model.pt.{dead_pid()}@{host}.zz_9zz_9.tmp"]
+            for name in kept + stale:
+                (tmp_path / name).write_bytes(b"half a checkpoint")
+            with pytest.raises(RuntimeError):  # a failed write cleans nothing
+                with atomic_path(str(tmp_path / "model.pt")):
+                    raise RuntimeError("disk full")
+            assert listing(tmp_path) == sorted(kept + stale)
+            atomic_write(str(tmp_path / "model.pt"), lambda tmp: open(tmp, "w").write("new"))
+            assert listing(tmp_path) == sorted(kept + ["model.pt"])
+        finally:
+            live.kill()
+
+
 @pytest.mark.skipif(not hasattr(os, "fork") or not hasattr(signal, "SIGKILL"),
                     reason="forks children and kills them with SIGKILL (POSIX)")
 def test_training_killed_20_times_always_leaves_a_checkpoint_that_loads_and_resumes(tmp_path):
@@ -88,3 +121,6 @@ def test_training_killed_20_times_always_leaves_a_checkpoint_that_loads_and_resu
     # renamed); some must, or this test would not test what it says.
     assert counts["mid_write"] >= 3, counts
     assert counts["resumed_from"] >= 10, counts
+    # Kills mid-write left temporaries behind; the completed runs' writes removed them all.
+    assert counts["stale_temporaries"] >= 3, counts
+    assert counts["leftover_temporaries"] == 0, counts
