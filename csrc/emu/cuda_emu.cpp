@@ -20,6 +20,13 @@
 #else
 #include <ucontext.h>
 #endif
+#ifdef __SANITIZE_ADDRESS__
+// ASan keeps one stack per OS thread in mind: every switch between a fiber's stack and the
+// scheduler's must be announced, or a frame on the other stack reads as a stack overflow or
+// a use after return.
+#include <sanitizer/common_interface_defs.h>
+#define FS_EMU_ASAN_FIBERS 1
+#endif
 
 #ifdef FS_EMU_ASM_SWITCH
 // Saves the callee-saved registers on the current stack, stores the stack pointer in *from,
@@ -89,7 +96,12 @@ struct Context {
 };
 #else
 struct Context {
-  ucontext_t uc;
+  ucontext_t uc{};
+#ifdef FS_EMU_ASAN_FIBERS
+  const void* stack_bottom = nullptr;  // a fiber's: set by prepare; the scheduler's: learnt
+  size_t stack_size = 0;               // by each fiber when it first runs
+  void* fake_stack = nullptr;          // ASan's frames of this context while it is switched out
+#endif
 };
 #endif
 
@@ -138,8 +150,25 @@ void prepare(Fiber* f) {
   const auto p = reinterpret_cast<uintptr_t>(f);
   makecontext(&f->ctx.uc, reinterpret_cast<void (*)()>(&ucontext_entry), 2,
               static_cast<unsigned>(p), static_cast<unsigned>(p >> 32));
+#ifdef FS_EMU_ASAN_FIBERS
+  f->ctx.stack_bottom = f->stack + kGuardBytes;
+  f->ctx.stack_size = kStackBytes;
+  f->ctx.fake_stack = nullptr;
+#endif
 }
-void switch_to(Context& from, Context& to) { swapcontext(&from.uc, &to.uc); }
+// `from_ends`: `from` is a finished fiber that never resumes (ASan frees its frames).
+void switch_to(Context& from, Context& to, bool from_ends = false) {
+#ifdef FS_EMU_ASAN_FIBERS
+  __sanitizer_start_switch_fiber(from_ends ? nullptr : &from.fake_stack, to.stack_bottom,
+                                 to.stack_size);
+#else
+  (void)from_ends;
+#endif
+  swapcontext(&from.uc, &to.uc);
+#ifdef FS_EMU_ASAN_FIBERS
+  __sanitizer_finish_switch_fiber(from.fake_stack, nullptr, nullptr);  // back on `from`
+#endif
+}
 #endif
 
 // ---- schedule ------------------------------------------------------------------------------
@@ -307,6 +336,10 @@ void maybe_yield() {
 void fiber_entry(void* fiber) {
   auto* f = static_cast<Fiber*>(fiber);
   Block& b = *f->state.block;
+#ifdef FS_EMU_ASAN_FIBERS
+  // The first run on this stack: the switch came from the scheduler, whose stack we learn.
+  __sanitizer_finish_switch_fiber(nullptr, &b.scheduler.stack_bottom, &b.scheduler.stack_size);
+#endif
   try {
     (*f->body)();
   } catch (...) {
@@ -314,7 +347,11 @@ void fiber_entry(void* fiber) {
   }
   f->status = Fiber::kDone;
   --b.alive;
+#ifdef FS_EMU_ASM_SWITCH
   switch_to(f->ctx, b.scheduler);
+#else
+  switch_to(f->ctx, b.scheduler, /*from_ends=*/true);
+#endif
   __builtin_unreachable();  // a finished fiber is re-prepared before it runs again
 }
 

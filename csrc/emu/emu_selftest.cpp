@@ -20,7 +20,9 @@ __global__ void scan_kernel(const int* x, int* out, bool barrier) {
   __syncthreads();
   for (int offset = 1; offset < n; offset <<= 1) {
     int v = buf[cur][t];
-    if (t >= offset) v += buf[cur][t - offset];
+    // Without the barrier v may be another launch's leftover: add as the hardware does,
+    // wrapping (a signed overflow would be undefined behaviour in the host build).
+    if (t >= offset) v = static_cast<int>(static_cast<unsigned>(v) + buf[cur][t - offset]);
     buf[cur ^ 1][t] = v;
     if (barrier) __syncthreads();
     cur ^= 1;
