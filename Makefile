@@ -9,7 +9,7 @@ DEPS := numpy scipy pytest pytest-benchmark ninja setuptools wheel matplotlib tq
 # log "too old" and recompile everything (make demo followed by make test did).
 WITH_VENV := PATH="$(CURDIR)/$(BIN):$$PATH"
 
-.PHONY: setup build cuda-emu test cuda-emu-test demo bench lint cuda-check wheel-check fuzz sanitize clean
+.PHONY: setup build cuda-emu test cuda-emu-test demo bench lint cuda-check wheel-check fuzz sanitize sanitize-subset clean
 
 $(VENV)/.deps: Makefile
 	test -x $(BIN)/python || $(PY) -m venv --system-site-packages $(VENV)
@@ -46,10 +46,15 @@ bench: build
 fuzz: build
 	FASTSOFTMAX_FUZZ_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:warnings tests/fuzz
 
-# The extension built with AddressSanitizer + UndefinedBehaviorSanitizer in build/sanitize
-# (the in-place build is left alone); runs the op-level tests and the CI fuzz profile there.
+# The extension and the emulated CUDA build with AddressSanitizer + UndefinedBehaviorSanitizer
+# in build/sanitize (the in-place build and build/cuda_emu are left alone); runs the op-level
+# tests, the emulator's tests and the CI fuzz profile there, on the CPU and emulated CUDA.
 sanitize: setup
 	PY=$(CURDIR)/$(BIN)/python tools/sanitize.sh
+
+# The part of make sanitize that CI runs (see tools/sanitize.sh --subset).
+sanitize-subset: setup
+	PY=$(CURDIR)/$(BIN)/python tools/sanitize.sh --subset
 
 lint: setup
 	$(BIN)/python -m pip install -q ruff
