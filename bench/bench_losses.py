@@ -160,6 +160,19 @@ def add_ratios(ours_row, results):
             ours_row[key] = results[name] / results["ours"]
 
 
+def run_providers(case, shape, providers, device, dtype, args, rows):
+    """Times each (name, fn, fargs, params) provider, appends a row per provider and the
+    speed-ups to the first ("ours") row, which it returns."""
+    results, first = {}, len(rows)
+    for name, fn, fargs, params in providers:
+        med, lo, hi, mem = measure(name, fn, fargs, params, device, args)
+        results[name] = med
+        rows.append(dict(case=case, provider=name, dtype=str(dtype)[6:], shape=shape,
+                         median_ms=med, min_ms=lo, max_ms=hi, peak_extra_mb=mem))
+    add_ratios(rows[first], results)
+    return rows[first]
+
+
 def lce_providers(h, w, b, t, device, args):
     return [(name, lce_loss(options), (h, w, b, t))
             for name, options in lce_variants(h.shape[0], w.shape[0], device, args.lce_rows)]
@@ -217,22 +230,15 @@ def bench_word2vec(device, dtype, shape, args, rows):
     check_close((ns_ours, (h, w, t, neg)), (ns_plain, (h, w, t, neg)), params, dtype, "word2vec")
     bound = bound_model.negative_sampling(n, k, d, v, e=torch.finfo(dtype).bits // 8)
     bound_ms = bound.seconds(args.bandwidth) * 1e3 if args.bandwidth else float("nan")
-    results = {}
     providers = [("ours", ns_ours, (h, w, t, neg)), ("plain", ns_plain, (h, w, t, neg))]
     # the full softmax of the same weight on the first true class, where its [N, V] logits
     # fit in memory (N = 2^16, V = 10^5 would need 26 GB)
     if args.lce and n * v * torch.finfo(dtype).bits // 8 <= LCE_MAX_LOGIT_BYTES:
         providers += lce_providers(h, w, None, t, device, args)
-    first = len(rows)
-    for name, fn, fargs in providers:
-        med, lo, hi, mem = measure(name, fn, fargs, params, device, args)
-        results[name] = med
-        rows.append(dict(case="negative_sampling", provider=name, dtype=str(dtype)[6:],
-                         shape=f"N={n} D={d} V={v} K={k}", median_ms=med, min_ms=lo, max_ms=hi,
-                         peak_extra_mb=mem))
-        if name == "ours" and math.isfinite(bound_ms):
-            rows[-1]["bound_ms"] = bound_ms
-    add_ratios(rows[first], results)
+    ours = run_providers("negative_sampling", f"N={n} D={d} V={v} K={k}",
+                         [p + (params,) for p in providers], device, dtype, args, rows)
+    if math.isfinite(bound_ms):
+        ours["bound_ms"] = bound_ms
 
 
 def bench_lm(device, dtype, shape, args, rows):
@@ -241,7 +247,6 @@ def bench_lm(device, dtype, shape, args, rows):
     h, w, b, t, sampled = providers["ours"][1]
     check_close((ss_ours, (h, w, b, t, sampled)), (ss_plain, (h, w, b, t, sampled)), params,
                 dtype, "sampled softmax")
-    results = {}
     providers = [("ours", ss_ours, (h, w, b, t, sampled)),
                  ("plain", ss_plain, (h, w, b, t, sampled)),
                  ("full_softmax", full_softmax, (h, w, b, t))]
@@ -252,14 +257,8 @@ def bench_lm(device, dtype, shape, args, rows):
                        (h, w, b, t, sampled, class_weight))]
     if args.lce:
         providers += lce_providers(h, w, b, t, device, args)
-    first = len(rows)
-    for name, fn, fargs in providers:
-        med, lo, hi, mem = measure(name, fn, fargs, params, device, args)
-        results[name] = med
-        rows.append(dict(case="sampled_softmax", provider=name, dtype=str(dtype)[6:],
-                         shape=f"N={n} D={d} V={v} S={s}", median_ms=med, min_ms=lo, max_ms=hi,
-                         peak_extra_mb=mem))
-    add_ratios(rows[first], results)
+    run_providers("sampled_softmax", f"N={n} D={d} V={v} S={s}",
+                  [p + (params,) for p in providers], device, dtype, args, rows)
     bench_nce(h, w, b, t, sampled, params, device, dtype, args, rows)
 
 
@@ -275,14 +274,8 @@ def bench_nce(h, w, b, t, sampled, params, device, dtype, args, rows):
                  ("full_softmax", full_softmax, (h, w, b, t))]
     if args.lce:
         providers += lce_providers(h, w, b, t, device, args)
-    results, first = {}, len(rows)
-    for name, fn, fargs in providers:
-        med, lo, hi, mem = measure(name, fn, fargs, params, device, args)
-        results[name] = med
-        rows.append(dict(case="nce", provider=name, dtype=str(dtype)[6:],
-                         shape=f"N={n} D={d} V={v} S={s}", median_ms=med, min_ms=lo, max_ms=hi,
-                         peak_extra_mb=mem))
-    add_ratios(rows[first], results)
+    run_providers("nce", f"N={n} D={d} V={v} S={s}", [p + (params,) for p in providers],
+                  device, dtype, args, rows)
 
 
 def bench_hs(device, dtype, shape, args, rows):
@@ -298,15 +291,8 @@ def bench_hs(device, dtype, shape, args, rows):
                  ("plain", hs_plain, plain_args, [h, w])]
     if args.lce:
         providers += [p + ([h, w_full],) for p in lce_providers(h, w_full, None, t, device, args)]
-    results = {}
-    first = len(rows)
-    for name, fn, fargs, params in providers:
-        med, lo, hi, mem = measure(name, fn, fargs, params, device, args)
-        results[name] = med
-        rows.append(dict(case="hierarchical_softmax", provider=name, dtype=str(dtype)[6:],
-                         shape=f"N={n} D={d} V={v} depth={c['mean_depth']:.1f}", median_ms=med,
-                         min_ms=lo, max_ms=hi, peak_extra_mb=mem))
-    add_ratios(rows[first], results)
+    run_providers("hierarchical_softmax", f"N={n} D={d} V={v} depth={c['mean_depth']:.1f}",
+                  providers, device, dtype, args, rows)
 
 
 def bench_eval(device, dtype, shape, args, rows):
