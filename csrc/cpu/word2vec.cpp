@@ -326,9 +326,14 @@ at::Tensor word2vec_train_cpu(at::Tensor& syn0, at::Tensor& syn1neg, const at::T
   std::vector<Stats> stats(workers);
   std::atomic<int64_t> next{0};
   at::parallel_for(0, workers, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t w = begin; w < end; ++w)
-      for (int64_t r = next++; r < runs; r = next++)
-        train_sentences(a, cut[r], cut[r + 1], stats[w]);
+    for (int64_t w = begin; w < end; ++w) {
+      // Each worker counts on its own stack: the workers' entries of `stats` share a cache
+      // line, and every logistic step adds to the loss, so counting there directly made two
+      // threads slower than one on the hierarchical softmax (false sharing).
+      Stats mine;
+      for (int64_t r = next++; r < runs; r = next++) train_sentences(a, cut[r], cut[r + 1], mine);
+      stats[w] = mine;
+    }
   });
   at::Tensor out = at::zeros({3}, tokens.options().dtype(at::kDouble));
   double* o = out.data_ptr<double>();
