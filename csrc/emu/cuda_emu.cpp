@@ -137,7 +137,10 @@ void prepare(Fiber* f) {
   for (int i = 0; i < 4; ++i) *--slot = nullptr;  // r12..r15
   f->ctx.sp = slot;
 }
-void switch_to(Context& from, Context& to) { fs_emu_switch(&from.sp, to.sp); }
+// `from_ends`: `from` is a finished fiber that never resumes (matters to ASan only).
+void switch_to(Context& from, Context& to, bool /*from_ends*/ = false) {
+  fs_emu_switch(&from.sp, to.sp);
+}
 #else
 void ucontext_entry(unsigned lo, unsigned hi) {
   fiber_entry(reinterpret_cast<void*>((static_cast<uintptr_t>(hi) << 32) | lo));
@@ -347,11 +350,7 @@ void fiber_entry(void* fiber) {
   }
   f->status = Fiber::kDone;
   --b.alive;
-#ifdef FS_EMU_ASM_SWITCH
-  switch_to(f->ctx, b.scheduler);
-#else
   switch_to(f->ctx, b.scheduler, /*from_ends=*/true);
-#endif
   __builtin_unreachable();  // a finished fiber is re-prepared before it runs again
 }
 
