@@ -17,6 +17,7 @@ a dead writer's pid reused by a new process only makes its file wait for a later
 """
 
 import contextlib
+import functools
 import os
 import re
 import socket
@@ -43,6 +44,7 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
+@functools.lru_cache(maxsize=None)
 def _host() -> str:
     """This host's name (at most 32 characters), plus the pid namespace where Linux names
     it: a container sharing the host's name and the folder has pids of its own."""
