@@ -96,13 +96,11 @@ class RNNLanguageModel(nn.Module):
         self.proj = nn.Linear(hidden_size, embed_dim, bias=False) if projection else None
         out_features = embed_dim if projection else hidden_size
         # Every DDP rank builds the sampler from the same full training counts, so all ranks
-        # draw from one distribution.
+        # draw from one distribution. 'hs' takes its tree or the counts to build one from.
+        uses_counts = (sampler == "unigram" or output == "hs") and tree is None
         self.head = make_head(
             output, out_features, vocab_size, num_samples=num_sampled, sampler=sampler,
-            counts=None if tree is not None else (
-                counts if (sampler == "unigram" or output == "hs") else None), power=power,
-            **({"tree": tree} if tree is not None else {}),
-            bias=True,
+            counts=counts if uses_counts else None, tree=tree, power=power, bias=True,
             sparse=sparse, linear_weight=self.embedding.weight if tie_weights else None,
         )
         self.reset_parameters(init_range)
