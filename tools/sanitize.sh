@@ -41,7 +41,11 @@ CFLAGS="$SAN -g" LDFLAGS="$SAN" FORCE_ONLY_CPU=1 MAX_JOBS=${MAX_JOBS:-2} \
   "$PY" setup.py -q build_ext --inplace >build.log 2>&1 \
   || { tail -50 build.log; echo "sanitize: build failed (log: $OUT/build.log)" >&2; exit 1; }
 so=$(ls fastsoftmax/_C*.so)
-ldd "$so" | grep libasan >/dev/null || { echo "sanitize: $so is not linked against libasan" >&2; exit 1; }
+# A library that is not linked against the ASan runtime was built without the flags.
+require_asan() {
+  ldd "$1" | grep libasan >/dev/null || { echo "sanitize: $1 is not linked against libasan" >&2; exit 1; }
+}
+require_asan "$so"
 echo "sanitize: built $OUT/$so in $(( $(date +%s) - start )) s"
 
 ASAN_LIB=$(gcc -print-file-name=libasan.so)
@@ -56,7 +60,7 @@ LD_PRELOAD="$ASAN_LIB $UBSAN_LIB" ASAN_OPTIONS=detect_leaks=0 EMU_CFLAGS="$SAN -
   EMU_LDFLAGS="$SAN" MAX_JOBS=${MAX_JOBS:-2} "$PY" tools/build_cuda_emu.py >build_emu.log 2>&1 \
   || { tail -50 build_emu.log; echo "sanitize: emulator build failed (log: $OUT/build_emu.log)" >&2; exit 1; }
 emu=build/cuda_emu/fastsoftmax_emu.so
-ldd "$emu" | grep libasan >/dev/null || { echo "sanitize: $emu is not linked against libasan" >&2; exit 1; }
+require_asan "$emu"
 echo "sanitize: built $OUT/$emu in $(( $(date +%s) - start )) s"
 
 [ "${1:-}" = "--build" ] && exit 0
