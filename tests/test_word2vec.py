@@ -65,6 +65,51 @@ def test_op_matches_reference(device, sg, cbow_mean, shrink):
     assert not np.allclose(r0, syn0) and not np.allclose(r1, syn1)
 
 
+@pytest.mark.parametrize("sg,hs,negative", [(1, 1, 0), (0, 1, 0), (1, 0, 5), (0, 0, 5),
+                                             (1, 1, 3)])
+def test_op_workers_lose_no_update(sg, hs, negative):
+    # With several workers each trains private copies of the most used output rows (inner
+    # nodes near the root, the most frequent words' syn1neg rows) and merges its changes
+    # into the shared tables every few thousand steps and at its end.
+    rng = np.random.default_rng(3)
+    V, D, W = 300, 16, 3  # more rows than the private ones, so both kinds train
+    counts = rng.zipf(1.3, V).clip(1, 10**6)
+    # 16,400 tokens: several runs, and changes left after the last periodic merge (merged at
+    # the end only).
+    sentences = [rng.integers(0, V, 41) for _ in range(400)]
+    tokens, ends = token_batch(sentences)
+    before = torch.arange(len(sentences), dtype=torch.int64) * 41
+    prob, alias = _table(counts) if negative else (torch.empty(0), torch.empty(0))
+    tree = ClassTree.huffman(torch.tensor(counts))
+    paths, offsets = ops.huffman_paths(tree.links, tree.lengths)
+    start = [torch.tensor(rng.random(shape, dtype=np.float32) - 0.5)  # every table moves
+             for shape in ((V, D), (V if negative else 0, D), (V - 1 if hs else 0, D))]
+
+    def change(workers, threads, alpha):
+        tables = [t.clone() for t in start]
+        tree_args = dict(syn1=tables[2], hs_paths=paths, hs_offsets=offsets) if hs else {}
+        saved = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            ops.word2vec_train(tables[0], tables[1], tokens, ends, before, torch.ones(V), prob,
+                               alias, 1, 0, sg, True, W, negative, False, alpha, alpha,
+                               16400.0, workers, **tree_args)
+        finally:
+            torch.set_num_threads(saved)
+        return torch.cat([(t - s).flatten() for t, s in zip(tables, start)])
+
+    # On one thread the first worker trains every run, in order, on its copies: the merges
+    # must give the sequential result up to their float rounding.
+    sequential = change(1, 1, 0.01)
+    assert (change(2, 1, 0.01) - sequential).abs().max() < 1e-5 < sequential.abs().max()
+    # On two threads the workers interleave. At a tiny learning rate training is linear in
+    # the gradients, so the order does not matter to first order and the changes must still
+    # add up to the sequential ones (float32 rounding of the small steps leaves ~0.3%).
+    sequential = change(1, 1, 1e-5)
+    for workers in (2, 3):
+        assert (change(workers, 2, 1e-5) - sequential).norm() < 1e-2 * sequential.norm()
+
+
 def _run(seed, workers, sg=1, V=50, D=16):
     rng = np.random.default_rng(0)
     sentences = [rng.integers(0, V, 30) for _ in range(40)]

@@ -1,7 +1,7 @@
 // CPU word2vec training: skip-gram and CBOW with hierarchical softmax, negative sampling or
 // both, Hogwild SGD over a batch of sentences, as word2vec.c and gensim's inner loop do.
 // Threads take runs of whole sentences from a shared counter and update the shared tables
-// without locks, except the hierarchical softmax's most visited rows (HotRows below); with
+// without locks, except their most used rows (WorkerRows below); with
 // one worker the result is a pure function of the inputs and the seed.
 //
 // Shapes: V vocabulary, D vector size, N tokens in the batch, S sentences, W window,
@@ -142,46 +142,20 @@ FS_ALWAYS_INLINE void logistic_step(const float* in, float* out, float label, fl
   update_unit((label - fast_sigmoid(f)) * alpha, in, out, work, D);
 }
 
-// With several workers, the top inner nodes of the Huffman tree lie on nearly every path
-// (the root on all of them), so Hogwild updates of their rows made the cores pass the same
-// cache lines back and forth at every step: two threads trained slower than one. Each worker
-// of a multi-worker run therefore trains private copies of the kHotRows most visited rows and
-// adds what it changed to the shared table after every kSyncSteps steps on them, under a lock:
-// no update is lost, and the other workers' changes arrive a few hundred centers late. Inner
-// nodes are created in order of rising count, so the last kHotRows ids are the most visited.
-// With one worker there are no copies and training is exactly the sequential algorithm.
-// (256 rows and 4096 steps: on WikiText-2 with 2 threads fewer rows or more frequent merges
-// were slower, more of either gained nothing.)
-constexpr int64_t kHotRows = 256;
-constexpr int kSyncSteps = 4096;
-
-class HotRows {
+// Private copies of the rows [first, first + count) of one [*, D] table, for one worker: the
+// worker reads and writes them instead of the shared rows, and merge() adds what it changed
+// to the shared rows (the caller holds the lock).
+class PrivateRows {
  public:
-  HotRows() = default;
-  HotRows(const TrainParams& a, std::mutex* lock) : lock_(lock), D_(a.D) {
-    first_ = std::max<int64_t>(0, (a.V - 1) - kHotRows);
-    const size_t n = static_cast<size_t>((a.V - 1 - first_) * a.D);
-    shared_ = a.syn1 + first_ * a.D;
-    {
-      std::lock_guard<std::mutex> hold(*lock_);
-      base_.assign(shared_, shared_ + n);
-    }
-    local_ = base_;
-  }
-  FS_ALWAYS_INLINE float* row(const TrainParams& a, int64_t node) {
-    if (node < first_) return a.syn1 + node * a.D;
-    ++hot_steps_;
-    return local_.data() + (node - first_) * D_;
-  }
-  // Called once per center: merges when kSyncSteps steps on private rows have accumulated.
-  FS_ALWAYS_INLINE void tick() {
-    if (lock_ != nullptr && hot_steps_ >= kSyncSteps) sync();
+  PrivateRows(float* table, int64_t first, int64_t count, int64_t D)
+      : first_(first), count_(count), D_(D), shared_(table + first * D),
+        base_(shared_, shared_ + count * D), local_(base_) {}
+  FS_ALWAYS_INLINE float* row(float* table, int64_t id) {
+    const uint64_t k = static_cast<uint64_t>(id - first_);
+    return k < static_cast<uint64_t>(count_) ? local_.data() + k * D_ : table + id * D_;
   }
   // shared += local - base, then local = base = shared.
-  void sync() {
-    if (lock_ == nullptr) return;
-    hot_steps_ = 0;
-    std::lock_guard<std::mutex> hold(*lock_);
+  void merge() {
     for (size_t k = 0; k < local_.size(); ++k) {
       const float merged = shared_[k] + (local_[k] - base_[k]);
       shared_[k] = merged;
@@ -191,12 +165,60 @@ class HotRows {
   }
 
  private:
-  std::mutex* lock_ = nullptr;  // nullptr: one worker, no copies
-  int64_t first_ = INT64_MAX;   // nodes >= first_ are hot
-  int64_t D_ = 0;
+  int64_t first_ = 0, count_ = 0, D_ = 0;
   float* shared_ = nullptr;
-  std::vector<float> local_, base_;
-  int hot_steps_ = 0;
+  std::vector<float> base_, local_;
+};
+
+// The rows one worker trains. With several workers, the rows that nearly every step writes
+// made the cores pass the same cache lines back and forth (true sharing): two threads trained
+// skip-gram slower than one with the hierarchical softmax, whose paths all start at the root,
+// and only 1.2x faster with negative sampling, whose targets and negatives are mostly the
+// most frequent words. So each worker of a multi-worker run trains private copies of the
+// kHotRows most used output rows (the last-created inner nodes of syn1, which carry the
+// largest counts, and the syn1neg rows of the most frequent words, ids 0.. of a vocabulary
+// sorted by count) and merges them into the shared tables after every kMergeSteps logistic
+// steps and at its end, under a lock: no update is lost, and the other workers' changes
+// arrive some hundreds of centers late. With one worker there are no copies and training is
+// exactly the sequential algorithm. Sizes measured on WikiText-2 with 2 threads: fewer rows
+// or more frequent merges were slower, more of either gained nothing, and private copies of
+// the input rows (syn0) gained nothing either.
+constexpr int64_t kHotRows = 256;
+constexpr int64_t kMergeSteps = 16384;
+
+class WorkerRows {
+ public:
+  // No private rows (count 0) unless a lock says there are several workers.
+  WorkerRows(const TrainParams& a, std::mutex* lock)
+      : lock_(lock), syn1neg_(a.syn1neg, 0, 0, a.D), syn1_(a.syn1, 0, 0, a.D) {
+    if (lock_ == nullptr) return;
+    std::lock_guard<std::mutex> hold(*lock_);
+    if (a.negative > 0) syn1neg_ = PrivateRows(a.syn1neg, 0, std::min(kHotRows, a.V), a.D);
+    if (a.hs) {
+      const int64_t nodes = std::min(kHotRows, a.V - 1);
+      syn1_ = PrivateRows(a.syn1, a.V - 1 - nodes, nodes, a.D);
+    }
+  }
+  FS_ALWAYS_INLINE float* output(const TrainParams& a, int64_t w) {
+    return syn1neg_.row(a.syn1neg, w);
+  }
+  FS_ALWAYS_INLINE float* node(const TrainParams& a, int64_t n) { return syn1_.row(a.syn1, n); }
+  // Called after each center with the logistic steps it took.
+  FS_ALWAYS_INLINE void advance(int64_t steps) {
+    if (lock_ != nullptr && (steps_ += steps) >= kMergeSteps) merge();
+  }
+  void merge() {
+    if (lock_ == nullptr) return;
+    steps_ = 0;
+    std::lock_guard<std::mutex> hold(*lock_);
+    syn1neg_.merge();
+    syn1_.merge();
+  }
+
+ private:
+  std::mutex* lock_;  // nullptr: one worker, no copies
+  PrivateRows syn1neg_, syn1_;
+  int64_t steps_ = 0;
 };
 
 // One prediction of `target` from input vector `in`, word2vec.c's order: first the steps of
@@ -206,20 +228,20 @@ class HotRows {
 // accumulates in work.
 FS_ALWAYS_INLINE void predict(const TrainParams& a, const float* in, int32_t target,
                               const int32_t* negs, float alpha, float* work, Stats& st,
-                              HotRows& hot) {
+                              WorkerRows& rows) {
   const int64_t D = a.D;
   if (a.hs) {
     for (int64_t p = a.hs_offsets[target]; p < a.hs_offsets[target + 1]; ++p) {
       const int32_t step = a.hs_paths[p];
-      logistic_step(in, hot.row(a, w2v::hs_node(step)), w2v::hs_label(step), alpha, work, D,
-                    st);
+      logistic_step(in, rows.node(a, w2v::hs_node(step)), w2v::hs_label(step), alpha, work,
+                    D, st);
     }
   }
   if (a.negative == 0) return;
-  logistic_step(in, a.syn1neg + static_cast<int64_t>(target) * D, 1.0f, alpha, work, D, st);
+  logistic_step(in, rows.output(a, target), 1.0f, alpha, work, D, st);
   for (int k = 0; k < a.negative; ++k) {
     if (negs[k] == target) continue;
-    logistic_step(in, a.syn1neg + static_cast<int64_t>(negs[k]) * D, 0.0f, alpha, work, D, st);
+    logistic_step(in, rows.output(a, negs[k]), 0.0f, alpha, work, D, st);
   }
 }
 
@@ -237,7 +259,7 @@ FS_ALWAYS_INLINE void prefetch_path(const TrainParams& a, int32_t w) {
 // into an AVX2+FMA and a baseline entry point, chosen at run time from the CPU's features (target_clones("arch=haswell") would test for
 // that CPU model, not its features, and fall back to baseline on every AMD CPU).
 FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin,
-                                           int64_t s_end, Stats& st, HotRows& hot) {
+                                           int64_t s_end, Stats& st, WorkerRows& rows) {
   const int64_t D = a.D;
   const int W = a.window, K = a.negative;
   std::vector<int32_t> sen;      // kept token ids of the sentence
@@ -288,8 +310,8 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
       }
       prefetch_path(a, sen[i]);
       if (K == 0) return;
-      prefetch_row(a.syn1neg + static_cast<int64_t>(sen[i]) * D, D);
-      for (int k = 0; k < K; ++k) prefetch_row(a.syn1neg + static_cast<int64_t>(buf[k]) * D, D);
+      prefetch_row(rows.output(a, sen[i]), D);
+      for (int k = 0; k < K; ++k) prefetch_row(rows.output(a, buf[k]), D);
     };
     int32_t* negs = negs_a.data();
     int32_t* negs_next = negs_b.data();
@@ -308,11 +330,11 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
             const int jn = (j + 1 == i) ? j + 2 : j + 1;
             prefetch_row(a.syn0 + static_cast<int64_t>(sen[jn]) * D, D);
             for (int k = 0; k < K; ++k)
-              prefetch_row(a.syn1neg + static_cast<int64_t>(negs[(c + 1) * K + k]) * D, D);
+              prefetch_row(rows.output(a, negs[(c + 1) * K + k]), D);
           }
           float* in = a.syn0 + static_cast<int64_t>(sen[j]) * D;
           std::fill(work.begin(), work.end(), 0.0f);
-          predict(a, in, sen[i], negs + c * K, alpha, work.data(), st, hot);
+          predict(a, in, sen[i], negs + c * K, alpha, work.data(), st, rows);
           axpy(1.0f, work.data(), in, D);
           ++c;
           ++st.examples;
@@ -328,7 +350,7 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
         if (a.cbow_mean)
           for (int64_t d = 0; d < D; ++d) neu1[d] *= inv;
         std::fill(work.begin(), work.end(), 0.0f);
-        predict(a, neu1.data(), sen[i], negs, alpha, work.data(), st, hot);
+        predict(a, neu1.data(), sen[i], negs, alpha, work.data(), st, rows);
         if (!a.cbow_mean)
           for (int64_t d = 0; d < D; ++d) work[d] *= inv;
         for (int j = lo; j < hi; ++j)
@@ -336,26 +358,29 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
         ++st.examples;
       }
       std::swap(negs, negs_next);
-      hot.tick();
+      if (contexts > 0) {
+        const int64_t path = a.hs ? a.hs_offsets[sen[i] + 1] - a.hs_offsets[sen[i]] : 0;
+        rows.advance((a.sg ? contexts : 1) * (path + (K > 0 ? 1 + K : 0)));
+      }
     }
   }
 }
 
 __attribute__((target("avx2,fma"))) void train_sentences_avx2(const TrainParams& a, int64_t b,
                                                               int64_t e, Stats& st,
-                                                              HotRows& hot) {
-  train_sentences_body(a, b, e, st, hot);
+                                                              WorkerRows& rows) {
+  train_sentences_body(a, b, e, st, rows);
 }
 
 void train_sentences_baseline(const TrainParams& a, int64_t b, int64_t e, Stats& st,
-                              HotRows& hot) {
-  train_sentences_body(a, b, e, st, hot);
+                              WorkerRows& rows) {
+  train_sentences_body(a, b, e, st, rows);
 }
 
-void train_sentences(const TrainParams& a, int64_t b, int64_t e, Stats& st, HotRows& hot) {
+void train_sentences(const TrainParams& a, int64_t b, int64_t e, Stats& st, WorkerRows& rows) {
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (avx2) train_sentences_avx2(a, b, e, st, hot);
-  else train_sentences_baseline(a, b, e, st, hot);
+  if (avx2) train_sentences_avx2(a, b, e, st, rows);
+  else train_sentences_baseline(a, b, e, st, rows);
 }
 
 at::Tensor word2vec_train_cpu(at::Tensor& syn0, at::Tensor& syn1neg, const at::Tensor& tokens,
@@ -388,18 +413,17 @@ at::Tensor word2vec_train_cpu(at::Tensor& syn0, at::Tensor& syn1neg, const at::T
   }
   std::vector<Stats> stats(workers);
   std::atomic<int64_t> next{0};
-  std::mutex hot_lock;
-  const bool private_hot_rows = a.hs && workers > 1;
+  std::mutex merge_lock;  // with one worker there are no private rows to merge
   at::parallel_for(0, workers, 1, [&](int64_t begin, int64_t end) {
     for (int64_t w = begin; w < end; ++w) {
       // Each worker counts on its own stack: the workers' entries of `stats` share a cache
       // line, and every logistic step adds to the loss, so counting there directly made two
       // threads slower than one on the hierarchical softmax (false sharing).
       Stats mine;
-      HotRows hot = private_hot_rows ? HotRows(a, &hot_lock) : HotRows();
+      WorkerRows rows(a, workers > 1 ? &merge_lock : nullptr);
       for (int64_t r = next++; r < runs; r = next++)
-        train_sentences(a, cut[r], cut[r + 1], mine, hot);
-      hot.sync();
+        train_sentences(a, cut[r], cut[r + 1], mine, rows);
+      rows.merge();
       stats[w] = mine;
     }
   });
