@@ -1,8 +1,8 @@
 // CPU word2vec training: skip-gram and CBOW with hierarchical softmax, negative sampling or
 // both, Hogwild SGD over a batch of sentences, as word2vec.c and gensim's inner loop do.
 // Threads take runs of whole sentences from a shared counter and update the shared tables
-// without locks, except their most used rows (WorkerRows below); with
-// one worker the result is a pure function of the inputs and the seed.
+// without locks, except their most used rows (WorkerRows below); with one worker the result
+// is a pure function of the inputs and the seed.
 //
 // Shapes: V vocabulary, D vector size, N tokens in the batch, S sentences, W window,
 // K negatives. syn0 [V, D] input vectors, syn1neg [V, D] output vectors of negative
@@ -148,25 +148,27 @@ FS_ALWAYS_INLINE void logistic_step(const float* in, float* out, float label, fl
 class PrivateRows {
  public:
   PrivateRows(float* table, int64_t first, int64_t count, int64_t D)
-      : first_(first), count_(count), D_(D), shared_(table + first * D),
-        base_(shared_, shared_ + count * D), local_(base_) {}
-  FS_ALWAYS_INLINE float* row(float* table, int64_t id) {
+      : table_(table), first_(first), count_(count), D_(D),
+        base_(table + first * D, table + (first + count) * D), local_(base_) {}
+  // Row `id` of the table: the private copy when it has one.
+  FS_ALWAYS_INLINE float* row(int64_t id) {
     const uint64_t k = static_cast<uint64_t>(id - first_);
-    return k < static_cast<uint64_t>(count_) ? local_.data() + k * D_ : table + id * D_;
+    return k < static_cast<uint64_t>(count_) ? local_.data() + k * D_ : table_ + id * D_;
   }
   // shared += local - base, then local = base = shared.
   void merge() {
+    float* shared = table_ + first_ * D_;
     for (size_t k = 0; k < local_.size(); ++k) {
-      const float merged = shared_[k] + (local_[k] - base_[k]);
-      shared_[k] = merged;
+      const float merged = shared[k] + (local_[k] - base_[k]);
+      shared[k] = merged;
       local_[k] = merged;
       base_[k] = merged;
     }
   }
 
  private:
-  int64_t first_ = 0, count_ = 0, D_ = 0;
-  float* shared_ = nullptr;
+  float* table_;
+  int64_t first_, count_, D_;
   std::vector<float> base_, local_;
 };
 
@@ -199,10 +201,8 @@ class WorkerRows {
       syn1_ = PrivateRows(a.syn1, a.V - 1 - nodes, nodes, a.D);
     }
   }
-  FS_ALWAYS_INLINE float* output(const TrainParams& a, int64_t w) {
-    return syn1neg_.row(a.syn1neg, w);
-  }
-  FS_ALWAYS_INLINE float* node(const TrainParams& a, int64_t n) { return syn1_.row(a.syn1, n); }
+  FS_ALWAYS_INLINE float* output(int64_t w) { return syn1neg_.row(w); }  // syn1neg
+  FS_ALWAYS_INLINE float* node(int64_t n) { return syn1_.row(n); }        // syn1
   // Called after each center with the logistic steps it took.
   FS_ALWAYS_INLINE void advance(int64_t steps) {
     if (lock_ != nullptr && (steps_ += steps) >= kMergeSteps) merge();
@@ -233,15 +233,15 @@ FS_ALWAYS_INLINE void predict(const TrainParams& a, const float* in, int32_t tar
   if (a.hs) {
     for (int64_t p = a.hs_offsets[target]; p < a.hs_offsets[target + 1]; ++p) {
       const int32_t step = a.hs_paths[p];
-      logistic_step(in, rows.node(a, w2v::hs_node(step)), w2v::hs_label(step), alpha, work,
+      logistic_step(in, rows.node(w2v::hs_node(step)), w2v::hs_label(step), alpha, work,
                     D, st);
     }
   }
   if (a.negative == 0) return;
-  logistic_step(in, rows.output(a, target), 1.0f, alpha, work, D, st);
+  logistic_step(in, rows.output(target), 1.0f, alpha, work, D, st);
   for (int k = 0; k < a.negative; ++k) {
     if (negs[k] == target) continue;
-    logistic_step(in, rows.output(a, negs[k]), 0.0f, alpha, work, D, st);
+    logistic_step(in, rows.output(negs[k]), 0.0f, alpha, work, D, st);
   }
 }
 
@@ -310,8 +310,8 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
       }
       prefetch_path(a, sen[i]);
       if (K == 0) return;
-      prefetch_row(rows.output(a, sen[i]), D);
-      for (int k = 0; k < K; ++k) prefetch_row(rows.output(a, buf[k]), D);
+      prefetch_row(rows.output(sen[i]), D);
+      for (int k = 0; k < K; ++k) prefetch_row(rows.output(buf[k]), D);
     };
     int32_t* negs = negs_a.data();
     int32_t* negs_next = negs_b.data();
@@ -330,7 +330,7 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
             const int jn = (j + 1 == i) ? j + 2 : j + 1;
             prefetch_row(a.syn0 + static_cast<int64_t>(sen[jn]) * D, D);
             for (int k = 0; k < K; ++k)
-              prefetch_row(rows.output(a, negs[(c + 1) * K + k]), D);
+              prefetch_row(rows.output(negs[(c + 1) * K + k]), D);
           }
           float* in = a.syn0 + static_cast<int64_t>(sen[j]) * D;
           std::fill(work.begin(), work.end(), 0.0f);
