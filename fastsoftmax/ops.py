@@ -24,8 +24,36 @@ KIND_ALIAS, KIND_UNIFORM, KIND_LOG_UNIFORM = 0, 1, 2
 _LIB = "fastsoftmax"
 
 
+# Kernels built on LibTorch's stable ABI can raise only RuntimeError; a check that promises
+# another type tags its message (csrc/common/stable.h, FS_CHECK_VALUE / FS_CHECK_TYPE).
+_TAGGED_ERRORS = {"ValueError: ": ValueError, "TypeError: ": TypeError}
+
+
+def _translated(error: RuntimeError) -> Exception:
+    text = str(error)
+    for tag, kind in _TAGGED_ERRORS.items():
+        at = text.find(tag)
+        if at >= 0:
+            return kind(text[at + len(tag):])
+    return error
+
+
+def _raising_promised_types(op):
+    @functools.wraps(op)
+    def call(*args):
+        try:
+            return op(*args)
+        except RuntimeError as error:
+            translated = _translated(error)
+            if translated is error:
+                raise
+            raise translated from None
+
+    return call
+
+
 def _op(name: str):
-    return getattr(getattr(torch.ops, _LIB), name).default
+    return _raising_promised_types(getattr(getattr(torch.ops, _LIB), name).default)
 
 
 def draw_seed(generator: Optional[torch.Generator], device: torch.device) -> Tensor:
@@ -284,7 +312,7 @@ def _word2vec_train_fake(syn0, syn1neg, tokens, sentence_ends, words_before, kee
 def huffman_tree(counts: Tensor, sort: bool) -> Tuple[Tensor, Tensor]:
     """word2vec.c's Huffman tree of int64 or float64 CPU counts [V]: (links, code lengths).
     A host algorithm with a CPU kernel only: always the fastsoftmax namespace."""
-    return torch.ops.fastsoftmax.huffman_tree.default(counts, bool(sort))
+    return _raising_promised_types(torch.ops.fastsoftmax.huffman_tree.default)(counts, bool(sort))
 
 
 def hierarchical_softmax_forward(
@@ -367,7 +395,8 @@ def register_python_parts(lib: str) -> None:
     for name, (backward_name, backward, setup) in _AUTOGRAD.items():
         backward_op = getattr(getattr(torch.ops, lib), backward_name).default
         torch.library.register_autograd(
-            f"{lib}::{name}", functools.partial(backward, backward_op), setup_context=setup
+            f"{lib}::{name}", functools.partial(backward, _raising_promised_types(backward_op)),
+            setup_context=setup,
         )
         # Under autocast the losses run in float32, as F.cross_entropy does: low-precision
         # activations are upcast to meet the float32 weight (the backward casts them back).

@@ -10,14 +10,20 @@
 //    fastsoftmax_emu::* on CPU tensors (see tests/cuda_emulator.py).
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/ATen.h>  // TRANSITION: until every .cu is on the stable ABI
+
+#include "../common/stable.h"
 
 #ifdef FASTSOFTMAX_EMULATE_CUDA
 #include "../emu/cuda_emu.h"
 #else
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAException.h>  // TRANSITION
+#include <c10/cuda/CUDAGuard.h>      // TRANSITION
+#include <c10/cuda/CUDAStream.h>     // TRANSITION
+#include <cuda_runtime.h>
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/macros.h>
 #endif
 
 namespace fastsoftmax {
@@ -32,12 +38,27 @@ int resident_blocks_per_sm(Kernel, int, size_t) {
   return 2;
 }
 #else
-using DeviceGuard = c10::cuda::CUDAGuard;
-inline cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream(); }
+// Makes the device of `device` (an at::Device during the transition, or a stable Device)
+// current for the guard's lifetime.
+class DeviceGuard {
+ public:
+  template <class D>
+  explicit DeviceGuard(const D& device) : guard_(static_cast<int32_t>(device.index())) {}
+
+ private:
+  torch::stable::accelerator::DeviceGuard guard_;
+};
+inline cudaStream_t current_stream() {
+  int device = 0;
+  STD_CUDA_CHECK(cudaGetDevice(&device));
+  void* stream = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(device, &stream));
+  return static_cast<cudaStream_t>(stream);
+}
 inline int multiprocessor_count() {
   int device = 0, sms = 1;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  STD_CUDA_CHECK(cudaGetDevice(&device));
+  STD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   return sms;
 }
 // Blocks of `kernel` at `threads` threads and `smem` dynamic shared bytes that fit on one SM
@@ -45,7 +66,7 @@ inline int multiprocessor_count() {
 template <class Kernel>
 int resident_blocks_per_sm(Kernel kernel, int threads, size_t smem) {
   int blocks = 1;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem));
+  STD_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem));
   return blocks > 0 ? blocks : 1;
 }
 #endif
@@ -60,15 +81,17 @@ int resident_blocks_per_sm(Kernel kernel, int threads, size_t smem) {
 #define FS_LAUNCH(kernel, grid, block, smem, ...) \
   ::fastsoftmax::emu::launch(kernel, grid, block, smem, __VA_ARGS__)
 #define FS_CUDA_IMPL(m) TORCH_LIBRARY_IMPL(fastsoftmax_emu, CPU, m)
+#define FS_CUDA_IMPL_STABLE(m) STABLE_TORCH_LIBRARY_IMPL(fastsoftmax_emu, CPU, m)
 #define FS_DYNAMIC_SHARED(type, name) \
   type* name = ::fastsoftmax::emu::dynamic_shared<type>()
 #else
 #define FS_LAUNCH(kernel, grid, block, smem, ...)                                         \
   do {                                                                                   \
     kernel<<<grid, block, smem, ::fastsoftmax::cuda::current_stream()>>>(__VA_ARGS__);   \
-    C10_CUDA_KERNEL_LAUNCH_CHECK();                                                      \
+    STD_CUDA_KERNEL_LAUNCH_CHECK();                                                      \
   } while (0)
 #define FS_CUDA_IMPL(m) TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, m)
+#define FS_CUDA_IMPL_STABLE(m) STABLE_TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, m)
 // 16-byte aligned so that it may hold doubles and vector types.
 #define FS_DYNAMIC_SHARED(type, name)                    \
   extern __shared__ __align__(16) unsigned char name##_raw[]; \

@@ -1,0 +1,187 @@
+// The one door from fastsoftmax's C++ to torch: LibTorch's stable ABI (torch/csrc/stable and
+// torch/headeronly), so that one compiled wheel loads under every torch from the target
+// version (TORCH_TARGET_VERSION, set by setup.py) on. Nothing here links against ATen's C++
+// symbols: tensors are torch::stable::Tensor, ops that the stable headers do not wrap are
+// called by name through the dispatcher (`call`), and errors are std::runtime_error.
+//
+// Error types: a stable kernel can only raise RuntimeError in Python. The checks below tag
+// their message ("ValueError: ...", "TypeError: ..."), and fastsoftmax/ops.py re-raises a
+// tagged RuntimeError as the promised type with the tag removed.
+#pragma once
+
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace fastsoftmax {
+
+using Tensor = torch::stable::Tensor;
+using ScalarType = torch::headeronly::ScalarType;
+using Device = torch::stable::Device;
+using IntArrayRef = torch::headeronly::IntHeaderOnlyArrayRef;
+using Half = torch::headeronly::Half;
+using BFloat16 = torch::headeronly::BFloat16;
+
+constexpr ScalarType kFloat = ScalarType::Float;
+constexpr ScalarType kDouble = ScalarType::Double;
+constexpr ScalarType kHalf = ScalarType::Half;
+constexpr ScalarType kBFloat16 = ScalarType::BFloat16;
+constexpr ScalarType kLong = ScalarType::Long;
+constexpr ScalarType kInt = ScalarType::Int;
+constexpr ScalarType kBool = ScalarType::Bool;
+
+// The accumulation type of a storage type: float for the 16-bit floats, else itself
+// (ATen's opmath_type).
+template <class T>
+struct OpMath {
+  using type = T;
+};
+template <>
+struct OpMath<Half> {
+  using type = float;
+};
+template <>
+struct OpMath<BFloat16> {
+  using type = float;
+};
+template <class T>
+using opmath_t = typename OpMath<T>::type;
+
+inline ScalarType to_opmath(ScalarType t) {
+  return t == kHalf || t == kBFloat16 ? kFloat : t;
+}
+inline bool is_floating(ScalarType t) {
+  return t == kFloat || t == kDouble || t == kHalf || t == kBFloat16;
+}
+
+namespace detail {
+
+inline std::ostream& print(std::ostream& os, ScalarType t) {
+  switch (t) {
+    case kFloat: return os << "torch.float32";
+    case kDouble: return os << "torch.float64";
+    case kHalf: return os << "torch.float16";
+    case kBFloat16: return os << "torch.bfloat16";
+    case kLong: return os << "torch.int64";
+    case kInt: return os << "torch.int32";
+    case kBool: return os << "torch.bool";
+    default: return os << torch::headeronly::toString(t);
+  }
+}
+inline std::ostream& print(std::ostream& os, const Device& d) {
+  os << (d.is_cuda() ? "cuda" : d.is_cpu() ? "cpu" : "meta");
+  if (d.is_cuda()) os << ":" << static_cast<int>(d.index());
+  return os;
+}
+inline std::ostream& print(std::ostream& os, IntArrayRef sizes) {
+  os << "[";
+  for (size_t i = 0; i < sizes.size(); ++i) os << (i ? ", " : "") << sizes[i];
+  return os << "]";
+}
+template <class T>
+std::ostream& print(std::ostream& os, const T& v) {
+  return os << v;
+}
+
+template <class... Args>
+std::string message(const char* tag, const Args&... args) {
+  std::ostringstream os;
+  os << tag;
+  (print(os, args), ...);
+  return os.str();
+}
+
+}  // namespace detail
+
+// Checks: FS_CHECK raises RuntimeError, FS_CHECK_VALUE ValueError, FS_CHECK_TYPE TypeError
+// (through ops.py's translation of the tag). Arguments are streamed; dtypes, devices and
+// size lists print as Python would show them.
+#define FS_CHECK_TAGGED(tag, cond, ...)                                                \
+  do {                                                                                 \
+    if (!(cond))                                                                       \
+      throw std::runtime_error(::fastsoftmax::detail::message(tag, ##__VA_ARGS__));   \
+  } while (0)
+#define FS_CHECK(cond, ...) FS_CHECK_TAGGED("", cond, __VA_ARGS__)
+#define FS_CHECK_VALUE(cond, ...) FS_CHECK_TAGGED("ValueError: ", cond, __VA_ARGS__)
+#define FS_CHECK_TYPE(cond, ...) FS_CHECK_TAGGED("TypeError: ", cond, __VA_ARGS__)
+
+// Calls the ATen op `name.overload` through the stable dispatcher and returns its first R
+// results. The arguments are anything torch::stable::detail::from takes (tensors, int64_t,
+// double, bool, optional, vectors of tensors or ints, ScalarType, Device).
+template <size_t R = 1, class... Args>
+std::array<Tensor, R> call_n(const char* name, const char* overload, const Args&... args) {
+  constexpr size_t n = sizeof...(Args) > R ? sizeof...(Args) : R;
+  std::array<StableIValue, n> stack{torch::stable::detail::from(args)...};
+  TORCH_ERROR_CODE_CHECK(torch_call_dispatcher(name, overload, stack.data(), TORCH_ABI_VERSION));
+  std::array<Tensor, R> out;
+  for (size_t i = 0; i < R; ++i) out[i] = torch::stable::detail::to<Tensor>(stack[i]);
+  return out;
+}
+template <class... Args>
+Tensor call(const char* name, const char* overload, const Args&... args) {
+  return call_n<1>(name, overload, args...)[0];
+}
+
+// Tensor factories and conversions used across the kernels.
+inline Tensor empty(IntArrayRef size, ScalarType dtype, Device device) {
+  return torch::stable::empty(size, dtype, std::nullopt, device);
+}
+inline Tensor zeros(IntArrayRef size, ScalarType dtype, Device device) {
+  return torch::stable::full(size, 0.0, dtype, std::nullopt, device);
+}
+inline Tensor full(IntArrayRef size, double value, ScalarType dtype, Device device) {
+  return torch::stable::full(size, value, dtype, std::nullopt, device);
+}
+// A 0-dim tensor of `value` (ATen ops that take a Scalar are called with their .Tensor
+// overload and such a tensor: the stable ABI has no Scalar).
+inline Tensor scalar(double value, ScalarType dtype, Device device) {
+  return full({}, value, dtype, device);
+}
+inline Tensor to(const Tensor& t, ScalarType dtype) {
+  return t.scalar_type() == dtype ? t : torch::stable::to(t, dtype);
+}
+inline Tensor to_cpu(const Tensor& t) {
+  return t.is_cpu() ? t : torch::stable::to(t, Device(torch::headeronly::DeviceType::CPU));
+}
+inline Tensor contiguous(const Tensor& t) { return torch::stable::contiguous(t); }
+
+// Typed data pointers (ATen's data_ptr<T>).
+template <class T>
+T* data(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
+}
+
+// Dispatch over the floating dtypes the kernels take, binding scalar_t (ATen's
+// AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, ...)).
+template <class F>
+void dispatch_floating(ScalarType t, const char* name, F&& f) {
+  switch (t) {
+    case kFloat: f(float{}); break;
+    case kDouble: f(double{}); break;
+    case kHalf: f(Half{}); break;
+    case kBFloat16: f(BFloat16{}); break;
+    default: FS_CHECK_TYPE(false, name, ": unsupported dtype ", t);
+  }
+}
+
+}  // namespace fastsoftmax
+
+// FS_DISPATCH_FLOATING(dtype, "name", [&] { ... scalar_t ... }).
+#define FS_DISPATCH_FLOATING(TYPE, NAME, ...)                                          \
+  ::fastsoftmax::dispatch_floating(TYPE, NAME, [&](auto fs_dispatch_tag) {             \
+    using scalar_t = decltype(fs_dispatch_tag);                                        \
+    (__VA_ARGS__)();                                                                   \
+  })
