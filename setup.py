@@ -55,7 +55,7 @@ def extension():
     return CUDAExtension(
         "fastsoftmax._C",
         files + sources("csrc/cuda/*.cu"),
-        define_macros=defines + [("WITH_CUDA", None)],
+        define_macros=defines + [("WITH_CUDA", None), ("USE_CUDA", None)],
         extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags},
         extra_link_args=link_flags,
     )

@@ -17,7 +17,7 @@ status=0
 compile() {
   src=$1
   "$NVCC" -c "$src" -o "$out/$(basename "$src").o" -std=c++20 -O3 -Xcompiler -fPIC \
-    --expt-relaxed-constexpr -DWITH_CUDA -DFASTSOFTMAX_TORCH_VERSION="\"$TORCH_VER\"" \
+    --expt-relaxed-constexpr -DWITH_CUDA -DUSE_CUDA -DFASTSOFTMAX_TORCH_VERSION="\"$TORCH_VER\"" \
     -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
     -diag-suppress 3306 -Xcompiler -Wno-c++20-extensions \
     $TORCH_INC -I"$SHIM" 2>"$out/$(basename "$src").log" \

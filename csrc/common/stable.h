@@ -69,17 +69,9 @@ inline bool is_floating(ScalarType t) {
 
 namespace detail {
 
+// As ATen streams them (messages keep their wording across the port): Float, Long, ...
 inline std::ostream& print(std::ostream& os, ScalarType t) {
-  switch (t) {
-    case kFloat: return os << "torch.float32";
-    case kDouble: return os << "torch.float64";
-    case kHalf: return os << "torch.float16";
-    case kBFloat16: return os << "torch.bfloat16";
-    case kLong: return os << "torch.int64";
-    case kInt: return os << "torch.int32";
-    case kBool: return os << "torch.bool";
-    default: return os << torch::headeronly::toString(t);
-  }
+  return os << torch::headeronly::toString(t);
 }
 inline std::ostream& print(std::ostream& os, const Device& d) {
   os << (d.is_cuda() ? "cuda" : d.is_cpu() ? "cpu" : "meta");
@@ -108,7 +100,7 @@ std::string message(const char* tag, const Args&... args) {
 
 // Checks: FS_CHECK raises RuntimeError, FS_CHECK_VALUE ValueError, FS_CHECK_TYPE TypeError
 // (through ops.py's translation of the tag). Arguments are streamed; dtypes, devices and
-// size lists print as Python would show them.
+// size lists print as ATen prints them.
 #define FS_CHECK_TAGGED(tag, cond, ...)                                                \
   do {                                                                                 \
     if (!(cond))                                                                       \
