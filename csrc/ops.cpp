@@ -22,6 +22,9 @@ void define_ops(torch::Library& m) {
   // accumulation dtype (float32, or float64 for float64 input); reduction happens in Python.
   // `sparse` is read by the backward only: grad_weight is then the touched rows [U, D] with
   // their ids [U] (ascending); otherwise the dense [V, D] gradient and an empty ids tensor.
+  // A backward's `deterministic` is torch.are_deterministic_algorithms_enabled(), passed by
+  // fastsoftmax/ops.py (a stable kernel cannot ask for it): CUDA then sums the weight
+  // gradient in a fixed order instead of with atomics.
   //
   // Negative sampling: negatives [N, K] (per row) or [K] (shared); coef [N, T + K] holds
   // dloss/dscore of every (row, class) pair for the backward.
@@ -30,8 +33,9 @@ void define_ops(torch::Library& m) {
       " int ignore_index, bool sparse) -> (Tensor loss, Tensor coef)");
   m.def(
       "negative_sampling_backward(Tensor grad_loss, Tensor input, Tensor weight, Tensor target,"
-      " Tensor negatives, Tensor coef, int ignore_index, bool sparse)"
-      " -> (Tensor grad_input, Tensor grad_weight, Tensor grad_weight_ids)");
+      " Tensor negatives, Tensor coef, int ignore_index, bool sparse,"
+      " bool deterministic=False) -> (Tensor grad_input, Tensor grad_weight,"
+      " Tensor grad_weight_ids)");
   // Sampled softmax (mode 0) and NCE (mode 1) over one candidate set sampled [S] shared by
   // the batch, TensorFlow's _compute_sampled_logits: logits - log(expected count) - log_z,
   // accidental hits masked when asked. grad_logits [N, S] (input dtype) and grad_true [N, T]
@@ -44,8 +48,8 @@ void define_ops(torch::Library& m) {
   m.def(
       "sampled_logits_backward(Tensor grad_loss, Tensor input, Tensor weight, Tensor target,"
       " Tensor sampled, Tensor grad_logits, Tensor grad_true, bool has_bias, int ignore_index,"
-      " bool sparse) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias,"
-      " Tensor grad_weight_ids)");
+      " bool sparse, bool deterministic=False) -> (Tensor grad_input, Tensor grad_weight,"
+      " Tensor grad_bias, Tensor grad_weight_ids)");
   // word2vec: one Hogwild SGD pass of skip-gram (sg) or CBOW over a batch of sentences with
   // negative sampling (negative > 0), hierarchical softmax (hs) or both, updating syn0 and
   // syn1neg [V, D] and syn1 [V - 1, D] in place.

@@ -154,7 +154,7 @@ def _negative_sampling_forward_fake(input, weight, target, negatives, ignore_ind
 
 
 def _negative_sampling_backward_fake(
-    grad_loss, input, weight, target, negatives, coef, ignore_index, sparse
+    grad_loss, input, weight, target, negatives, coef, ignore_index, sparse, deterministic=False
 ):
     grad_weight, ids = _sparse_rows_fake(weight, sparse)
     return torch.empty_like(input), grad_weight, ids
@@ -175,7 +175,7 @@ def _sampled_logits_forward_fake(
 
 def _sampled_logits_backward_fake(
     grad_loss, input, weight, target, sampled, grad_logits, grad_true, has_bias, ignore_index,
-    sparse,
+    sparse, deterministic=False,
 ):
     grad_weight, ids = _sparse_rows_fake(weight, sparse)
     grad_bias = input.new_empty(weight.shape[0] if has_bias else 0)
@@ -202,7 +202,7 @@ def _negative_sampling_backward(backward_op, ctx, grad_loss, grad_coef):
     input, weight, target, negatives, coef = ctx.saved_tensors
     grad_input, grad_weight, ids = backward_op(
         grad_loss.contiguous(), input, weight, target, negatives, coef, ctx.ignore_index,
-        ctx.sparse,
+        ctx.sparse, torch.are_deterministic_algorithms_enabled(),
     )
     return grad_input, _weight_grad(grad_weight, ids, weight, ctx.sparse), None, None, None, None
 
@@ -220,7 +220,7 @@ def _sampled_logits_backward(backward_op, ctx, grad_loss, grad_grad_logits, grad
     grad_loss = grad_loss.contiguous()
     grad_input, grad_weight, grad_bias, ids = backward_op(
         grad_loss, input, weight, target, sampled, grad_logits, grad_true, ctx.has_bias,
-        ctx.ignore_index, ctx.sparse,
+        ctx.ignore_index, ctx.sparse, torch.are_deterministic_algorithms_enabled(),
     )
     grad_log_z = None
     if ctx.needs_input_grad[7]:

@@ -6,14 +6,11 @@
 // that order, one class per task. The result does not depend on the thread count.
 #pragma once
 
-#include <ATen/ATen.h>
-#include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
-
 #include <tuple>
 #include <vector>
 
 #include "../common/loss_math.h"
+#include "../common/stable.h"
 #include "vec.h"
 
 namespace fastsoftmax {
@@ -31,10 +28,9 @@ inline void store(scalar_t* out, const acc_t* acc, int64_t D) {
 // grad_W from pairs (see PairGroup). Dense: [V, D] zeros except touched rows. Sparse: the
 // touched rows only, [U, D], with their ids [U] ascending.
 template <class scalar_t>
-std::tuple<at::Tensor, at::Tensor> scatter_pairs_cpu(
-    const PairGroups<scalar_t, at::opmath_type<scalar_t>>& groups, int64_t V, int64_t D,
-    bool sparse, const at::TensorOptions& options) {
-  using acc_t = at::opmath_type<scalar_t>;
+std::tuple<Tensor, Tensor> scatter_pairs_cpu(const PairGroups<scalar_t, opmath_t<scalar_t>>& groups,
+                                             int64_t V, int64_t D, bool sparse, ScalarType dtype) {
+  using acc_t = opmath_t<scalar_t>;
   const int64_t P = groups.size();
   // Counting sort by id: start[id] .. start[id + 1] indexes `order`, pairs in pair order.
   std::vector<int64_t> start(V + 1, 0);
@@ -57,11 +53,12 @@ std::tuple<at::Tensor, at::Tensor> scatter_pairs_cpu(
   // Sparse: one output row per touched class. Dense: every class, untouched rows written as
   // zeros in the same pass (no separate zero fill of the [V, D] gradient).
   const int64_t U = static_cast<int64_t>(touched.size());
-  at::Tensor out = at::empty({sparse ? U : V, D}, options);
-  at::Tensor ids = at::empty({sparse ? U : 0}, options.dtype(at::kLong));
-  scalar_t* o = out.data_ptr<scalar_t>();
-  if (sparse) std::copy(touched.begin(), touched.end(), ids.data_ptr<int64_t>());
-  at::parallel_for(0, sparse ? U : V, 16, [&](int64_t begin, int64_t end) {
+  const Device cpu(torch::headeronly::DeviceType::CPU);
+  Tensor out = empty({sparse ? U : V, D}, dtype, cpu);
+  Tensor ids = empty({sparse ? U : 0}, kLong, cpu);
+  scalar_t* o = data<scalar_t>(out);
+  if (sparse) std::copy(touched.begin(), touched.end(), data<int64_t>(ids));
+  torch::stable::parallel_for(0, sparse ? U : V, 16, [&](int64_t begin, int64_t end) {
     std::vector<acc_t> acc(D);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t v = sparse ? touched[u] : u;

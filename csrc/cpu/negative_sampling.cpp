@@ -5,10 +5,6 @@
 //   dloss_n / d(w_t.h) = s(w_t.h) - 1,   dloss_n / d(w_k.h) = s(w_k.h)
 // The forward saves these coefficients, coef [N, T + K]; the backward needs no recomputation:
 //   grad_h_n = g_n * sum_j coef_nj w_j,   grad_w_j += g_n * coef_nj h_n     (g = grad of loss_n)
-#include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
-#include <torch/library.h>
-
 #include "../common/loss_host.h"
 #include "loss_cpu.h"
 
@@ -17,115 +13,115 @@ namespace {
 
 using namespace loss;
 
-std::tuple<at::Tensor, at::Tensor> negative_sampling_forward_cpu(
-    const at::Tensor& input_, const at::Tensor& weight_, const at::Tensor& target_,
-    const at::Tensor& negatives_, int64_t ignore_index, bool /*sparse: read by the backward*/) {
+std::tuple<Tensor, Tensor> negative_sampling_forward_cpu(
+    const Tensor& input_, const Tensor& weight_, const Tensor& target_, const Tensor& negatives_,
+    int64_t ignore_index, bool /*sparse: read by the backward*/) {
   check_negative_sampling(input_, weight_, target_, negatives_, ignore_index);
-  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
-  const at::Tensor target = target_.contiguous(), negatives = negatives_.contiguous();
+  const Tensor input = contig(input_), weight = contig(weight_);
+  const Tensor target = contig(target_), negatives = contig(negatives_);
   const int64_t N = input.size(0), D = input.size(1), T = target.size(1);
   const int64_t K = negatives.size(-1), J = T + K;
   const int64_t neg_stride = negatives.dim() == 2 ? K : 0;
-  const auto acc_type = at::toOpMathType(input.scalar_type());
-  at::Tensor loss = at::empty({N}, input.options().dtype(acc_type));
-  at::Tensor coef = at::empty({N, J}, input.options().dtype(acc_type));
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, input.scalar_type(), "negative_sampling_forward_cpu", [&] {
-        using acc_t = at::opmath_type<scalar_t>;
-        const scalar_t* h = input.data_ptr<scalar_t>();
-        const scalar_t* w = weight.data_ptr<scalar_t>();
-        const int64_t* tg = target.data_ptr<int64_t>();
-        const int64_t* ng = negatives.data_ptr<int64_t>();
-        acc_t* l = loss.data_ptr<acc_t>();
-        acc_t* c = coef.data_ptr<acc_t>();
-        at::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
-          const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
-          for (int64_t n = begin; n < end; ++n) {
-            if (n + 1 < end) {  // the next row's classes, while this row computes
-              for (int64_t t = 0; t < T; ++t) prefetch_row(w + tg[(n + 1) * T + t] * D, row_bytes);
-              for (int64_t k = 0; k < K; ++k)
-                prefetch_row(w + ng[(n + 1) * neg_stride + k] * D, row_bytes);
-            }
-            acc_t* cn = c + n * J;
-            const int64_t* tn = tg + n * T;
-            if (tn[0] == ignore_index) {
-              l[n] = acc_t(0);
-              std::fill(cn, cn + J, acc_t(0));
-              continue;
-            }
-            const scalar_t* hn = h + n * D;
-            acc_t sum = 0;
-            for (int64_t t = 0; t < T; ++t) {
-              const acc_t s = dot<scalar_t, acc_t>(hn, w + tn[t] * D, D);
-              sum += softplus(-s);
-              cn[t] = sigmoid(s) - acc_t(1);
-            }
-            for (int64_t k = 0; k < K; ++k) {
-              const acc_t s = dot<scalar_t, acc_t>(hn, w + ng[n * neg_stride + k] * D, D);
-              sum += softplus(s);
-              cn[T + k] = sigmoid(s);
-            }
-            l[n] = sum;
-          }
-        });
-      });
+  const ScalarType acc_type = to_opmath(input.scalar_type());
+  Tensor loss = empty({N}, acc_type, input.device());
+  Tensor coef = empty({N, J}, acc_type, input.device());
+  FS_DISPATCH_FLOATING(input.scalar_type(), "negative_sampling_forward_cpu", [&] {
+    using acc_t = opmath_t<scalar_t>;
+    const scalar_t* h = data<scalar_t>(input);
+    const scalar_t* w = data<scalar_t>(weight);
+    const int64_t* tg = data<int64_t>(target);
+    const int64_t* ng = data<int64_t>(negatives);
+    acc_t* l = data<acc_t>(loss);
+    acc_t* c = data<acc_t>(coef);
+    torch::stable::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
+      const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
+      for (int64_t n = begin; n < end; ++n) {
+        if (n + 1 < end) {  // the next row's classes, while this row computes
+          for (int64_t t = 0; t < T; ++t) prefetch_row(w + tg[(n + 1) * T + t] * D, row_bytes);
+          for (int64_t k = 0; k < K; ++k)
+            prefetch_row(w + ng[(n + 1) * neg_stride + k] * D, row_bytes);
+        }
+        acc_t* cn = c + n * J;
+        const int64_t* tn = tg + n * T;
+        if (tn[0] == ignore_index) {
+          l[n] = acc_t(0);
+          std::fill(cn, cn + J, acc_t(0));
+          continue;
+        }
+        const scalar_t* hn = h + n * D;
+        acc_t sum = 0;
+        for (int64_t t = 0; t < T; ++t) {
+          const acc_t s = dot<scalar_t, acc_t>(hn, w + tn[t] * D, D);
+          sum += softplus(-s);
+          cn[t] = sigmoid(s) - acc_t(1);
+        }
+        for (int64_t k = 0; k < K; ++k) {
+          const acc_t s = dot<scalar_t, acc_t>(hn, w + ng[n * neg_stride + k] * D, D);
+          sum += softplus(s);
+          cn[T + k] = sigmoid(s);
+        }
+        l[n] = sum;
+      }
+    });
+  });
   return {loss, coef};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cpu(
-    const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
-    const at::Tensor& target_, const at::Tensor& negatives_, const at::Tensor& coef_,
-    int64_t ignore_index, bool sparse) {
+// `deterministic` is not read: the CPU scatter is always deterministic.
+std::tuple<Tensor, Tensor, Tensor> negative_sampling_backward_cpu(
+    const Tensor& grad_loss_, const Tensor& input_, const Tensor& weight_, const Tensor& target_,
+    const Tensor& negatives_, const Tensor& coef_, int64_t ignore_index, bool sparse,
+    bool /*deterministic*/) {
   const NegativeSamplingBackward b = negative_sampling_backward_prologue(
       grad_loss_, input_, weight_, target_, negatives_, coef_, ignore_index);
-  const at::Tensor &input = b.input, &weight = b.weight;
+  const Tensor &input = b.input, &weight = b.weight;
   const int64_t N = b.N, D = b.D, T = b.T, K = b.K, J = b.J, neg_stride = b.neg_stride;
-  at::Tensor grad_input = at::empty_like(input);
-  at::Tensor grad_weight, ids;
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, input.scalar_type(), "negative_sampling_backward_cpu", [&] {
-        using acc_t = at::opmath_type<scalar_t>;
-        const scalar_t* h = input.data_ptr<scalar_t>();
-        const scalar_t* w = weight.data_ptr<scalar_t>();
-        const int64_t* tg = b.target.data_ptr<int64_t>();
-        const int64_t* ng = b.negatives.data_ptr<int64_t>();
-        const acc_t* c = b.coef.data_ptr<acc_t>();
-        const acc_t* g = b.grad_loss.data_ptr<acc_t>();
-        scalar_t* gi = grad_input.data_ptr<scalar_t>();
-        at::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
-          std::vector<acc_t> acc(D);
-          const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
-          for (int64_t n = begin; n < end; ++n) {
-            if (n + 1 < end) {
-              for (int64_t t = 0; t < T; ++t) prefetch_row(w + tg[(n + 1) * T + t] * D, row_bytes);
-              for (int64_t k = 0; k < K; ++k)
-                prefetch_row(w + ng[(n + 1) * neg_stride + k] * D, row_bytes);
-            }
-            std::fill(acc.begin(), acc.end(), acc_t(0));
-            const acc_t* cn = c + n * J;
-            for (int64_t t = 0; t < T; ++t) axpy(acc.data(), cn[t], w + tg[n * T + t] * D, D);
-            for (int64_t k = 0; k < K; ++k)
-              axpy(acc.data(), cn[T + k], w + ng[n * neg_stride + k] * D, D);
-            for (int64_t d = 0; d < D; ++d) acc[d] *= g[n];
-            store(gi + n * D, acc.data(), D);
-          }
-        });
-        PairGroups<scalar_t, acc_t> pairs;
-        pairs.num = 2;
-        using Pairs = PairGroup<scalar_t, acc_t>;
-        pairs.g[0] = Pairs::of(N, T, tg, T).weighted_by(c, J).scaled_by(g).rows_of(h, D);
-        pairs.g[1] =
-            Pairs::of(N, K, ng, neg_stride).weighted_by(c + T, J).scaled_by(g).rows_of(h, D);
-        std::tie(grad_weight, ids) = scatter_pairs_cpu<scalar_t>(pairs, b.V, D, sparse, weight.options());
-      });
+  Tensor grad_input = torch::stable::empty_like(input);
+  Tensor grad_weight, ids;
+  FS_DISPATCH_FLOATING(input.scalar_type(), "negative_sampling_backward_cpu", [&] {
+    using acc_t = opmath_t<scalar_t>;
+    const scalar_t* h = data<scalar_t>(input);
+    const scalar_t* w = data<scalar_t>(weight);
+    const int64_t* tg = data<int64_t>(b.target);
+    const int64_t* ng = data<int64_t>(b.negatives);
+    const acc_t* c = data<acc_t>(b.coef);
+    const acc_t* g = data<acc_t>(b.grad_loss);
+    scalar_t* gi = data<scalar_t>(grad_input);
+    torch::stable::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
+      std::vector<acc_t> acc(D);
+      const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
+      for (int64_t n = begin; n < end; ++n) {
+        if (n + 1 < end) {
+          for (int64_t t = 0; t < T; ++t) prefetch_row(w + tg[(n + 1) * T + t] * D, row_bytes);
+          for (int64_t k = 0; k < K; ++k)
+            prefetch_row(w + ng[(n + 1) * neg_stride + k] * D, row_bytes);
+        }
+        std::fill(acc.begin(), acc.end(), acc_t(0));
+        const acc_t* cn = c + n * J;
+        for (int64_t t = 0; t < T; ++t) axpy(acc.data(), cn[t], w + tg[n * T + t] * D, D);
+        for (int64_t k = 0; k < K; ++k)
+          axpy(acc.data(), cn[T + k], w + ng[n * neg_stride + k] * D, D);
+        for (int64_t d = 0; d < D; ++d) acc[d] *= g[n];
+        store(gi + n * D, acc.data(), D);
+      }
+    });
+    PairGroups<scalar_t, acc_t> pairs;
+    pairs.num = 2;
+    using Pairs = PairGroup<scalar_t, acc_t>;
+    pairs.g[0] = Pairs::of(N, T, tg, T).weighted_by(c, J).scaled_by(g).rows_of(h, D);
+    pairs.g[1] =
+        Pairs::of(N, K, ng, neg_stride).weighted_by(c + T, J).scaled_by(g).rows_of(h, D);
+    std::tie(grad_weight, ids) =
+        scatter_pairs_cpu<scalar_t>(pairs, b.V, D, sparse, weight.scalar_type());
+  });
   return {grad_input, grad_weight, ids};
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fastsoftmax, CPU, m) {
-  m.impl("negative_sampling_forward", &negative_sampling_forward_cpu);
-  m.impl("negative_sampling_backward", &negative_sampling_backward_cpu);
+STABLE_TORCH_LIBRARY_IMPL(fastsoftmax, CPU, m) {
+  m.impl("negative_sampling_forward", TORCH_BOX(&negative_sampling_forward_cpu));
+  m.impl("negative_sampling_backward", TORCH_BOX(&negative_sampling_backward_cpu));
 }
 
 }  // namespace fastsoftmax

@@ -11,11 +11,11 @@
 //    for a dense gradient; one (the count of touched classes) for a sparse one.
 #pragma once
 
-#include <ATen/ATen.h>
-#include <ATen/OpMathType.h>
-
+#include <optional>
 #include <tuple>
+#include <vector>
 
+#include "../common/loss_host.h"
 #include "../common/loss_math.h"
 #include "cuda_utils.cuh"
 
@@ -129,52 +129,79 @@ __global__ void combine_chunks_kernel(SortedPairs s, const acc_t* partial, scala
 
 // keys: the class id of every pair, [P], in pair order (group 0 then group 1, row-major).
 // The dense gradient needs nothing on the host; the sparse one needs the number of touched
-// classes to size its output, which costs one device-to-host copy.
+// classes to size its output, which costs one device-to-host copy. dtype: scalar_t's.
 template <class scalar_t>
-std::tuple<at::Tensor, at::Tensor> scatter_pairs_sorted_cuda(
-    const PairGroups<scalar_t, at::opmath_type<scalar_t>>& groups, const at::Tensor& keys,
-    int64_t V, int64_t D, bool sparse, const at::TensorOptions& options) {
-  using acc_t = at::opmath_type<scalar_t>;
+std::tuple<Tensor, Tensor> scatter_pairs_sorted_cuda(
+    const PairGroups<scalar_t, opmath_t<scalar_t>>& groups, const Tensor& keys, int64_t V,
+    int64_t D, bool sparse, ScalarType dtype) {
+  using acc_t = opmath_t<scalar_t>;
+  const Device device = keys.device();
   const int64_t P = keys.numel();
-  const at::Tensor no_ids = at::empty({0}, options.dtype(at::kLong));
-  if (P == 0) return {sparse ? at::empty({0, D}, options) : at::zeros({V, D}, options), no_ids};
-  at::Tensor sorted, order;
-  std::tie(sorted, order) = at::sort(keys, /*stable=*/true, /*dim=*/0, /*descending=*/false);
-  at::Tensor out, ids = no_ids, run_row;
+  const Tensor no_ids = empty({0}, kLong, device);
+  if (P == 0) return {sparse ? empty({0, D}, dtype, device) : zeros({V, D}, dtype, device), no_ids};
+  const auto sort = call_n<2>("aten::sort", "stable", keys, std::optional<bool>(true),
+                              int64_t{0}, false);
+  const Tensor &sorted = sort[0], &order = sort[1];
+  Tensor out, ids = no_ids, run_row;
   if (sparse) {
-    const at::Tensor starts = at::ones({P}, keys.options().dtype(at::kBool));
-    starts.slice(0, 1).copy_(sorted.slice(0, 1) != sorted.slice(0, 0, P - 1));
-    run_row = at::cumsum(starts, 0) - 1;
-    ids = sorted.masked_select(starts);  // the one host synchronisation: U = ids.numel()
-    out = at::empty({ids.numel(), D}, options);
+    // starts: a run begins at q; run_row: cumsum(starts) - 1, the run's output row.
+    const Tensor changes = call("aten::ne", "Tensor", narrow(sorted, 0, 1, P - 1),
+                                narrow(sorted, 0, 0, P - 1));
+    Tensor starts = full({P}, 1, kBool, device), starts_tail = narrow(starts, 0, 1, P - 1);
+    torch::stable::copy_(starts_tail, changes);
+    run_row = zeros({P}, kLong, device);
+    call("aten::cumsum", "out", changes, int64_t{0}, std::optional<ScalarType>(),
+         narrow(run_row, 0, 1, P - 1));
+    ids = call("aten::masked_select", "", sorted, starts);  // the one host synchronisation
+    out = empty({ids.numel(), D}, dtype, device);
   } else {
-    out = at::zeros({V, D}, options);
+    out = zeros({V, D}, dtype, device);
   }
   const int64_t chunks = (P + kChunk - 1) / kChunk;
-  const at::Tensor partial =
-      at::empty({2 * chunks, D}, options.dtype(c10::CppTypeToScalarType<acc_t>::value));
-  const SortedPairs s{P, D, sorted.data_ptr<int64_t>(), order.data_ptr<int64_t>(),
-                      sparse ? run_row.data_ptr<int64_t>() : nullptr};
+  const Tensor partial = empty({2 * chunks, D}, to_opmath(dtype), device);
+  const SortedPairs s{P, D, data<int64_t>(sorted), data<int64_t>(order),
+                      sparse ? data<int64_t>(run_row) : nullptr};
   const int threads = D >= 256 ? 256 : (D >= 128 ? 128 : 64);
   FS_LAUNCH((scatter_chunks_kernel<scalar_t, acc_t>), blocks_for(chunks, 1), threads, 0, groups,
-            s, partial.data_ptr<acc_t>(), out.data_ptr<scalar_t>());
+            s, data<acc_t>(partial), data<scalar_t>(out));
   FS_LAUNCH((combine_chunks_kernel<scalar_t, acc_t>), blocks_for(chunks, 1), threads, 0, s,
-            partial.data_ptr<acc_t>(), out.data_ptr<scalar_t>());
+            data<acc_t>(partial), data<scalar_t>(out));
   return {out, ids};
 }
 
 template <class scalar_t>
-at::Tensor scatter_pairs_atomic_cuda(const PairGroups<scalar_t, at::opmath_type<scalar_t>>& groups,
-                                     int64_t V, int64_t D, const at::TensorOptions& options) {
-  using acc_t = at::opmath_type<scalar_t>;
-  at::Tensor buf = at::zeros({V, D}, options.dtype(c10::CppTypeToScalarType<acc_t>::value));
+Tensor scatter_pairs_atomic_cuda(const PairGroups<scalar_t, opmath_t<scalar_t>>& groups,
+                                 int64_t V, int64_t D, ScalarType dtype, Device device) {
+  using acc_t = opmath_t<scalar_t>;
+  Tensor buf = zeros({V, D}, to_opmath(dtype), device);
   const int64_t P = groups.size();
   if (P > 0) {
     FS_LAUNCH((scatter_atomic_kernel<scalar_t, acc_t>), blocks_for(P, kThreads / kWarp),
-              kThreads, 0, groups, D, buf.data_ptr<acc_t>());
+              kThreads, 0, groups, D, data<acc_t>(buf));
   }
-  return buf.to(options.dtype());
+  return to(buf, dtype);
 }
 
 }  // namespace loss
 }  // namespace fastsoftmax
+
+// TRANSITION: hierarchical_softmax.cu, still on ATen, calls the sorted scatter with
+// at::Tensor keys and options; this overload (compiled only where ATen is already included,
+// see loss_host.h) runs the stable one on views of the same tensors.
+#if defined(FASTSOFTMAX_LOSS_ATEN_BRIDGE)
+namespace fastsoftmax {
+namespace loss {
+
+template <class scalar_t>
+std::tuple<at::Tensor, at::Tensor> scatter_pairs_sorted_cuda(
+    const PairGroups<scalar_t, opmath_t<scalar_t>>& groups, const at::Tensor& keys, int64_t V,
+    int64_t D, bool sparse, const at::TensorOptions& options) {
+  const auto out = scatter_pairs_sorted_cuda<scalar_t>(
+      groups, stable_view(keys), V, D, sparse,
+      static_cast<ScalarType>(options.dtype().toScalarType()));
+  return {aten_view(std::get<0>(out)), aten_view(std::get<1>(out))};
+}
+
+}  // namespace loss
+}  // namespace fastsoftmax
+#endif

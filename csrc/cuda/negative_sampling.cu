@@ -9,9 +9,7 @@
 // is the row it updates). Shared negatives [K] would make every row add into the same K rows
 // (N-way contention): their gradient is the GEMM (g * coef[:, T:])^T H [K, D] instead, scattered
 // with the true pairs.
-#include <ATen/ATen.h>
-#include <ATen/OpMathType.h>
-#include <torch/library.h>
+#include <vector>
 
 #include "../common/loss_host.h"
 #include "loss_cuda.cuh"
@@ -94,104 +92,106 @@ __global__ void ns_backward_kernel(NsParams<scalar_t, acc_t> p) {
   }
 }
 
-std::tuple<at::Tensor, at::Tensor> negative_sampling_forward_cuda(
-    const at::Tensor& input_, const at::Tensor& weight_, const at::Tensor& target_,
-    const at::Tensor& negatives_, int64_t ignore_index, bool /*sparse: read by the backward*/) {
+std::tuple<Tensor, Tensor> negative_sampling_forward_cuda(
+    const Tensor& input_, const Tensor& weight_, const Tensor& target_, const Tensor& negatives_,
+    int64_t ignore_index, bool /*sparse: read by the backward*/) {
   check_negative_sampling(input_, weight_, target_, negatives_, ignore_index);
   const cuda::DeviceGuard guard(input_.device());
-  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
-  const at::Tensor target = target_.contiguous(), negatives = negatives_.contiguous();
+  const Tensor input = contig(input_);
+  const Tensor weight = contig(weight_);
+  const Tensor target = contig(target_);
+  const Tensor negatives = contig(negatives_);
   const int64_t N = input.size(0), T = target.size(1), K = negatives.size(-1);
-  const auto acc_type = at::toOpMathType(input.scalar_type());
-  at::Tensor loss = at::empty({N}, input.options().dtype(acc_type));
-  at::Tensor coef = at::empty({N, T + K}, input.options().dtype(acc_type));
+  const ScalarType acc_type = to_opmath(input.scalar_type());
+  Tensor loss = empty({N}, acc_type, input.device());
+  Tensor coef = empty({N, T + K}, acc_type, input.device());
   if (N == 0) return {loss, coef};
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, input.scalar_type(), "negative_sampling_forward_cuda", [&] {
-        using acc_t = at::opmath_type<scalar_t>;
-        NsParams<scalar_t, acc_t> p{N, input.size(1), T, K, negatives.dim() == 2 ? K : 0,
-                                    ignore_index, input.data_ptr<scalar_t>(),
-                                    weight.data_ptr<scalar_t>(), target.data_ptr<int64_t>(),
-                                    negatives.data_ptr<int64_t>(), loss.data_ptr<acc_t>(),
-                                    coef.data_ptr<acc_t>(), nullptr, nullptr, nullptr};
-        FS_LAUNCH((ns_forward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp), kThreads,
-                  0, p);
-      });
+  FS_DISPATCH_FLOATING(input.scalar_type(), "negative_sampling_forward_cuda", [&] {
+    using acc_t = opmath_t<scalar_t>;
+    NsParams<scalar_t, acc_t> p{N, input.size(1), T, K, negatives.dim() == 2 ? K : 0,
+                                ignore_index, data<scalar_t>(input),
+                                data<scalar_t>(weight), data<int64_t>(target),
+                                data<int64_t>(negatives), data<acc_t>(loss),
+                                data<acc_t>(coef), nullptr, nullptr, nullptr};
+    FS_LAUNCH((ns_forward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp), kThreads,
+              0, p);
+  });
   return {loss, coef};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> negative_sampling_backward_cuda(
-    const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
-    const at::Tensor& target_, const at::Tensor& negatives_, const at::Tensor& coef_,
-    int64_t ignore_index, bool sparse) {
+// deterministic: torch.are_deterministic_algorithms_enabled(), passed by fastsoftmax/ops.py.
+std::tuple<Tensor, Tensor, Tensor> negative_sampling_backward_cuda(
+    const Tensor& grad_loss_, const Tensor& input_, const Tensor& weight_, const Tensor& target_,
+    const Tensor& negatives_, const Tensor& coef_, int64_t ignore_index, bool sparse,
+    bool deterministic) {
   const cuda::DeviceGuard guard(input_.device());
   const NegativeSamplingBackward b = negative_sampling_backward_prologue(
       grad_loss_, input_, weight_, target_, negatives_, coef_, ignore_index);
-  const at::Tensor &input = b.input, &target = b.target, &negatives = b.negatives;
-  const at::Tensor &coef = b.coef, &grad_loss = b.grad_loss;
+  const Tensor &input = b.input, &target = b.target, &negatives = b.negatives;
+  const Tensor &coef = b.coef, &grad_loss = b.grad_loss;
   const int64_t N = b.N, D = b.D, V = b.V, T = b.T, K = b.K, J = b.J;
-  const auto acc_type = at::toOpMathType(input.scalar_type());
-  const bool sorted = sparse || at::globalContext().deterministicAlgorithms();
+  const ScalarType dtype = input.scalar_type(), acc_type = to_opmath(dtype);
+  const Device device = input.device();
+  const bool sorted = sparse || deterministic;
   const bool shared = negatives.dim() == 1;
   const bool fused = !sorted && !shared;
-  at::Tensor grad_input = at::empty_like(input);
-  at::Tensor grad_weight, ids = at::empty({0}, input.options().dtype(at::kLong));
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, input.scalar_type(), "negative_sampling_backward_cuda", [&] {
-        using acc_t = at::opmath_type<scalar_t>;
-        at::Tensor acc_buf;
-        if (fused) acc_buf = at::zeros({V, D}, input.options().dtype(acc_type));
-        NsParams<scalar_t, acc_t> p{N, D, T, K, b.neg_stride, ignore_index,
-                                    input.data_ptr<scalar_t>(), b.weight.data_ptr<scalar_t>(),
-                                    target.data_ptr<int64_t>(), negatives.data_ptr<int64_t>(),
-                                    nullptr, coef.data_ptr<acc_t>(), grad_loss.data_ptr<acc_t>(),
-                                    grad_input.data_ptr<scalar_t>(),
-                                    fused ? acc_buf.data_ptr<acc_t>() : nullptr};
-        if (N > 0) {
-          FS_LAUNCH((ns_backward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp),
-                    kThreads, 0, p);
-        }
-        if (fused) {
-          grad_weight = acc_buf.to(input.scalar_type());
-          return;
-        }
-        PairGroups<scalar_t, acc_t> pairs;
-        pairs.num = 2;
-        using Pairs = PairGroup<scalar_t, acc_t>;
-        pairs.g[0] =
-            Pairs::of(N, T, p.target, T).weighted_by(p.coef, J).scaled_by(p.grad_loss).rows_of(
-                p.input, D);
-        at::Tensor keys, grad_shared;
-        if (shared) {
-          grad_shared = (coef.slice(1, T) * grad_loss.unsqueeze(1))
-                            .to(input.scalar_type())
-                            .t()
-                            .mm(input);  // [K, D]
-          pairs.g[1] =
-              Pairs::of(K, 1, p.negatives, 1).rows_of(grad_shared.data_ptr<scalar_t>(), D);
-          keys = at::cat({target.reshape(-1), negatives});
-        } else {
-          pairs.g[1] = Pairs::of(N, K, p.negatives, b.neg_stride)
-                           .weighted_by(p.coef + T, J)
-                           .scaled_by(p.grad_loss)
-                           .rows_of(p.input, D);
-          keys = at::cat({target.reshape(-1), negatives.reshape(-1)});
-        }
-        if (sorted) {
-          std::tie(grad_weight, ids) =
-              scatter_pairs_sorted_cuda<scalar_t>(pairs, keys, V, D, sparse, b.weight.options());
-        } else {
-          grad_weight = scatter_pairs_atomic_cuda<scalar_t>(pairs, V, D, b.weight.options());
-        }
-      });
+  Tensor grad_input = torch::stable::empty_like(input);
+  Tensor grad_weight, ids = empty({0}, kLong, device);
+  FS_DISPATCH_FLOATING(dtype, "negative_sampling_backward_cuda", [&] {
+    using acc_t = opmath_t<scalar_t>;
+    Tensor acc_buf;
+    if (fused) acc_buf = zeros({V, D}, acc_type, device);
+    NsParams<scalar_t, acc_t> p{N, D, T, K, b.neg_stride, ignore_index,
+                                data<scalar_t>(input), data<scalar_t>(b.weight),
+                                data<int64_t>(target), data<int64_t>(negatives),
+                                nullptr, data<acc_t>(coef), data<acc_t>(grad_loss),
+                                data<scalar_t>(grad_input),
+                                fused ? data<acc_t>(acc_buf) : nullptr};
+    if (N > 0) {
+      FS_LAUNCH((ns_backward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp),
+                kThreads, 0, p);
+    }
+    if (fused) {
+      grad_weight = to(acc_buf, dtype);
+      return;
+    }
+    PairGroups<scalar_t, acc_t> pairs;
+    pairs.num = 2;
+    using Pairs = PairGroup<scalar_t, acc_t>;
+    pairs.g[0] =
+        Pairs::of(N, T, p.target, T).weighted_by(p.coef, J).scaled_by(p.grad_loss).rows_of(
+            p.input, D);
+    Tensor keys, grad_shared;
+    const Tensor target_ids = flat(target);
+    if (shared) {
+      const Tensor gc = mul(narrow(coef, 1, T, K), torch::stable::unsqueeze(grad_loss, 1));
+      grad_shared = mm(transposed(to(gc, dtype)), input);  // [K, D]
+      pairs.g[1] = Pairs::of(K, 1, p.negatives, 1).rows_of(data<scalar_t>(grad_shared), D);
+      keys = call("aten::cat", "", std::vector<Tensor>{target_ids, negatives}, int64_t{0});
+    } else {
+      pairs.g[1] = Pairs::of(N, K, p.negatives, b.neg_stride)
+                       .weighted_by(p.coef + T, J)
+                       .scaled_by(p.grad_loss)
+                       .rows_of(p.input, D);
+      keys = call("aten::cat", "",
+                  std::vector<Tensor>{target_ids, flat(negatives)},
+                  int64_t{0});
+    }
+    if (sorted) {
+      std::tie(grad_weight, ids) =
+          scatter_pairs_sorted_cuda<scalar_t>(pairs, keys, V, D, sparse, dtype);
+    } else {
+      grad_weight = scatter_pairs_atomic_cuda<scalar_t>(pairs, V, D, dtype, device);
+    }
+  });
   return {grad_input, grad_weight, ids};
 }
 
 }  // namespace
 
-FS_CUDA_IMPL(m) {
-  m.impl("negative_sampling_forward", &negative_sampling_forward_cuda);
-  m.impl("negative_sampling_backward", &negative_sampling_backward_cuda);
+FS_CUDA_IMPL_STABLE(m) {
+  m.impl("negative_sampling_forward", TORCH_BOX(&negative_sampling_forward_cuda));
+  m.impl("negative_sampling_backward", TORCH_BOX(&negative_sampling_backward_cuda));
 }
 
 }  // namespace fastsoftmax

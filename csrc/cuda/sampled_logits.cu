@@ -1,14 +1,11 @@
 // Sampled softmax and NCE on CUDA (TensorFlow's _compute_sampled_logits), the maths of
 // csrc/cpu/sampled_logits.cpp:
-//   L = H Ws^T [N, S] by at::mm (cuBLAS), then a fused epilogue, one block per row: true
+//   L = H Ws^T [N, S] by aten::mm (cuBLAS), then a fused epilogue, one block per row: true
 //   logits (T gather-dots), bias - log Q - log_z, accidental-hit masking, max / logsumexp or
 //   sigmoid, the loss and dloss/dlogit G written over L. The backward is two more cuBLAS
 //   products plus a per-row kernel for the true classes and the weight-gradient scatter.
-#include <ATen/ATen.h>
-#include <ATen/OpMathType.h>
-#include <torch/library.h>
-
 #include <cfloat>
+#include <vector>
 
 #include "../common/loss_host.h"
 #include "loss_cuda.cuh"
@@ -146,65 +143,68 @@ __global__ void true_rows_kernel(int64_t N, int64_t D, int64_t T, const scalar_t
   }
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> sampled_logits_forward_cuda(
-    const at::Tensor& input_, const at::Tensor& weight_, const c10::optional<at::Tensor>& bias,
-    const at::Tensor& target_, const at::Tensor& sampled_, const at::Tensor& true_expected,
-    const at::Tensor& sampled_expected, const at::Tensor& log_z, int64_t mode,
+std::tuple<Tensor, Tensor, Tensor> sampled_logits_forward_cuda(
+    const Tensor& input_, const Tensor& weight_, const std::optional<Tensor>& bias,
+    const Tensor& target_, const Tensor& sampled_, const Tensor& true_expected,
+    const Tensor& sampled_expected, const Tensor& log_z, int64_t mode,
     bool remove_accidental_hits, int64_t ignore_index, bool /*sparse: read by the backward*/) {
   const cuda::DeviceGuard guard(input_.device());
   SampledForward f = sampled_forward_prologue(input_, weight_, bias, target_, sampled_,
                                                true_expected, sampled_expected, log_z, mode,
                                                ignore_index);
   if (f.N == 0) return {f.loss, f.logits, f.grad_true};
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, f.input.scalar_type(), "sampled_logits_forward_cuda", [&] {
-        using acc_t = at::opmath_type<scalar_t>;
-        const EpilogueParams<scalar_t, acc_t> p{
-            f.N, f.D, f.T, f.S, ignore_index, mode, remove_accidental_hits,
-            f.input.data_ptr<scalar_t>(), f.weight.data_ptr<scalar_t>(),
-            f.target.data_ptr<int64_t>(), f.sampled.data_ptr<int64_t>(), f.col.data_ptr<acc_t>(),
-            f.row_true.data_ptr<acc_t>(), f.logits.data_ptr<scalar_t>(),
-            f.loss.data_ptr<acc_t>(), f.grad_true.data_ptr<acc_t>()};
-        FS_LAUNCH((epilogue_kernel<scalar_t, acc_t>), blocks_for(f.N, 1), kThreads, 0, p);
-      });
+  FS_DISPATCH_FLOATING(f.input.scalar_type(), "sampled_logits_forward_cuda", [&] {
+    using acc_t = opmath_t<scalar_t>;
+    const EpilogueParams<scalar_t, acc_t> p{
+        f.N, f.D, f.T, f.S, ignore_index, mode, remove_accidental_hits,
+        data<scalar_t>(f.input), data<scalar_t>(f.weight),
+        data<int64_t>(f.target), data<int64_t>(f.sampled), data<acc_t>(f.col),
+        data<acc_t>(f.row_true), data<scalar_t>(f.logits),
+        data<acc_t>(f.loss), data<acc_t>(f.grad_true)};
+    FS_LAUNCH((epilogue_kernel<scalar_t, acc_t>), blocks_for(f.N, 1), kThreads, 0, p);
+  });
   return {f.loss, f.logits, f.grad_true};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sampled_logits_backward_cuda(
-    const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
-    const at::Tensor& target_, const at::Tensor& sampled_, const at::Tensor& grad_logits_,
-    const at::Tensor& grad_true_, bool has_bias, int64_t ignore_index, bool sparse) {
+// deterministic: torch.are_deterministic_algorithms_enabled(), passed by fastsoftmax/ops.py.
+std::tuple<Tensor, Tensor, Tensor, Tensor> sampled_logits_backward_cuda(
+    const Tensor& grad_loss_, const Tensor& input_, const Tensor& weight_, const Tensor& target_,
+    const Tensor& sampled_, const Tensor& grad_logits_, const Tensor& grad_true_, bool has_bias,
+    int64_t ignore_index, bool sparse, bool deterministic) {
   const cuda::DeviceGuard guard(input_.device());
   SampledBackward b = sampled_backward_prologue(grad_loss_, input_, weight_, target_, sampled_,
                                                 grad_logits_, grad_true_, ignore_index);
-  const bool sorted = sparse || at::globalContext().deterministicAlgorithms();
-  at::Tensor grad_weight, ids = at::empty({0}, b.input.options().dtype(at::kLong));
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, b.input.scalar_type(), "sampled_logits_backward_cuda", [&] {
-        using acc_t = at::opmath_type<scalar_t>;
-        if (b.N > 0) {
-          FS_LAUNCH((true_rows_kernel<scalar_t, acc_t>), blocks_for(b.N, kThreads / kWarp),
-                    kThreads, 0, b.N, b.D, b.T, b.weight.data_ptr<scalar_t>(),
-                    b.target.data_ptr<int64_t>(), b.grad_true.data_ptr<acc_t>(),
-                    b.grad_loss.data_ptr<acc_t>(), b.grad_input.data_ptr<scalar_t>());
-        }
-        const auto pairs = sampled_weight_pairs<scalar_t, acc_t>(b);
-        if (sorted) {
-          const at::Tensor keys = at::cat({b.sampled, b.target.reshape(-1)});
-          std::tie(grad_weight, ids) = scatter_pairs_sorted_cuda<scalar_t>(
-              pairs, keys, b.V, b.D, sparse, b.weight.options());
-        } else {
-          grad_weight = scatter_pairs_atomic_cuda<scalar_t>(pairs, b.V, b.D, b.weight.options());
-        }
-      });
+  const bool sorted = sparse || deterministic;
+  const ScalarType dtype = b.input.scalar_type();
+  const Device device = b.input.device();
+  Tensor grad_weight, ids = empty({0}, kLong, device);
+  FS_DISPATCH_FLOATING(dtype, "sampled_logits_backward_cuda", [&] {
+    using acc_t = opmath_t<scalar_t>;
+    if (b.N > 0) {
+      FS_LAUNCH((true_rows_kernel<scalar_t, acc_t>), blocks_for(b.N, kThreads / kWarp),
+                kThreads, 0, b.N, b.D, b.T, data<scalar_t>(b.weight),
+                data<int64_t>(b.target), data<acc_t>(b.grad_true),
+                data<acc_t>(b.grad_loss), data<scalar_t>(b.grad_input));
+    }
+    const auto pairs = sampled_weight_pairs<scalar_t, acc_t>(b);
+    if (sorted) {
+      const Tensor keys = call(
+          "aten::cat", "",
+          std::vector<Tensor>{b.sampled, flat(b.target)}, int64_t{0});
+      std::tie(grad_weight, ids) =
+          scatter_pairs_sorted_cuda<scalar_t>(pairs, keys, b.V, b.D, sparse, dtype);
+    } else {
+      grad_weight = scatter_pairs_atomic_cuda<scalar_t>(pairs, b.V, b.D, dtype, device);
+    }
+  });
   return {b.grad_input, grad_weight, sampled_bias_grad(b, has_bias), ids};
 }
 
 }  // namespace
 
-FS_CUDA_IMPL(m) {
-  m.impl("sampled_logits_forward", &sampled_logits_forward_cuda);
-  m.impl("sampled_logits_backward", &sampled_logits_backward_cuda);
+FS_CUDA_IMPL_STABLE(m) {
+  m.impl("sampled_logits_forward", TORCH_BOX(&sampled_logits_forward_cuda));
+  m.impl("sampled_logits_backward", TORCH_BOX(&sampled_logits_backward_cuda));
 }
 
 }  // namespace fastsoftmax
