@@ -341,7 +341,8 @@ def _hierarchical_softmax_forward_fake(input, weight, target, links, max_depth, 
     )
 
 
-def _hierarchical_softmax_backward_fake(grad_loss, input, weight, nodes, coef, sparse):
+def _hierarchical_softmax_backward_fake(grad_loss, input, weight, nodes, coef, sparse,
+                                        deterministic=False):
     grad_weight, ids = _sparse_rows_fake(weight, sparse)
     return torch.empty_like(input), grad_weight, ids
 
@@ -355,7 +356,8 @@ def _hierarchical_softmax_setup(ctx, inputs, output):
 def _hierarchical_softmax_backward(backward_op, ctx, grad_loss, grad_coef, grad_nodes):
     input, weight, nodes, coef = ctx.saved_tensors
     grad_input, grad_weight, ids = backward_op(
-        grad_loss.contiguous(), input, weight, nodes, coef, ctx.sparse
+        grad_loss.contiguous(), input, weight, nodes, coef, ctx.sparse,
+        torch.are_deterministic_algorithms_enabled(),
     )
     return (grad_input, _weight_grad(grad_weight, ids, weight, ctx.sparse),
             None, None, None, None, None)
