@@ -14,6 +14,7 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
+from torch._prims_common import alert_not_deterministic as _alert_not_deterministic
 
 from . import _loader
 
@@ -264,6 +265,12 @@ def word2vec_train(
     if hs and (hs_paths is None or hs_offsets is None):
         raise ValueError("word2vec_train: syn1 (hierarchical softmax) needs hs_paths and "
                          "hs_offsets (see huffman_paths)")
+    if int(num_workers) > 1:
+        # Hogwild updates race by design. A stable kernel cannot raise torch's alert itself;
+        # this is ATen's alertNotDeterministic in Python (same message, same warn_only rule).
+        _alert_not_deterministic(
+            "word2vec_train with num_workers > 1 (Hogwild updates race by design; use one "
+            "worker)")
     if not hs:
         syn1 = syn0.new_empty(0, syn0.shape[-1])
         hs_paths = torch.empty(0, dtype=torch.int32, device=syn0.device)
