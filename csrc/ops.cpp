@@ -88,15 +88,17 @@ void define_ops(torch::Library& m) {
   // dloss/d(w_i.h) and nodes [N, max_depth] the inner ids along the path from the class up
   // (padding: id V - 1 and coefficient 0), both kept for the backward. A path that does not
   // reach the root within max_depth (links not from one tree) raises on the CPU and gives a
-  // NaN loss on CUDA.
+  // NaN loss on CUDA. The backward's `deterministic` is torch.are_deterministic_algorithms_
+  // enabled(), passed by fastsoftmax/ops.py (a stable kernel cannot ask for it): CUDA then
+  // sums the weight gradient in a fixed order instead of with atomics.
   m.def(
       "hierarchical_softmax_forward(Tensor input, Tensor weight, Tensor target, Tensor links,"
       " int max_depth, int ignore_index, bool sparse) -> (Tensor loss, Tensor coef,"
       " Tensor nodes)");
   m.def(
       "hierarchical_softmax_backward(Tensor grad_loss, Tensor input, Tensor weight,"
-      " Tensor nodes, Tensor coef, bool sparse) -> (Tensor grad_input, Tensor grad_weight,"
-      " Tensor grad_weight_ids)");
+      " Tensor nodes, Tensor coef, bool sparse, bool deterministic=False)"
+      " -> (Tensor grad_input, Tensor grad_weight, Tensor grad_weight_ids)");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
+from torch._prims_common import alert_not_deterministic as _alert_not_deterministic
 
 from . import _loader
 
@@ -264,6 +265,12 @@ def word2vec_train(
     if hs and (hs_paths is None or hs_offsets is None):
         raise ValueError("word2vec_train: syn1 (hierarchical softmax) needs hs_paths and "
                          "hs_offsets (see huffman_paths)")
+    if int(num_workers) > 1:
+        # Hogwild updates race by design. A stable kernel cannot raise torch's alert itself;
+        # this is ATen's alertNotDeterministic in Python (same message, same warn_only rule).
+        _alert_not_deterministic(
+            "word2vec_train with num_workers > 1 (Hogwild updates race by design; use one "
+            "worker)")
     if not hs:
         syn1 = syn0.new_empty(0, syn0.shape[-1])
         hs_paths = torch.empty(0, dtype=torch.int32, device=syn0.device)
@@ -341,7 +348,8 @@ def _hierarchical_softmax_forward_fake(input, weight, target, links, max_depth, 
     )
 
 
-def _hierarchical_softmax_backward_fake(grad_loss, input, weight, nodes, coef, sparse):
+def _hierarchical_softmax_backward_fake(grad_loss, input, weight, nodes, coef, sparse,
+                                        deterministic=False):
     grad_weight, ids = _sparse_rows_fake(weight, sparse)
     return torch.empty_like(input), grad_weight, ids
 
@@ -355,7 +363,8 @@ def _hierarchical_softmax_setup(ctx, inputs, output):
 def _hierarchical_softmax_backward(backward_op, ctx, grad_loss, grad_coef, grad_nodes):
     input, weight, nodes, coef = ctx.saved_tensors
     grad_input, grad_weight, ids = backward_op(
-        grad_loss.contiguous(), input, weight, nodes, coef, ctx.sparse
+        grad_loss.contiguous(), input, weight, nodes, coef, ctx.sparse,
+        torch.are_deterministic_algorithms_enabled(),
     )
     return (grad_input, _weight_grad(grad_weight, ids, weight, ctx.sparse),
             None, None, None, None, None)

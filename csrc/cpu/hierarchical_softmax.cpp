@@ -6,10 +6,6 @@
 // The backward reuses the forward's coefficients and path ids, no recomputation:
 //   grad_h_n = g_n sum_j coef_nj w_{i_j},   grad_w_i += g_n coef_nj h_n
 // and the weight gradient a deterministic counting-sort scatter (scatter_paths).
-#include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
-#include <torch/library.h>
-
 #include <sys/mman.h>
 
 #include <atomic>
@@ -24,101 +20,105 @@ using namespace loss;
 using hsoftmax::step_coef;
 using hsoftmax::step_loss;
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_forward_cpu(
-    const at::Tensor& input_, const at::Tensor& weight_, const at::Tensor& target_,
-    const at::Tensor& links_, int64_t max_depth, int64_t ignore_index,
+std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_forward_cpu(
+    const Tensor& input_, const Tensor& weight_, const Tensor& target_, const Tensor& links_,
+    int64_t max_depth, int64_t ignore_index,
     bool /*sparse: read by the backward*/) {
   hsoftmax::check_forward(input_, weight_, target_, links_, max_depth, ignore_index,
                           /*check_link_values=*/false);
-  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
-  const at::Tensor target = target_.contiguous(), links = links_.contiguous();
+  using torch::stable::contiguous;
+  const Tensor input = contiguous(input_), weight = contiguous(weight_);
+  const Tensor target = contiguous(target_), links = contiguous(links_);
   const int64_t N = input.size(0), D = input.size(1), V = weight.size(0) + 1;
   const int64_t L = max_depth;
-  const auto acc_type = at::toOpMathType(input.scalar_type());
-  at::Tensor loss = at::empty({N}, input.options().dtype(acc_type));
-  at::Tensor coef = at::empty({N, L}, input.options().dtype(acc_type));
-  at::Tensor nodes = at::empty({N, L}, input.options().dtype(at::kLong));
+  const ScalarType acc_type = to_opmath(input.scalar_type());
+  const Device cpu = input.device();
+  Tensor loss = empty({N}, acc_type, cpu);
+  Tensor coef = empty({N, L}, acc_type, cpu);
+  Tensor nodes = empty({N, L}, kLong, cpu);
   std::atomic<int64_t> unterminated{-1};
   std::atomic<bool> bad_link{false}, class_is_root{false};
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, input.scalar_type(), "hierarchical_softmax_forward_cpu", [&] {
-        using acc_t = at::opmath_type<scalar_t>;
-        const scalar_t* h = input.data_ptr<scalar_t>();
-        const scalar_t* w = weight.data_ptr<scalar_t>();
-        const int64_t* tg = target.data_ptr<int64_t>();
-        const int32_t* up = links.data_ptr<int32_t>();
-        acc_t* l = loss.data_ptr<acc_t>();
-        acc_t* c = coef.data_ptr<acc_t>();
-        int64_t* ids = nodes.data_ptr<int64_t>();
-        at::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
-          const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
-          for (int64_t n = begin; n < end; ++n) {
-            acc_t* cn = c + n * L;
-            int64_t* in = ids + n * L;
-            int64_t len = 0;
-            if (tg[n] != ignore_index) {
-              // Walk up first (the links are a short chain of dependent loads), asking for
-              // every weight row of the path as soon as its id is known; the bit waits in cn.
-              for (int64_t x = tg[n];;) {
-                const int32_t e = up[x];
-                if (e < -1 || e >= 2 * (V - 1)) {
-                  bad_link = true;
-                  break;
-                }
-                if (e < 0) {
-                  if (x < V) class_is_root = true;
-                  break;
-                }
-                if (len == L) {
-                  unterminated = tg[n];
-                  break;
-                }
-                in[len] = e >> 1;
-                cn[len] = acc_t(e & 1);
-                prefetch_row(w + in[len] * D, row_bytes);
-                x = V + (e >> 1);
-                ++len;
-              }
+  FS_DISPATCH_FLOATING(input.scalar_type(), "hierarchical_softmax_forward_cpu", [&] {
+    using acc_t = opmath_t<scalar_t>;
+    const scalar_t* h = data<scalar_t>(input);
+    const scalar_t* w = data<scalar_t>(weight);
+    const int64_t* tg = data<int64_t>(target);
+    const int32_t* up = data<int32_t>(links);
+    acc_t* l = data<acc_t>(loss);
+    acc_t* c = data<acc_t>(coef);
+    int64_t* ids = data<int64_t>(nodes);
+    torch::stable::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
+      const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
+      for (int64_t n = begin; n < end; ++n) {
+        acc_t* cn = c + n * L;
+        int64_t* in = ids + n * L;
+        int64_t len = 0;
+        if (tg[n] != ignore_index) {
+          // Walk up first (the links are a short chain of dependent loads), asking for
+          // every weight row of the path as soon as its id is known; the bit waits in cn.
+          for (int64_t x = tg[n];;) {
+            const int32_t e = up[x];
+            if (e < -1 || e >= 2 * (V - 1)) {
+              bad_link = true;
+              break;
             }
-            const scalar_t* hn = h + n * D;
-            acc_t sum = 0;
-            for (int64_t j = 0; j < len; ++j) {
-              const int bit = cn[j] != acc_t(0);
-              const acc_t s = dot<scalar_t, acc_t>(hn, w + in[j] * D, D);
-              sum += step_loss(s, bit);
-              cn[j] = step_coef(s, bit);
+            if (e < 0) {
+              if (x < V) class_is_root = true;
+              break;
             }
-            for (int64_t j = len; j < L; ++j) {
-              cn[j] = acc_t(0);
-              in[j] = V - 1;  // the sentinel: one past the last inner node
+            if (len == L) {
+              unterminated = tg[n];
+              break;
             }
-            l[n] = sum;
+            in[len] = e >> 1;
+            cn[len] = acc_t(e & 1);
+            prefetch_row(w + in[len] * D, row_bytes);
+            x = V + (e >> 1);
+            ++len;
           }
-        });
-      });
+        }
+        const scalar_t* hn = h + n * D;
+        acc_t sum = 0;
+        for (int64_t j = 0; j < len; ++j) {
+          const int bit = cn[j] != acc_t(0);
+          const acc_t s = dot<scalar_t, acc_t>(hn, w + in[j] * D, D);
+          sum += step_loss(s, bit);
+          cn[j] = step_coef(s, bit);
+        }
+        for (int64_t j = len; j < L; ++j) {
+          cn[j] = acc_t(0);
+          in[j] = V - 1;  // the sentinel: one past the last inner node
+        }
+        l[n] = sum;
+      }
+    });
+  });
   hsoftmax::check_link_flags(bad_link.load(), class_is_root.load(), V);
-  TORCH_CHECK_VALUE(unterminated.load() < 0, "the path of class ", unterminated.load(),
-                    " does not reach the root within max_depth = ", max_depth,
-                    " steps: links and max_depth must describe one tree (build it with "
-                    "fastsoftmax.ClassTree)");
+  FS_CHECK_VALUE(unterminated.load() < 0, "the path of class ", unterminated.load(),
+                 " does not reach the root within max_depth = ", max_depth,
+                 " steps: links and max_depth must describe one tree (build it with "
+                 "fastsoftmax.ClassTree)");
   return {loss, coef, nodes};
 }
 
 // A [rows, D] tensor of zeros in which only the rows written later cost anything. Anonymous
 // mmap memory is zero-filled by the kernel lazily, page by page, so a dense weight gradient
-// pays only for the pages of the inner nodes a batch touched; at::zeros writes all of them
+// pays only for the pages of the inner nodes a batch touched; zeros() writes all of them
 // (at V = 10^5, D = 256 a 100 MB fill, most of the backward's time). Small tensors, and any
-// platform without anonymous mmap, take at::zeros.
-at::Tensor lazy_zeros(int64_t rows, int64_t D, const at::TensorOptions& options) {
-  const size_t bytes = static_cast<size_t>(rows * D) * c10::elementSize(options.dtype().toScalarType());
+// platform without anonymous mmap, take zeros().
+template <class scalar_t>
+Tensor lazy_zeros(int64_t rows, int64_t D, ScalarType dtype) {
+  const Device cpu(torch::headeronly::DeviceType::CPU);
+  const size_t bytes = static_cast<size_t>(rows * D) * sizeof(scalar_t);
 #if defined(MAP_ANONYMOUS)
   if (bytes >= (size_t(1) << 22)) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p != MAP_FAILED)
-      return at::from_blob(p, {rows, D}, [bytes](void* q) { munmap(q, bytes); }, options);
+      return torch::stable::from_blob(p, {rows, D}, {D, 1}, cpu, dtype,
+                                      [bytes](void* q) { munmap(q, bytes); });
   }
 #endif
-  return at::zeros({rows, D}, options);
+  return zeros({rows, D}, dtype, cpu);
 }
 
 // grad_W[i] = sum over the (row n, step j) pairs with nodes[n, j] = i of
@@ -127,11 +127,10 @@ at::Tensor lazy_zeros(int64_t rows, int64_t D, const at::TensorOptions& options)
 // (row, step) order, one row per task. Dense: [num_inner, D], untouched rows zero (never
 // written: lazy_zeros). Sparse: the touched rows [U, D] and their ids [U], ascending.
 template <class scalar_t, class acc_t>
-std::tuple<at::Tensor, at::Tensor> scatter_paths(const int64_t* nodes, const acc_t* coef,
-                                                 const acc_t* grad_loss, const scalar_t* h,
-                                                 int64_t N, int64_t L, int64_t D,
-                                                 int64_t num_inner, bool sparse,
-                                                 const at::TensorOptions& options) {
+std::tuple<Tensor, Tensor> scatter_paths(const int64_t* nodes, const acc_t* coef,
+                                         const acc_t* grad_loss, const scalar_t* h, int64_t N,
+                                         int64_t L, int64_t D, int64_t num_inner, bool sparse,
+                                         ScalarType dtype) {
   const int64_t P = N * L;
   std::vector<int64_t> start(num_inner + 1, 0);
   for (int64_t p = 0; p < P; ++p)
@@ -145,12 +144,13 @@ std::tuple<at::Tensor, at::Tensor> scatter_paths(const int64_t* nodes, const acc
   for (int64_t p = 0; p < P; ++p)
     if (nodes[p] < num_inner) order[fill[nodes[p]]++] = p;
   const int64_t U = static_cast<int64_t>(touched.size());
-  at::Tensor out = sparse ? at::empty({U, D}, options) : lazy_zeros(num_inner, D, options);
-  at::Tensor ids = at::empty({sparse ? U : 0}, options.dtype(at::kLong));
-  if (sparse) std::copy(touched.begin(), touched.end(), ids.data_ptr<int64_t>());
-  scalar_t* o = out.data_ptr<scalar_t>();
+  const Device cpu(torch::headeronly::DeviceType::CPU);
+  Tensor out = sparse ? empty({U, D}, dtype, cpu) : lazy_zeros<scalar_t>(num_inner, D, dtype);
+  Tensor ids = empty({sparse ? U : 0}, kLong, cpu);
+  if (sparse) std::copy(touched.begin(), touched.end(), data<int64_t>(ids));
+  scalar_t* o = data<scalar_t>(out);
   const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
-  at::parallel_for(0, U, 16, [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, U, 16, [&](int64_t begin, int64_t end) {
     std::vector<acc_t> acc(D);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t i = touched[u];
@@ -166,49 +166,49 @@ std::tuple<at::Tensor, at::Tensor> scatter_paths(const int64_t* nodes, const acc
   return {out, ids};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_backward_cpu(
-    const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
-    const at::Tensor& nodes_, const at::Tensor& coef_, bool sparse) {
+// deterministic: unused, the CPU backward always is (the CUDA one reads it).
+std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_backward_cpu(
+    const Tensor& grad_loss_, const Tensor& input_, const Tensor& weight_, const Tensor& nodes_,
+    const Tensor& coef_, bool sparse, bool /*deterministic*/) {
   const hsoftmax::BackwardInputs b =
       hsoftmax::prepare_backward(grad_loss_, input_, weight_, nodes_, coef_);
-  const at::Tensor &input = b.input, &weight = b.weight, &nodes = b.nodes, &coef = b.coef;
-  const at::Tensor& grad_loss = b.grad_loss;
+  const Tensor &input = b.input, &weight = b.weight, &nodes = b.nodes, &coef = b.coef;
+  const Tensor& grad_loss = b.grad_loss;
   const int64_t N = b.N, D = b.D, num_inner = b.num_inner, L = b.L;
-  at::Tensor grad_input = at::empty_like(input);
-  at::Tensor grad_weight, ids;
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, input.scalar_type(), "hierarchical_softmax_backward_cpu", [&] {
-        using acc_t = at::opmath_type<scalar_t>;
-        const scalar_t* h = input.data_ptr<scalar_t>();
-        const scalar_t* w = weight.data_ptr<scalar_t>();
-        const int64_t* in = nodes.data_ptr<int64_t>();
-        const acc_t* c = coef.data_ptr<acc_t>();
-        const acc_t* g = grad_loss.data_ptr<acc_t>();
-        scalar_t* gi = grad_input.data_ptr<scalar_t>();
-        at::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
-          std::vector<acc_t> acc(D);
-          const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
-          for (int64_t n = begin; n < end; ++n) {
-            const int64_t* pn = in + n * L;
-            for (int64_t j = 0; j < L && pn[j] < num_inner; ++j) prefetch_row(w + pn[j] * D, row_bytes);
-            std::fill(acc.begin(), acc.end(), acc_t(0));
-            for (int64_t j = 0; j < L && pn[j] < num_inner; ++j)
-              axpy(acc.data(), c[n * L + j], w + pn[j] * D, D);
-            for (int64_t d = 0; d < D; ++d) acc[d] *= g[n];
-            store(gi + n * D, acc.data(), D);
-          }
-        });
-        std::tie(grad_weight, ids) =
-            scatter_paths(in, c, g, h, N, L, D, num_inner, sparse, weight.options());
-      });
+  Tensor grad_input = torch::stable::empty_like(input);
+  Tensor grad_weight, ids;
+  FS_DISPATCH_FLOATING(input.scalar_type(), "hierarchical_softmax_backward_cpu", [&] {
+    using acc_t = opmath_t<scalar_t>;
+    const scalar_t* h = data<scalar_t>(input);
+    const scalar_t* w = data<scalar_t>(weight);
+    const int64_t* in = data<int64_t>(nodes);
+    const acc_t* c = data<acc_t>(coef);
+    const acc_t* g = data<acc_t>(grad_loss);
+    scalar_t* gi = data<scalar_t>(grad_input);
+    torch::stable::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
+      std::vector<acc_t> acc(D);
+      const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
+      for (int64_t n = begin; n < end; ++n) {
+        const int64_t* pn = in + n * L;
+        for (int64_t j = 0; j < L && pn[j] < num_inner; ++j) prefetch_row(w + pn[j] * D, row_bytes);
+        std::fill(acc.begin(), acc.end(), acc_t(0));
+        for (int64_t j = 0; j < L && pn[j] < num_inner; ++j)
+          axpy(acc.data(), c[n * L + j], w + pn[j] * D, D);
+        for (int64_t d = 0; d < D; ++d) acc[d] *= g[n];
+        store(gi + n * D, acc.data(), D);
+      }
+    });
+    std::tie(grad_weight, ids) =
+        scatter_paths(in, c, g, h, N, L, D, num_inner, sparse, weight.scalar_type());
+  });
   return {grad_input, grad_weight, ids};
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fastsoftmax, CPU, m) {
-  m.impl("hierarchical_softmax_forward", &hierarchical_softmax_forward_cpu);
-  m.impl("hierarchical_softmax_backward", &hierarchical_softmax_backward_cpu);
+STABLE_TORCH_LIBRARY_IMPL(fastsoftmax, CPU, m) {
+  m.impl("hierarchical_softmax_forward", TORCH_BOX(&hierarchical_softmax_forward_cpu));
+  m.impl("hierarchical_softmax_backward", TORCH_BOX(&hierarchical_softmax_backward_cpu));
 }
 
 }  // namespace fastsoftmax

@@ -7,9 +7,6 @@
 // Shapes: V vocabulary, D vector size, N tokens in the batch, S sentences, W window,
 // K negatives. syn0 [V, D] input vectors, syn1neg [V, D] output vectors of negative
 // sampling, syn1 [V - 1, D] inner-node vectors of the hierarchical softmax.
-#include <ATen/Parallel.h>
-#include <torch/library.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -383,15 +380,14 @@ void train_sentences(const TrainParams& a, int64_t b, int64_t e, Stats& st, Work
   else train_sentences_baseline(a, b, e, st, rows);
 }
 
-at::Tensor word2vec_train_cpu(at::Tensor& syn0, at::Tensor& syn1neg, const at::Tensor& tokens,
-                              const at::Tensor& sentence_ends, const at::Tensor& words_before,
-                              const at::Tensor& keep_prob, const at::Tensor& ns_prob,
-                              const at::Tensor& ns_alias, int64_t seed, int64_t first_token,
-                              bool sg, bool cbow_mean, int64_t window, int64_t negative,
-                              bool shrink_windows, double alpha, double min_alpha,
-                              double total_words, int64_t num_workers, at::Tensor& syn1,
-                              const at::Tensor& hs_paths, const at::Tensor& hs_offsets,
-                              bool hs) {
+Tensor word2vec_train_cpu(const Tensor& syn0, const Tensor& syn1neg, const Tensor& tokens,
+                          const Tensor& sentence_ends, const Tensor& words_before,
+                          const Tensor& keep_prob, const Tensor& ns_prob, const Tensor& ns_alias,
+                          int64_t seed, int64_t first_token, bool sg, bool cbow_mean,
+                          int64_t window, int64_t negative, bool shrink_windows, double alpha,
+                          double min_alpha, double total_words, int64_t num_workers,
+                          const Tensor& syn1, const Tensor& hs_paths, const Tensor& hs_offsets,
+                          bool hs) {
   const TrainParams a = w2v::prepare_train(
       syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob, ns_alias, seed,
       first_token, sg, cbow_mean, window, negative, shrink_windows, alpha, min_alpha,
@@ -414,7 +410,7 @@ at::Tensor word2vec_train_cpu(at::Tensor& syn0, at::Tensor& syn1neg, const at::T
   std::vector<Stats> stats(workers);
   std::atomic<int64_t> next{0};
   std::mutex merge_lock;  // with one worker there are no private rows to merge
-  at::parallel_for(0, workers, 1, [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, workers, 1, [&](int64_t begin, int64_t end) {
     for (int64_t w = begin; w < end; ++w) {
       // Each worker counts on its own stack: the workers' entries of `stats` share a cache
       // line, and every logistic step adds to the loss, so counting there directly made two
@@ -427,8 +423,8 @@ at::Tensor word2vec_train_cpu(at::Tensor& syn0, at::Tensor& syn1neg, const at::T
       stats[w] = mine;
     }
   });
-  at::Tensor out = at::zeros({3}, tokens.options().dtype(at::kDouble));
-  double* o = out.data_ptr<double>();
+  Tensor out = zeros({3}, kDouble, tokens.device());
+  double* o = data<double>(out);
   for (const Stats& s : stats) {
     o[0] += s.loss;
     o[1] += static_cast<double>(s.examples);
@@ -439,6 +435,8 @@ at::Tensor word2vec_train_cpu(at::Tensor& syn0, at::Tensor& syn1neg, const at::T
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fastsoftmax, CPU, m) { m.impl("word2vec_train", &word2vec_train_cpu); }
+STABLE_TORCH_LIBRARY_IMPL(fastsoftmax, CPU, m) {
+  m.impl("word2vec_train", TORCH_BOX(&word2vec_train_cpu));
+}
 
 }  // namespace fastsoftmax

@@ -7,10 +7,6 @@
 // The backward computes grad_h and, unless determinism or a sparse gradient is asked for,
 // adds into grad_W with atomics in the same pass. Otherwise the (row, step) pairs go through
 // loss_cuda.cuh's sorted scatter, bit-identical run to run. Padding steps carry the sentinel id V - 1 and are never scattered.
-#include <ATen/ATen.h>
-#include <ATen/OpMathType.h>
-#include <torch/library.h>
-
 #include <limits>
 
 #include "../common/hsoftmax_host.h"
@@ -117,9 +113,9 @@ __global__ void hs_backward_kernel(HsParams<scalar_t, acc_t> p) {
 // last inner node, so they land on an extra last row, which is cut off: a view for the dense
 // gradient, the last touched id for the sparse one (ids ascend, so it is the last).
 template <class scalar_t, class acc_t>
-std::tuple<at::Tensor, at::Tensor> scatter_paths_sorted(const HsParams<scalar_t, acc_t>& p,
-                                                        const at::Tensor& nodes, bool sparse,
-                                                        const at::TensorOptions& options) {
+std::tuple<Tensor, Tensor> scatter_paths_sorted(const HsParams<scalar_t, acc_t>& p,
+                                                const Tensor& nodes, bool sparse,
+                                                ScalarType dtype) {
   const int64_t num_inner = p.V - 1;
   PairGroups<scalar_t, acc_t> pairs;
   pairs.num = 1;
@@ -127,87 +123,89 @@ std::tuple<at::Tensor, at::Tensor> scatter_paths_sorted(const HsParams<scalar_t,
                    .weighted_by(p.coef, p.L)
                    .scaled_by(p.grad_loss)
                    .rows_of(p.input, p.D);
-  at::Tensor grad, ids;
-  std::tie(grad, ids) = scatter_pairs_sorted_cuda<scalar_t>(pairs, nodes.reshape(-1),
-                                                            num_inner + 1, p.D, sparse, options);
-  if (!sparse) return {grad.narrow(0, 0, num_inner), ids};
+  Tensor grad, ids;
+  std::tie(grad, ids) = scatter_pairs_sorted_cuda<scalar_t>(
+      pairs, torch::stable::reshape(nodes, {-1}), num_inner + 1, p.D, sparse, dtype);
+  if (!sparse) return {torch::stable::narrow(grad, 0, 0, num_inner), ids};
   const int64_t U = ids.numel();
-  if (U > 0 && ids[U - 1].item<int64_t>() == num_inner)
-    return {grad.narrow(0, 0, U - 1), ids.narrow(0, 0, U - 1)};
+  if (U > 0 && *data<int64_t>(to_cpu(torch::stable::narrow(ids, 0, U - 1, 1))) == num_inner)
+    return {torch::stable::narrow(grad, 0, 0, U - 1), torch::stable::narrow(ids, 0, 0, U - 1)};
   return {grad, ids};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_forward_cuda(
-    const at::Tensor& input_, const at::Tensor& weight_, const at::Tensor& target_,
-    const at::Tensor& links_, int64_t max_depth, int64_t ignore_index,
+std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_forward_cuda(
+    const Tensor& input_, const Tensor& weight_, const Tensor& target_, const Tensor& links_,
+    int64_t max_depth, int64_t ignore_index,
     bool /*sparse: read by the backward*/) {
   hsoftmax::check_forward(input_, weight_, target_, links_, max_depth, ignore_index,
                           /*check_link_values=*/true);
   const cuda::DeviceGuard guard(input_.device());
-  const at::Tensor input = input_.contiguous(), weight = weight_.contiguous();
-  const at::Tensor target = target_.contiguous(), links = links_.contiguous();
+  using torch::stable::contiguous;
+  const Tensor input = contiguous(input_), weight = contiguous(weight_);
+  const Tensor target = contiguous(target_), links = contiguous(links_);
   const int64_t N = input.size(0), L = max_depth;
-  const auto acc_type = at::toOpMathType(input.scalar_type());
-  at::Tensor loss = at::empty({N}, input.options().dtype(acc_type));
-  at::Tensor coef = at::empty({N, L}, input.options().dtype(acc_type));
-  at::Tensor nodes = at::empty({N, L}, input.options().dtype(at::kLong));
+  const ScalarType acc_type = to_opmath(input.scalar_type());
+  const Device device = input.device();
+  Tensor loss = empty({N}, acc_type, device);
+  Tensor coef = empty({N, L}, acc_type, device);
+  Tensor nodes = empty({N, L}, kLong, device);
   if (N == 0) return {loss, coef, nodes};
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, input.scalar_type(), "hierarchical_softmax_forward_cuda", [&] {
-        using acc_t = at::opmath_type<scalar_t>;
-        HsParams<scalar_t, acc_t> p{N, input.size(1), weight.size(0) + 1, L, ignore_index,
-                                    input.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(),
-                                    target.data_ptr<int64_t>(), links.data_ptr<int32_t>(),
-                                    loss.data_ptr<acc_t>(), coef.data_ptr<acc_t>(),
-                                    nodes.data_ptr<int64_t>(), nullptr, nullptr, nullptr};
-        FS_LAUNCH((hs_forward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp),
-                  kThreads, 0, p);
-      });
+  FS_DISPATCH_FLOATING(input.scalar_type(), "hierarchical_softmax_forward_cuda", [&] {
+    using acc_t = opmath_t<scalar_t>;
+    HsParams<scalar_t, acc_t> p{N, input.size(1), weight.size(0) + 1, L, ignore_index,
+                                data<scalar_t>(input), data<scalar_t>(weight),
+                                data<int64_t>(target), data<int32_t>(links), data<acc_t>(loss),
+                                data<acc_t>(coef), data<int64_t>(nodes), nullptr, nullptr,
+                                nullptr};
+    FS_LAUNCH((hs_forward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp), kThreads,
+              0, p);
+  });
   return {loss, coef, nodes};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> hierarchical_softmax_backward_cuda(
-    const at::Tensor& grad_loss_, const at::Tensor& input_, const at::Tensor& weight_,
-    const at::Tensor& nodes_, const at::Tensor& coef_, bool sparse) {
+// deterministic: torch.are_deterministic_algorithms_enabled(), from fastsoftmax/ops.py.
+std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_backward_cuda(
+    const Tensor& grad_loss_, const Tensor& input_, const Tensor& weight_, const Tensor& nodes_,
+    const Tensor& coef_, bool sparse, bool deterministic) {
   const cuda::DeviceGuard guard(input_.device());
   const hsoftmax::BackwardInputs b =
       hsoftmax::prepare_backward(grad_loss_, input_, weight_, nodes_, coef_);
-  const at::Tensor &input = b.input, &weight = b.weight, &nodes = b.nodes, &coef = b.coef;
-  const at::Tensor& grad_loss = b.grad_loss;
+  const Tensor &input = b.input, &weight = b.weight, &nodes = b.nodes, &coef = b.coef;
+  const Tensor& grad_loss = b.grad_loss;
   const int64_t N = b.N, D = b.D, num_inner = b.num_inner, L = b.L;
-  const auto acc_type = at::toOpMathType(input.scalar_type());
-  const bool sorted = sparse || at::globalContext().deterministicAlgorithms();
-  at::Tensor grad_input = at::empty_like(input);
-  at::Tensor grad_weight, ids = at::empty({0}, input.options().dtype(at::kLong));
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, input.scalar_type(), "hierarchical_softmax_backward_cuda", [&] {
-        using acc_t = at::opmath_type<scalar_t>;
-        at::Tensor acc_buf;
-        if (!sorted) acc_buf = at::zeros({num_inner, D}, input.options().dtype(acc_type));
-        HsParams<scalar_t, acc_t> p{N, D, num_inner + 1, L, 0,
-                                    input.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(),
-                                    nullptr, nullptr, nullptr, coef.data_ptr<acc_t>(),
-                                    nodes.data_ptr<int64_t>(), grad_loss.data_ptr<acc_t>(),
-                                    grad_input.data_ptr<scalar_t>(),
-                                    sorted ? nullptr : acc_buf.data_ptr<acc_t>()};
-        if (N > 0) {
-          FS_LAUNCH((hs_backward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp),
-                    kThreads, 0, p);
-        }
-        if (!sorted) {
-          grad_weight = acc_buf.to(input.scalar_type());
-          return;
-        }
-        std::tie(grad_weight, ids) = scatter_paths_sorted(p, nodes, sparse, weight.options());
-      });
+  const ScalarType dtype = input.scalar_type(), acc_type = to_opmath(dtype);
+  const Device device = input.device();
+  const bool sorted = sparse || deterministic;
+  Tensor grad_input = torch::stable::empty_like(input);
+  Tensor grad_weight, ids = empty({0}, kLong, device);
+  FS_DISPATCH_FLOATING(dtype, "hierarchical_softmax_backward_cuda", [&] {
+    using acc_t = opmath_t<scalar_t>;
+    Tensor acc_buf;
+    if (!sorted) acc_buf = zeros({num_inner, D}, acc_type, device);
+    HsParams<scalar_t, acc_t> p{N, D, num_inner + 1, L, 0,
+                                data<scalar_t>(input), data<scalar_t>(weight),
+                                nullptr, nullptr, nullptr, data<acc_t>(coef),
+                                data<int64_t>(nodes), data<acc_t>(grad_loss),
+                                data<scalar_t>(grad_input),
+                                sorted ? nullptr : data<acc_t>(acc_buf)};
+    if (N > 0) {
+      FS_LAUNCH((hs_backward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp),
+                kThreads, 0, p);
+    }
+    if (!sorted) {
+      grad_weight = to(acc_buf, dtype);
+      return;
+    }
+    std::tie(grad_weight, ids) = scatter_paths_sorted(p, nodes, sparse, dtype);
+  });
   return {grad_input, grad_weight, ids};
 }
 
 }  // namespace
 
-FS_CUDA_IMPL(m) {
-  m.impl("hierarchical_softmax_forward", &hierarchical_softmax_forward_cuda);
-  m.impl("hierarchical_softmax_backward", &hierarchical_softmax_backward_cuda);
+FS_CUDA_IMPL_STABLE(m) {
+  m.impl("hierarchical_softmax_forward", TORCH_BOX(&hierarchical_softmax_forward_cuda));
+  m.impl("hierarchical_softmax_backward", TORCH_BOX(&hierarchical_softmax_backward_cuda));
 }
 
 }  // namespace fastsoftmax

@@ -11,10 +11,6 @@
 //     warp, segments in order) replays the CPU's single worker.
 //
 // Shapes: V vocabulary, D vector size, N tokens, S sentences, W window, K negatives.
-#include <ATen/ATen.h>
-#include <ATen/Context.h>
-#include <torch/library.h>
-
 #include "../common/philox.h"
 #include "../common/word2vec_host.h"
 #include "cuda_utils.cuh"
@@ -181,44 +177,44 @@ __global__ void train_kernel(TrainParams p) {
   }
 }
 
-at::Tensor word2vec_train_cuda(at::Tensor& syn0, at::Tensor& syn1neg, const at::Tensor& tokens,
-                               const at::Tensor& sentence_ends, const at::Tensor& words_before,
-                               const at::Tensor& keep_prob, const at::Tensor& ns_prob,
-                               const at::Tensor& ns_alias, int64_t seed, int64_t first_token,
-                               bool sg, bool cbow_mean, int64_t window, int64_t negative,
-                               bool shrink_windows, double alpha, double min_alpha,
-                               double total_words, int64_t num_workers, at::Tensor& syn1,
-                               const at::Tensor& hs_paths, const at::Tensor& hs_offsets,
-                               bool hs) {
+Tensor word2vec_train_cuda(const Tensor& syn0, const Tensor& syn1neg, const Tensor& tokens,
+                           const Tensor& sentence_ends, const Tensor& words_before,
+                           const Tensor& keep_prob, const Tensor& ns_prob, const Tensor& ns_alias,
+                           int64_t seed, int64_t first_token, bool sg, bool cbow_mean,
+                           int64_t window, int64_t negative, bool shrink_windows, double alpha,
+                           double min_alpha, double total_words, int64_t num_workers,
+                           const Tensor& syn1, const Tensor& hs_paths, const Tensor& hs_offsets,
+                           bool hs) {
   TrainParams p = w2v::prepare_train(
       syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob, ns_alias, seed,
       first_token, sg, cbow_mean, window, negative, shrink_windows, alpha, min_alpha,
       total_words, num_workers, syn1, hs_paths, hs_offsets, hs);
   const int64_t D = syn0.size(1);
   const cuda::DeviceGuard guard(syn0.device());
-  at::Tensor stats = at::zeros({3}, syn0.options().dtype(at::kDouble));
+  const Device device = syn0.device();
+  Tensor stats = zeros({3}, kDouble, device);
   const int64_t S = sentence_ends.numel(), N = tokens.numel();
   if (S == 0 || N == 0) return stats;
-  const auto ints = tokens.options(), longs = sentence_ends.options();
-  // 1. Subsample and compact: kept_through[i] = kept tokens among 0..i.
-  at::Tensor keep = at::empty({N}, ints), win = at::empty({N}, ints);
+  // 1. Subsample and compact: kept_through[i] = kept tokens among 0..i, stored after a
+  // leading 0 so that kept_end (kept tokens through each sentence) is one gather at the
+  // sentence ends, an empty first sentence included.
+  Tensor keep = empty({N}, kInt, device), win = empty({N}, kInt, device);
   FS_LAUNCH(keep_kernel, cuda::blocks_for(N, cuda::kThreads), cuda::kThreads, 0,
-            tokens.data_ptr<int32_t>(), keep_prob.data_ptr<float>(), N,
-            static_cast<uint64_t>(seed), static_cast<uint64_t>(first_token),
-            static_cast<int>(window), shrink_windows, keep.data_ptr<int32_t>(),
-            win.data_ptr<int32_t>());
-  const at::Tensor kept_through = at::cumsum(keep, 0, at::kLong);
-  at::Tensor kept_ids = at::empty({N}, ints), kept_win = at::empty({N}, ints);
-  at::Tensor kept_pos = at::empty({N}, longs);
+            data<int32_t>(tokens), data<float>(keep_prob), N, static_cast<uint64_t>(seed),
+            static_cast<uint64_t>(first_token), static_cast<int>(window), shrink_windows,
+            data<int32_t>(keep), data<int32_t>(win));
+  Tensor kept_through0 = zeros({N + 1}, kLong, device);
+  Tensor kept_through = torch::stable::narrow(kept_through0, 0, 1, N);
+  call("aten::cumsum", "out", keep, int64_t{0}, std::optional<ScalarType>(kLong), kept_through);
+  Tensor kept_ids = empty({N}, kInt, device), kept_win = empty({N}, kInt, device);
+  Tensor kept_pos = empty({N}, kLong, device);
   FS_LAUNCH(compact_kernel, cuda::blocks_for(N, cuda::kThreads), cuda::kThreads, 0,
-            tokens.data_ptr<int32_t>(), keep.data_ptr<int32_t>(), win.data_ptr<int32_t>(),
-            kept_through.data_ptr<int64_t>(), N, kept_ids.data_ptr<int32_t>(),
-            kept_win.data_ptr<int32_t>(), kept_pos.data_ptr<int64_t>());
-  // Kept tokens through each sentence; an empty first sentence has none.
-  const at::Tensor kept_end = at::where(
-      sentence_ends > 0, kept_through.index_select(0, (sentence_ends - 1).clamp_min(0)),
-      at::zeros_like(sentence_ends));
-  stats.narrow(0, 2, 1).copy_(kept_end.narrow(0, S - 1, 1));
+            data<int32_t>(tokens), data<int32_t>(keep), data<int32_t>(win),
+            data<int64_t>(kept_through), N, data<int32_t>(kept_ids), data<int32_t>(kept_win),
+            data<int64_t>(kept_pos));
+  Tensor kept_end = call("aten::index_select", "", kept_through0, int64_t{0}, sentence_ends);
+  Tensor kept_total = torch::stable::narrow(stats, 0, 2, 1);
+  torch::stable::copy_(kept_total, torch::stable::narrow(kept_end, 0, S - 1, 1));
   // 2. Train. One worker: a single warp walks the segments in order, replaying the CPU's
   // single worker (same draws, same update order); otherwise as many warps as fit at once.
   const int warps_per_block = num_workers == 1 ? 1 : kWarpsPerBlock;
@@ -229,21 +225,20 @@ at::Tensor word2vec_train_cuda(at::Tensor& syn0, at::Tensor& syn1neg, const at::
       num_workers == 1 ? 1
                        : cuda::multiprocessor_count() *
                              cuda::resident_blocks_per_sm(train_kernel, warps_per_block * 32, smem);
-  at::Tensor scratch;
-  if (global_scratch)
-    scratch = at::empty({int64_t{blocks} * warps_per_block, 2, D}, syn0.options());
-  p.kept_ids = kept_ids.data_ptr<int32_t>();
-  p.kept_win = kept_win.data_ptr<int32_t>();
-  p.kept_pos = kept_pos.data_ptr<int64_t>();
-  p.kept_end = kept_end.data_ptr<int64_t>();
-  p.scratch = global_scratch ? scratch.data_ptr<float>() : nullptr;
-  p.stats = stats.data_ptr<double>();
+  Tensor scratch;
+  if (global_scratch) scratch = empty({int64_t{blocks} * warps_per_block, 2, D}, kFloat, device);
+  p.kept_ids = data<int32_t>(kept_ids);
+  p.kept_win = data<int32_t>(kept_win);
+  p.kept_pos = data<int64_t>(kept_pos);
+  p.kept_end = data<int64_t>(kept_end);
+  p.scratch = global_scratch ? data<float>(scratch) : nullptr;
+  p.stats = data<double>(stats);
   FS_LAUNCH(train_kernel, blocks, warps_per_block * 32, smem, p);
   return stats;
 }
 
 }  // namespace
 
-FS_CUDA_IMPL(m) { m.impl("word2vec_train", &word2vec_train_cuda); }
+FS_CUDA_IMPL_STABLE(m) { m.impl("word2vec_train", TORCH_BOX(&word2vec_train_cuda)); }
 
 }  // namespace fastsoftmax
