@@ -1,0 +1,44 @@
+"""Sphinx configuration of fastsoftmax's documentation (`make docs`)."""
+
+import os
+import sys
+
+# The docs document the checkout they sit in: its fastsoftmax (built in place by `make build`),
+# not an installed copy.
+sys.path.insert(0, os.path.abspath(".."))
+
+import fastsoftmax  # noqa: E402
+
+project = "fastsoftmax"
+copyright = "the fastsoftmax authors"
+release = fastsoftmax.__version__
+version = release
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.viewcode",
+]
+
+source_suffix = {".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build"]
+
+# The Markdown pages (moved from the README) use GitHub's Markdown: tables, `$` is no maths.
+myst_enable_extensions = ["deflist"]
+myst_heading_anchors = 3
+
+# Docstrings are written with `code` in single backticks.
+default_role = "code"
+
+autodoc_default_options = {
+    "members": True,
+    "show-inheritance": True,
+}
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+# Signatures hold default values such as `torch.float32`, shown as written.
+autodoc_preserve_defaults = True
+
+html_theme = "furo"
+html_title = f"fastsoftmax {release}"
