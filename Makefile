@@ -84,7 +84,7 @@ wheel-check: build
 DOCS_VENV ?= .docs-venv
 DOCS_DEPS := sphinx==9.0.4 myst-parser==5.0.0 furo==2025.12.19
 
-$(DOCS_VENV)/.deps: Makefile
+$(DOCS_VENV)/.deps: Makefile $(VENV)/.deps
 	test -x $(DOCS_VENV)/bin/python || $(BIN)/python -m venv $(DOCS_VENV)
 	$(DOCS_VENV)/bin/python -m pip install -q $(DOCS_DEPS)
 	touch $@
