@@ -77,5 +77,24 @@ wheel-check: build
 	  s = fastsoftmax.UnigramSampler(torch.arange(1, 101).double()); \
 	  print('wheel ok:', fastsoftmax.build_info(), s.sample(5).tolist())"
 
+# The documentation site (docs/, Sphinx with MyST Markdown) into docs/_build/html, warnings as
+# errors. Sphinx and its theme go into their own virtual environment, .docs-venv (no system
+# packages); the build runs the .venv's Python, which imports fastsoftmax (so torch and the
+# built extension) for the API reference, with .docs-venv's packages on PYTHONPATH.
+DOCS_VENV ?= .docs-venv
+DOCS_DEPS := sphinx==9.0.4 myst-parser==5.0.0 furo==2025.12.19
+
+$(DOCS_VENV)/.deps: Makefile $(VENV)/.deps
+	test -x $(DOCS_VENV)/bin/python || $(BIN)/python -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install -q $(DOCS_DEPS)
+	touch $@
+
+.PHONY: docs
+docs: build $(DOCS_VENV)/.deps
+	rm -rf docs/_build
+	PYTHONPATH="$$($(DOCS_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+	  $(BIN)/python -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs: docs/_build/html/index.html"
+
 clean:
 	rm -rf build dist .wheel-venv fastsoftmax/_C*.so *.egg-info

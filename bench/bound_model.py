@@ -5,7 +5,7 @@ device memory, divided by the device's measured copy bandwidth (a large device-t
 in the same run; 3.0 TB/s, an H100 SXM's order, when there is no GPU). Where the work is
 dense maths, the row also carries a FLOP bound and the larger of the two is the bound.
 
-    python bench/bound_model.py            # the model of every GPU row in the README
+    python bench/bound_model.py            # the model of every GPU row in docs/benchmarks.md
     python bench/bound_model.py --bandwidth 3.35e12 --flops 4.9e14
 
 Shapes: V vocabulary, D vector size, N rows, T true classes per row, K negatives per row,
@@ -84,7 +84,7 @@ def word2vec(words: float, D: int, window: int = 5, negative: int = 5, sg: bool 
 
 
 def readme_rows() -> List[Bound]:
-    """The GPU rows the README's targets name."""
+    """The GPU rows the targets of docs/benchmarks.md name."""
     return [
         sample_draws(10**6, 10**8),
         alias_build(10**7),

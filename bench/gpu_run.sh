@@ -19,7 +19,7 @@ python -m pytest -q -x tests 2>&1 | tee /tmp/gpu-tests.log | tail -40 || status=
 [ -d .device-data ] && export FASTSOFTMAX_DATA=$PWD/.device-data
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   run() { echo "== $*"; "$@" || status=1; }
-  # The device's copy bandwidth and every README row's bound at it (bench/bound_model.py).
+  # The device's copy bandwidth and every docs/benchmarks.md row's bound at it (bench/bound_model.py).
   run python bench/bound_model.py --measure | tee bench/results/bound-model-cuda.txt
   run python bench/bench_sampler.py --device cuda
   run python bench/bench_losses.py --device cuda

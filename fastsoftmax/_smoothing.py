@@ -20,8 +20,8 @@ h . (sum_s a(s) w_s) + const for the shared candidates, corrected row by row for
 classes and the accidental hits (found by binary search); logsumexp over C_i is recovered
 from the kernel's loss (loss = lse - mean_t z_true). Gathered rows get sparse gradients, which
 autograd adds into the kernel's. A first version with dense gathers and [N, S, T] hit masks
-took 3.7x the plain step (N = 2048, D = 256, V = 10^5, S = 1024, 2-core CPU); see the
-README for this one's measured cost.
+took 3.7x the plain step (N = 2048, D = 256, V = 10^5, S = 1024, 2-core CPU); see
+docs/api.md for this one's measured cost.
 """
 
 from typing import Optional, Tuple

@@ -9,7 +9,7 @@ from torch import nn
 
 def clip_grad_norm(parameters: Iterable[torch.Tensor], max_norm: float) -> float:
     """Scale all gradients so that their global L2 norm is at most `max_norm`; returns the
-    norm before clipping. Unlike torch.nn.utils.clip_grad_norm_ it accepts sparse gradients
+    norm before clipping. Unlike `torch.nn.utils.clip_grad_norm_` it accepts sparse gradients
     (the norm of a sparse gradient is that of its coalesced values)."""
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:

@@ -298,7 +298,7 @@ class AliasSampler(Sampler):
 
     @property
     def alias_table(self) -> Tuple[Tensor, Tensor]:
-        """The Walker/Vose table (prob float32 [V], alias int32 [V]) the draws read: class i
+        """The Walker/Vose table (prob float32 [V], alias int32 [V]) the draws read; class i
         keeps its bucket with probability prob[i] and passes it to alias[i] otherwise. For
         kernels that draw themselves (word2vec's trainer); treat it as read-only."""
         return self._table

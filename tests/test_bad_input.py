@@ -2,7 +2,7 @@
 (samplers, functionals, nn modules, the Word2Vec / KeyedVectors loaders and savers, and the
 lm, seq2seq, word2vec and memn2n command lines).
 
-Every row asserts all the guarantees of the README's "Guarantees" section:
+Every row asserts all the guarantees of docs/guarantees.md:
   * a clear error: the exception type and a phrase of its message; for a command line a
     nonzero exit status, the phrase on stderr and no traceback (main() is run in this process:
     an exception escaping it is what would print a traceback, and fails the row);

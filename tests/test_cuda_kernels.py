@@ -1,5 +1,5 @@
 """The CUDA kernels against the CPU ones, on a GPU when there is one and always through the
-emulator (the `cuda_backend` fixture): bit-identical where the README promises it, within
+emulator (the `cuda_backend` fixture): bit-identical where the docs promise it, within
 float tolerance elsewhere, the same errors before any launch, and the edge shapes."""
 
 import numpy as np

@@ -319,7 +319,7 @@ def test_no_n_by_n_by_d_tensor():
 
 def test_retrieval_benchmark_runs_end_to_end(tmp_path):
     """bench/bench_retrieval.py on a generated miniature corpus: every variant trains and
-    writes its row (the real figures come from WikiText-2, see the README)."""
+    writes its row (the real figures come from WikiText-2, see docs/benchmarks.md)."""
     import csv
     import os
     import subprocess

@@ -172,7 +172,7 @@ class KeyedVectors:
     def get_mean_vector(self, keys, weights=None, pre_normalize: bool = True,
                         post_normalize: bool = False, ignore_missing: bool = True):
         """Weighted mean of the keys' vectors (unit vectors when pre_normalize; raw arrays
-        among the keys used as given), divided by the sum of |weights| used."""
+        among the keys used as given), divided by the sum of `|weights|` used."""
         keys = _as_list(keys) if not (isinstance(keys, np.ndarray) and keys.ndim == 2) else keys
         if len(keys) == 0:
             raise ValueError("cannot compute mean with no input")

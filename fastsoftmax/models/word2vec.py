@@ -28,7 +28,7 @@ Semantics, as gensim 4 (word2vec_inner.pyx) and word2vec.c:
     gensim's by default (its heap: the same codes and inner-node ids) or, with
     ``huffman="word2vec.c"``, word2vec.c's CreateBinaryTree, which breaks ties between equal
     counts the other way (same code lengths, other groupings; on WikiText-2 it scored 0.02
-    lower on WS-353 for skip-gram, see the README); syn1 [V - 1, D] starting at zero; each
+    lower on WS-353 for skip-gram, see docs/benchmarks.md); syn1 [V - 1, D] starting at zero; each
     prediction walks the target's path root first, with
     g = (1 - code - sigma(syn1[point] . h)) alpha, before its negatives when negative > 0
     (word2vec.c's order; the input vector's update is applied after both);

@@ -1,5 +1,5 @@
-"""Named regression tests, one per failure the property-based tests found (README,
-"Reliability"). Each reproduces the smallest failing input hypothesis reported."""
+"""Named regression tests, one per failure the property-based tests found (docs/reliability.md,
+"Found and fixed"). Each reproduces the smallest failing input hypothesis reported."""
 
 import math
 import os

@@ -53,7 +53,7 @@ def weight_lists(draw, max_size=48):
 
 def table_error(weights: torch.Tensor, prob: torch.Tensor, alias: torch.Tensor):
     """(implied distribution, target, allowed error): each class within a few float32
-    roundings of its own mass (the README's exactness promise)."""
+    roundings of its own mass (the exactness promise of docs/samplers.md)."""
     w = weights.double()
     target = (w / w.max()) / (w / w.max()).sum()
     implied = R.alias_implied_probs(prob, alias)
@@ -212,7 +212,7 @@ def test_expected_counts_match_simulation(kind_sampler, generator_seed):
     """Without `unique` a candidate set of n draws holds class c Binomial(n, p_c) times, and
     its expected count is n p_c: an exact binomial test per class (Bonferroni over classes,
     1e-9 per example, so that 10^4 examples give no false alarm). With `unique` TensorFlow's
-    expected count is an approximation (see the README), checked against its formula above."""
+    expected count is an approximation (see docs/reliability.md), checked against its formula above."""
     kind, sampler = kind_sampler
     V, n = sampler.num_classes, 20_000
     classes = torch.arange(V).unsqueeze(0)

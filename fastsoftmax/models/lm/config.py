@@ -20,21 +20,22 @@ MAY_CHANGE_ON_RESUME = ("epochs", "max_steps", "save_every", "lr_decay", "decay_
 class TrainConfig:
     """Every option of a run (the command line's flags, with - for _). Notable ones:
 
-    output: the head, any name of fastsoftmax.nn.HEADS ('full', 'sampled', 'nce', 'neg').
-    lr: None picks 20 for SGD (Zaremba's lr 1 on the summed loss, ours being the per-token
-        mean) or 1e-3 for Adam.
-    max_steps: total optimiser steps of the whole run (resumed steps included); training stops
-        there, mid-epoch if need be, and still evaluates, tests and saves.
-    checkpoint: written after every epoch (and every save_every steps); None picks a new file
-        lm-<output>-<time>.pt in the working directory. An existing file other than the
-        resumed one is never overwritten unless force.
-    plot: PNG of the run's curves, refused if it exists unless force.
-    progress: None draws the bar only when stderr is a terminal.
-    eval_bptt: BPTT length of validation and test (None: bptt).
-    hs_tree: the tree of output 'hs': 'huffman' (over the training counts) or 'context'
-        (words split by their left contexts in the training text) or 'features' (split by
-        the mean features a trained model, the checkpoint hs_tree_model, computes before
-        each word); see lm/hs_tree.py.
+    Args:
+        output: the head, any name of fastsoftmax.nn.HEADS ('full', 'sampled', 'nce', 'neg').
+        lr: None picks 20 for SGD (Zaremba's lr 1 on the summed loss, ours being the per-token
+            mean) or 1e-3 for Adam.
+        max_steps: total optimiser steps of the whole run (resumed steps included); training stops
+            there, mid-epoch if need be, and still evaluates, tests and saves.
+        checkpoint: written after every epoch (and every save_every steps); None picks a new file
+            lm-<output>-<time>.pt in the working directory. An existing file other than the
+            resumed one is never overwritten unless force.
+        plot: PNG of the run's curves, refused if it exists unless force.
+        progress: None draws the bar only when stderr is a terminal.
+        eval_bptt: BPTT length of validation and test (None: bptt).
+        hs_tree: the tree of output 'hs': 'huffman' (over the training counts) or 'context'
+            (words split by their left contexts in the training text) or 'features' (split by
+            the mean features a trained model, the checkpoint hs_tree_model, computes before
+            each word); see lm/hs_tree.py.
     """
 
     data: Optional[str] = None

@@ -36,13 +36,14 @@ WORLD_KEYS = ("entities", "locations", "objects", "distractors")
 class TrainConfig:
     """Every option of a run (the command line's flags, with - for _). Notable ones:
 
-    answers: 'task' (the head's classes are the task's few answers) or 'vocabulary' (every
-        word: where the sampled heads and 'hs' pay off).
-    supporting_facts: add the attention-supervision loss, support_weight × the mean over hops
-        of -log(attention mass on the supporting facts).
-    linear_start: at most this many first epochs without softmax (0: off).
-    noise: expected share of empty memories added to each training story.
-    checkpoint: written after every epoch; None picks a new memn2n-<output>-<time>.pt here.
+    Args:
+        answers: 'task' (the head's classes are the task's few answers) or 'vocabulary' (every
+            word: where the sampled heads and 'hs' pay off).
+        supporting_facts: add the attention-supervision loss, support_weight × the mean over hops
+            of -log(attention mass on the supporting facts).
+        linear_start: at most this many first epochs without softmax (0: off).
+        noise: expected share of empty memories added to each training story.
+        checkpoint: written after every epoch; None picks a new memn2n-<output>-<time>.pt here.
     """
 
     task: str = "single"

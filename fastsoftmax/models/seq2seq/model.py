@@ -25,30 +25,31 @@ ATTENTIONS = ("dot", "general", "concat", None)
 class Seq2Seq(nn.Module):
     """LSTM encoder–decoder with optional Luong attention and a full or sampled output layer.
 
-    attention: 'dot' (h_s·h_t), 'general' (h_s·W h_t), 'concat' (vᵀ tanh(W [h_s; h_t])) or None
-        for the plain encoder–decoder, whose decoder sees the source only through its initial
-        state. With attention the output features are h̃_t = tanh(W_c [c_t; h_t]) (no input
-        feeding, so all target steps run in one LSTM call while training).
-    bidirectional: the encoder runs both ways with H/2 units each; forward and backward states
-        are concatenated to H, so the decoder and the dot score need no bridge.
-    reverse_source: the encoder reads each source back to front (Sutskever et al. 2014); its
-        outputs are put back in source order, so attention maps align with the source text.
-    peeky: the encoder summary (top-layer final state) is concatenated to every decoder input
-        and to the output features.
-    output: any head of fastsoftmax.nn.HEADS ('full', 'sampled', ...); a sampled head changes
-        the training loss only: eval-mode loss and decoding use the exact softmax.
-    counts: target-token frequencies [V] for the sampled heads' unigram sampler.
-    attention_mode: 'soft' (c_t = Σ_s α_ts h_s) or 'hard' (c_t = h_{z_t}: z_t drawn from α_t
-        in training, argmax_s α_ts in eval mode and in greedy and beam search), with the score
-        network learnt by REINFORCE (see hard_attention.py for the surrogate loss). In hard
-        mode the training loss's value is still the mean cross entropy of the target tokens
-        (under the drawn positions); the REINFORCE terms only add their gradient. The reward
-        of step t is the head's per-token log-likelihood (for a sampled head: minus its
-        per-token training loss).
-    baseline: hard mode only, 'none', 'mean' (moving average of the reward) or 'value' (the
-        default: that average plus a linear value head on the decoder state); see
-        hard_attention.RewardBaseline.
-    entropy_bonus: hard mode only, λ ≥ 0 of the -λ·H(α_t) term (default 0.01).
+    Args:
+        attention: 'dot' (h_s·h_t), 'general' (h_s·W h_t), 'concat' (vᵀ tanh(W [h_s; h_t])) or None
+            for the plain encoder–decoder, whose decoder sees the source only through its initial
+            state. With attention the output features are h̃_t = tanh(W_c [c_t; h_t]) (no input
+            feeding, so all target steps run in one LSTM call while training).
+        bidirectional: the encoder runs both ways with H/2 units each; forward and backward states
+            are concatenated to H, so the decoder and the dot score need no bridge.
+        reverse_source: the encoder reads each source back to front (Sutskever et al. 2014); its
+            outputs are put back in source order, so attention maps align with the source text.
+        peeky: the encoder summary (top-layer final state) is concatenated to every decoder input
+            and to the output features.
+        output: any head of fastsoftmax.nn.HEADS ('full', 'sampled', ...); a sampled head changes
+            the training loss only: eval-mode loss and decoding use the exact softmax.
+        counts: target-token frequencies [V] for the sampled heads' unigram sampler.
+        attention_mode: 'soft' (c_t = Σ_s α_ts h_s) or 'hard' (c_t = h_{z_t}: z_t drawn from α_t
+            in training, argmax_s α_ts in eval mode and in greedy and beam search), with the score
+            network learnt by REINFORCE (see hard_attention.py for the surrogate loss). In hard
+            mode the training loss's value is still the mean cross entropy of the target tokens
+            (under the drawn positions); the REINFORCE terms only add their gradient. The reward
+            of step t is the head's per-token log-likelihood (for a sampled head: minus its
+            per-token training loss).
+        baseline: hard mode only, 'none', 'mean' (moving average of the reward) or 'value' (the
+            default: that average plus a linear value head on the decoder state); see
+            hard_attention.RewardBaseline.
+        entropy_bonus: hard mode only, λ ≥ 0 of the -λ·H(α_t) term (default 0.01).
     """
 
     def __init__(
