@@ -70,7 +70,7 @@ inline void check_values_cpu(const Tensor& target_, const Tensor& links_, int64_
 }
 
 // Value checks of device tensors: every check a bool flag on the device, and all of them come
-// to the host in one copy. Operands 0-dim CPU tensors, which ATen takes as scalars.
+// to the host in one copy. The bounds are 0-dim CPU tensors, which ATen takes as scalars.
 inline Tensor cpu_scalar(int64_t v) {
   return scalar(static_cast<double>(v), kLong, Device(torch::headeronly::DeviceType::CPU));
 }
@@ -92,9 +92,8 @@ inline void check_values_device(const Tensor& target, const Tensor& links, int64
   }
   if (check_link_values) {
     flags.push_back(any(outside(links, -1, 2 * (V - 1))));
-    flags.push_back(any(call("aten::lt", "Tensor", call("aten::narrow", "", links, int64_t{0},
-                                                        int64_t{0}, V),
-                             cpu_scalar(0))));
+    const Tensor classes = call("aten::narrow", "", links, int64_t{0}, int64_t{0}, V);
+    flags.push_back(any(call("aten::lt", "Tensor", classes, cpu_scalar(0))));
   }
   if (flags.empty()) return;
   const Tensor bad = to_cpu(call("aten::stack", "", flags, int64_t{0}));
