@@ -310,9 +310,9 @@ def _word2vec_train_fake(syn0, syn1neg, tokens, sentence_ends, words_before, kee
 
 
 def huffman_tree(counts: Tensor, sort: bool) -> Tuple[Tensor, Tensor]:
-    """word2vec.c's Huffman tree of int64 or float64 CPU counts [V]: (links, code lengths).
-    A host algorithm with a CPU kernel only: always the fastsoftmax namespace."""
-    return _raising_promised_types(torch.ops.fastsoftmax.huffman_tree.default)(counts, bool(sort))
+    """word2vec.c's Huffman tree of int64 or float64 counts [V]: (links, code lengths), on the
+    counts' device. A host algorithm: the CUDA kernel builds the tree from a host copy."""
+    return _op("huffman_tree")(counts, bool(sort))
 
 
 def hierarchical_softmax_forward(
