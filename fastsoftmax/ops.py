@@ -53,7 +53,10 @@ def _raising_promised_types(op):
 
 
 def _op(name: str):
-    return _raising_promised_types(getattr(getattr(torch.ops, _LIB), name).default)
+    op = getattr(getattr(torch.ops, _LIB), name).default
+    # Dynamo cannot trace the wrapper (functools.wraps copies the op's __dict__): a compiled
+    # graph calls the op itself, whose errors then stay RuntimeErrors.
+    return op if torch.compiler.is_compiling() else _raising_promised_types(op)
 
 
 def draw_seed(generator: Optional[torch.Generator], device: torch.device) -> Tensor:
