@@ -54,7 +54,10 @@ def _raising_promised_types(op):
 
 
 def _op(name: str):
-    return _raising_promised_types(getattr(getattr(torch.ops, _LIB), name).default)
+    op = getattr(getattr(torch.ops, _LIB), name).default
+    # Dynamo cannot trace the wrapper (functools.wraps copies the op's __dict__): a compiled
+    # graph calls the op itself, whose errors then stay RuntimeErrors.
+    return op if torch.compiler.is_compiling() else _raising_promised_types(op)
 
 
 def draw_seed(generator: Optional[torch.Generator], device: torch.device) -> Tensor:
@@ -317,9 +320,9 @@ def _word2vec_train_fake(syn0, syn1neg, tokens, sentence_ends, words_before, kee
 
 
 def huffman_tree(counts: Tensor, sort: bool) -> Tuple[Tensor, Tensor]:
-    """word2vec.c's Huffman tree of int64 or float64 CPU counts [V]: (links, code lengths).
-    A host algorithm with a CPU kernel only: always the fastsoftmax namespace."""
-    return _raising_promised_types(torch.ops.fastsoftmax.huffman_tree.default)(counts, bool(sort))
+    """word2vec.c's Huffman tree of int64 or float64 counts [V]: (links, code lengths), on the
+    counts' device. A host algorithm: the CUDA kernel builds the tree from a host copy."""
+    return _op("huffman_tree")(counts, bool(sort))
 
 
 def hierarchical_softmax_forward(

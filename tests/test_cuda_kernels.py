@@ -82,6 +82,23 @@ def test_unique_sampling_gives_up_with_the_cpu_error(cuda_backend):
            torch.tensor([5]))
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float64])
+@pytest.mark.parametrize("sort", [True, False])
+def test_huffman_tree_identical_on_the_cuda_backend(dtype, sort, cuda_backend):
+    # Counts in 0..9: ties everywhere, zeros too, so the tie rules decide most merges.
+    counts = torch.randint(0, 10, (2000,), generator=torch.Generator().manual_seed(0)).to(dtype)
+    cpu = ops.huffman_tree(counts, sort)
+    device, enter = cuda_backend
+    with enter():
+        links, lengths = ops.huffman_tree(counts.to(device), sort)
+    assert links.device == lengths.device == counts.to(device).device
+    assert torch.equal(cpu[0], links.cpu()) and torch.equal(cpu[1], lengths.cpu())
+    bad = counts.clone()
+    bad[3] = -1
+    with pytest.raises(ValueError, match="class 3 has count -1"):
+        on(cuda_backend, lambda c: ops.huffman_tree(c, sort), bad)
+
+
 def _loss_case(N, V, D, T, K, S, dtype=torch.float64, seed=0):
     g = torch.Generator().manual_seed(seed)
     h = torch.randn(N, D, dtype=dtype, generator=g)

@@ -1,66 +1,112 @@
 // Host-side pieces of the sampler ops shared by the CPU and CUDA implementations:
 // argument checks (with messages a user can act on) and the device-generic steps of the
-// alias-table build. Device files supply only the loops (see Backend below).
+// alias-table build. Device files supply only the loops (see Backend below). Tensor
+// expressions on the host go through the dispatcher (stable.h's `call`).
 #pragma once
 
-#include <ATen/ATen.h>
-
+#include <cmath>
 #include <tuple>
 
 #include "alias_table.h"
+#include "stable.h"
 
 namespace fastsoftmax {
+namespace sampler {
 
-inline void check_seed(const at::Tensor& seed, const at::Tensor& like) {
-  TORCH_CHECK_TYPE(seed.scalar_type() == at::kLong && seed.numel() == 1,
-                   "seed must be an int64 tensor with one element");
-  TORCH_CHECK_VALUE(seed.device() == like.device(), "seed must be on ", like.device(),
-                    ", got ", seed.device());
+// A 0-dim CPU operand: ATen's elementwise ops take it next to tensors of any device, as a
+// Python number would be, with no device allocation or copy.
+inline Tensor cpu_scalar(double v, ScalarType dtype) {
+  return scalar(v, dtype, Device(torch::headeronly::DeviceType::CPU));
+}
+inline Tensor any(const Tensor& t) { return call("aten::any", "", t); }
+inline Tensor logical_not(const Tensor& t) { return call("aten::logical_not", "", t); }
+inline Tensor lt(const Tensor& t, double v) {
+  return call("aten::lt", "Tensor", t, cpu_scalar(v, kDouble));
+}
+inline Tensor gt(const Tensor& t, double v) {
+  return call("aten::gt", "Tensor", t, cpu_scalar(v, kDouble));
+}
+inline void clamp_min_(const Tensor& t, const Tensor& min) {
+  call("aten::clamp_min_", "Tensor", t, min);
+}
+// The one value of a CPU tensor of one element (ATen's item()).
+template <class T>
+T item(const Tensor& t) {
+  return *data<T>(to_cpu(t));
 }
 
-inline void check_sample_args(const at::Tensor& prob, const at::Tensor& alias,
-                              const at::Tensor& seed, int64_t num_classes, int64_t kind) {
-  TORCH_CHECK_VALUE(kind == kAlias || kind == kUniform || kind == kLogUniform,
-                    "unknown sampler kind ", kind);
-  TORCH_CHECK_VALUE(num_classes > 0, "num_classes must be positive, got ", num_classes);
+}  // namespace sampler
+
+inline void check_seed(const Tensor& seed, const Tensor& like) {
+  FS_CHECK_TYPE(seed.scalar_type() == kLong && seed.numel() == 1,
+                "seed must be an int64 tensor with one element");
+  FS_CHECK_VALUE(seed.device() == like.device(), "seed must be on ", like.device(), ", got ",
+                 seed.device());
+}
+
+inline void check_sample_args(const Tensor& prob, const Tensor& alias, const Tensor& seed,
+                              int64_t num_classes, int64_t kind) {
+  FS_CHECK_VALUE(kind == kAlias || kind == kUniform || kind == kLogUniform,
+                 "unknown sampler kind ", kind);
+  FS_CHECK_VALUE(num_classes > 0, "num_classes must be positive, got ", num_classes);
   check_seed(seed, prob);
   if (kind == kAlias) {
-    TORCH_CHECK_TYPE(prob.scalar_type() == at::kFloat && alias.scalar_type() == at::kInt,
-                     "alias table must be (float32 prob, int32 alias)");
-    TORCH_CHECK_VALUE(prob.dim() == 1 && alias.dim() == 1 && prob.numel() == num_classes &&
-                          alias.numel() == num_classes,
-                      "alias table must be two 1-D tensors of num_classes = ", num_classes,
-                      " entries");
-    TORCH_CHECK_VALUE(prob.is_contiguous() && alias.is_contiguous(),
-                      "alias table must be contiguous");
-    TORCH_CHECK_VALUE(alias.device() == prob.device(), "alias table halves on different devices");
+    FS_CHECK_TYPE(prob.scalar_type() == kFloat && alias.scalar_type() == kInt,
+                  "alias table must be (float32 prob, int32 alias)");
+    FS_CHECK_VALUE(prob.dim() == 1 && alias.dim() == 1 && prob.numel() == num_classes &&
+                       alias.numel() == num_classes,
+                   "alias table must be two 1-D tensors of num_classes = ", num_classes,
+                   " entries");
+    FS_CHECK_VALUE(prob.is_contiguous() && alias.is_contiguous(),
+                   "alias table must be contiguous");
+    FS_CHECK_VALUE(alias.device() == prob.device(), "alias table halves on different devices");
   }
+}
+
+inline void check_num_sampled(int64_t num_sampled, int64_t num_classes) {
+  FS_CHECK_VALUE(num_sampled > 0 && num_sampled <= num_classes,
+                 "num_sampled must be in [1, num_classes], got ", num_sampled);
 }
 
 // Unique sampling gives up after kMaxUniqueTries draws, on both devices, with this error.
 inline void check_unique_found(bool found, int64_t num_sampled) {
-  TORCH_CHECK_VALUE(found, "could not find ", num_sampled, " distinct candidates in ",
-                    kMaxUniqueTries,
-                    " draws: too few classes have non-negligible probability");
+  FS_CHECK_VALUE(found, "could not find ", num_sampled, " distinct candidates in ",
+                 kMaxUniqueTries, " draws: too few classes have non-negligible probability");
 }
 
-// Raises ValueError/TypeError for weights no distribution can be built from. One host
-// synchronisation on CUDA, at construction time only.
-inline void check_weights(const at::Tensor& weights) {
-  TORCH_CHECK_TYPE(at::isFloatingType(weights.scalar_type()),
-                   "weights must be a floating-point tensor, got ", weights.scalar_type());
-  TORCH_CHECK_VALUE(weights.dim() == 1, "weights must be 1-D, got shape ", weights.sizes());
-  TORCH_CHECK_VALUE(weights.numel() > 0, "weights must not be empty");
-  TORCH_CHECK_VALUE(weights.numel() < (int64_t{1} << 31),
-                    "at most 2^31 - 1 classes are supported, got ", weights.numel());
-  const at::Tensor flags =
-      at::stack({at::isfinite(weights).logical_not().any(), (weights < 0).any(),
-                 (weights > 0).any().logical_not()})
-          .cpu();
-  const bool* f = flags.data_ptr<bool>();
-  TORCH_CHECK_VALUE(!f[0], "weights must be finite (found NaN or infinity)");
-  TORCH_CHECK_VALUE(!f[1], "weights must be non-negative (found a negative weight)");
-  TORCH_CHECK_VALUE(!f[2], "weights must not all be zero");
+// Raises ValueError/TypeError for weights no distribution can be built from. CPU weights
+// are read in place in one pass; device weights cost one host synchronisation (three flags
+// in one copy), at construction time only.
+inline void check_weights(const Tensor& weights) {
+  FS_CHECK_TYPE(is_floating(weights.scalar_type()),
+                "weights must be a floating-point tensor, got ", weights.scalar_type());
+  FS_CHECK_VALUE(weights.dim() == 1, "weights must be 1-D, got shape ", weights.sizes());
+  FS_CHECK_VALUE(weights.numel() > 0, "weights must not be empty");
+  FS_CHECK_VALUE(weights.numel() < (int64_t{1} << 31),
+                 "at most 2^31 - 1 classes are supported, got ", weights.numel());
+  bool f[3] = {false, false, true};  // non-finite, negative, all zero
+  if (weights.is_cpu()) {
+    const Tensor w = torch::stable::contiguous(weights);
+    FS_DISPATCH_FLOATING(w.scalar_type(), "alias_build", [&] {
+      const scalar_t* v = data<scalar_t>(w);
+      for (int64_t i = 0, n = w.numel(); i < n; ++i) {
+        const double x = static_cast<double>(v[i]);
+        f[0] |= !std::isfinite(x), f[1] |= x < 0, f[2] &= !(x > 0);
+      }
+    });
+  } else {
+    using namespace sampler;
+    const Tensor flags = to_cpu(call(
+        "aten::stack", "",
+        std::vector<Tensor>{any(logical_not(call("aten::isfinite", "", weights))),
+                            any(lt(weights, 0.0)), logical_not(any(gt(weights, 0.0)))},
+        int64_t{0}));
+    const bool* b = data<bool>(flags);
+    f[0] = b[0], f[1] = b[1], f[2] = b[2];
+  }
+  FS_CHECK_VALUE(!f[0], "weights must be finite (found NaN or infinity)");
+  FS_CHECK_VALUE(!f[1], "weights must be non-negative (found a negative weight)");
+  FS_CHECK_VALUE(!f[2], "weights must not all be zero");
 }
 
 // In-place running maximum of a fixed-order prefix (alias_table.h). Inside a kScanChunk
@@ -70,27 +116,31 @@ inline void check_weights(const at::Tensor& weights) {
 // searches every element: on a dip they would disagree). Raising each chunk to the last value
 // of the chunks before it is therefore the running maximum, with O(V / kScanChunk)
 // temporaries; a maximum is exact in any order, so every device gets the same bits.
-inline void running_max_(at::Tensor& a) {
+inline void running_max_(Tensor& a) {
   const int64_t n = a.numel(), chunks = num_chunks(n), full = n / kScanChunk;
   if (chunks <= 1) return;
-  const at::Tensor chunk_last =
-      a.as_strided({chunks - 1}, {kScanChunk}, a.storage_offset() + kScanChunk - 1);
-  const at::Tensor before = std::get<0>(at::cummax(chunk_last, 0));  // [chunks - 1]
+  // The last element of each chunk but the last: column kScanChunk - 1 of the whole chunks.
+  const Tensor whole = torch::stable::view(torch::stable::narrow(a, 0, 0, (chunks - 1) * kScanChunk),
+                                           {chunks - 1, kScanChunk});
+  const Tensor chunk_last = torch::stable::select(whole, 1, kScanChunk - 1);
+  Tensor before = call_n<2>("aten::cummax", "", chunk_last, int64_t{0})[0];  // [chunks - 1]
   if (full >= 2) {
-    a.narrow(0, kScanChunk, (full - 1) * kScanChunk)
-        .view({full - 1, kScanChunk})
-        .clamp_min_(before.narrow(0, 0, full - 1).unsqueeze(1));
+    const Tensor rest = torch::stable::view(
+        torch::stable::narrow(a, 0, kScanChunk, (full - 1) * kScanChunk), {full - 1, kScanChunk});
+    sampler::clamp_min_(rest, torch::stable::unsqueeze(torch::stable::narrow(before, 0, 0, full - 1), 1));
   }
-  if (n > full * kScanChunk) a.narrow(0, full * kScanChunk, n - full * kScanChunk).clamp_min_(before[full - 1]);
+  if (n > full * kScanChunk) {
+    sampler::clamp_min_(torch::stable::narrow(a, 0, full * kScanChunk, n - full * kScanChunk),
+                        torch::stable::select(before, 0, full - 1));
+  }
 }
 
 // Backend provides, on its device:
-//   static at::Tensor fixed_scan(const at::Tensor& x, at::Tensor* prefix, bool inclusive);
+//   static Tensor fixed_scan(const Tensor& x, Tensor* prefix, bool inclusive);
 //       fixed-order float64 scan (see alias_table.h) writing the exclusive or inclusive
 //       prefixes to *prefix (which may be x itself); returns the total as a 0-dim tensor
-//   static void pack(const at::Tensor& values, const at::Tensor& scaled,
-//                    const at::Tensor& lights_through, bool lights, at::Tensor& packed_values,
-//                    at::Tensor& packed_ids);
+//   static void pack(const Tensor& values, const Tensor& scaled, const Tensor& lights_through,
+//                    bool lights, Tensor& packed_values, Tensor& packed_ids);
 //       copies values[i] and i of every light (or every heavy) class to its packed_position
 //   static void finalize(scaled, packed_values, packed_ids, lights_through, prob, alias);
 //       writes every class's table entry (AliasSweep)
@@ -100,34 +150,45 @@ inline void running_max_(at::Tensor& a) {
 // bytes per class (plus a 1-byte mask while the lights are counted), so V = 10^9 classes fit
 // in 40 GB.
 template <class Backend>
-std::tuple<at::Tensor, at::Tensor> build_alias_table(const at::Tensor& weights) {
+std::tuple<Tensor, Tensor> build_alias_table(const Tensor& weights) {
+  using namespace sampler;
   check_weights(weights);
   const int64_t n = weights.numel();
+  const Device device = weights.device();
+  const Tensor one = cpu_scalar(1.0, kDouble), zero = cpu_scalar(0.0, kDouble);
   // Divide by the max first so the sum can neither overflow nor underflow; elementwise IEEE
   // operations give the same bits on every device.
-  at::Tensor scaled = weights.to(at::kDouble, /*non_blocking=*/false, /*copy=*/true).contiguous();
-  scaled.div_(scaled.max());
-  const at::Tensor total = Backend::fixed_scan(scaled, nullptr, false);
-  scaled.mul_(static_cast<double>(n) / total);
+  Tensor scaled = torch::stable::to(weights, kDouble, std::nullopt, std::nullopt, std::nullopt,
+                                    /*non_blocking=*/false, /*copy=*/true,
+                                    torch::headeronly::MemoryFormat::Contiguous);
+  call("aten::div_", "Tensor", scaled, call("aten::max", "", scaled));
+  const Tensor total = Backend::fixed_scan(scaled, nullptr, false);
+  // n / total as ATen's Scalar / Tensor computes it: a filled tensor divided by total.
+  call("aten::mul_", "Tensor", scaled,
+       call("aten::div", "Tensor", scalar(static_cast<double>(n), kDouble, total.device()), total));
 
-  const at::Tensor lights_through = at::cumsum(scaled < 1.0, 0, at::kInt);  // exact integers
-  at::Tensor packed_values = at::empty({n}, scaled.options());
-  at::Tensor packed_ids = at::empty({n}, scaled.options().dtype(at::kInt));
+  const Tensor lights_through = call("aten::cumsum", "", lt(scaled, 1.0), int64_t{0},
+                                     std::optional<ScalarType>(kInt));  // exact integers
+  Tensor packed_values = empty({n}, kDouble, device);
+  Tensor packed_ids = empty({n}, kInt, device);
   {
     // Lights: exclusive prefix of the deficits 1 - s (0 for heavies). Heavies: inclusive
-    // prefix of the surpluses s - 1 (0 for lights). One buffer serves both in turn.
-    at::Tensor prefix = scaled.neg();
-    prefix.add_(1.0).clamp_min_(0.0);
+    // prefix of the surpluses s - 1 (0 for lights). One buffer at a time: the first is
+    // released before the second is made (1 - s is -s + 1 to the bit).
+    Tensor prefix = torch::stable::subtract(one, scaled);
+    clamp_min_(prefix, zero);
     Backend::fixed_scan(prefix, &prefix, /*inclusive=*/false);
     running_max_(prefix);
     Backend::pack(prefix, scaled, lights_through, /*lights=*/true, packed_values, packed_ids);
-    prefix.copy_(scaled).sub_(1.0).clamp_min_(0.0);
+    prefix = Tensor();
+    prefix = torch::stable::subtract(scaled, one);
+    clamp_min_(prefix, zero);
     Backend::fixed_scan(prefix, &prefix, /*inclusive=*/true);
     running_max_(prefix);
     Backend::pack(prefix, scaled, lights_through, /*lights=*/false, packed_values, packed_ids);
   }
-  at::Tensor prob = at::empty({n}, weights.options().dtype(at::kFloat));
-  at::Tensor alias = at::empty({n}, weights.options().dtype(at::kInt));
+  Tensor prob = empty({n}, kFloat, device);
+  Tensor alias = empty({n}, kInt, device);
   Backend::finalize(scaled, packed_values, packed_ids, lights_through, prob, alias);
   return {prob, alias};
 }

@@ -1,9 +1,6 @@
 // CPU implementations of the sampler ops: alias-table build, draws with replacement and
 // TensorFlow-style unique candidate sampling. The arithmetic lives in csrc/common so the
 // CUDA file computes the same bits.
-#include <ATen/Parallel.h>
-#include <torch/library.h>
-
 #include <algorithm>
 #include <vector>
 
@@ -21,13 +18,13 @@ struct CpuBackend {
     if (n <= kScanChunk) return fold_chunk(x, prefix, 0, n, 0.0, inclusive);
     const int64_t chunks = num_chunks(n);
     std::vector<double> totals(chunks), offsets(chunks);
-    at::parallel_for(0, chunks, 16, [&](int64_t begin, int64_t end) {
+    torch::stable::parallel_for(0, chunks, 16, [&](int64_t begin, int64_t end) {
       for (int64_t k = begin; k < end; ++k)
         totals[k] = fold_chunk(x, nullptr, k * kScanChunk, std::min(n, (k + 1) * kScanChunk), 0.0);
     });
     const double total = scan(totals.data(), offsets.data(), chunks, false);
     if (prefix) {
-      at::parallel_for(0, chunks, 16, [&](int64_t begin, int64_t end) {
+      torch::stable::parallel_for(0, chunks, 16, [&](int64_t begin, int64_t end) {
         for (int64_t k = begin; k < end; ++k)
           fold_chunk(x, prefix, k * kScanChunk, std::min(n, (k + 1) * kScanChunk), offsets[k],
                      inclusive);
@@ -36,23 +33,23 @@ struct CpuBackend {
     return total;
   }
 
-  static at::Tensor fixed_scan(const at::Tensor& x, at::Tensor* prefix, bool inclusive) {
-    const double total = scan(x.data_ptr<double>(), prefix ? prefix->data_ptr<double>() : nullptr,
-                              x.numel(), inclusive);
-    return at::scalar_tensor(total, x.options());
+  static Tensor fixed_scan(const Tensor& x, Tensor* prefix, bool inclusive) {
+    const double total =
+        scan(data<double>(x), prefix ? data<double>(*prefix) : nullptr, x.numel(), inclusive);
+    return scalar(total, kDouble, x.device());
   }
 
-  static void pack(const at::Tensor& values, const at::Tensor& scaled,
-                   const at::Tensor& lights_through, bool lights, at::Tensor& packed_values,
-                   at::Tensor& packed_ids) {
+  static void pack(const Tensor& values, const Tensor& scaled,
+                   const Tensor& lights_through, bool lights, Tensor& packed_values,
+                   Tensor& packed_ids) {
     const int64_t n = scaled.numel();
-    const double* v = values.data_ptr<double>();
-    const double* s = scaled.data_ptr<double>();
-    const int32_t* through = lights_through.data_ptr<int32_t>();
+    const double* v = data<double>(values);
+    const double* s = data<double>(scaled);
+    const int32_t* through = data<int32_t>(lights_through);
     const int64_t num_light = through[n - 1];
-    double* pv = packed_values.data_ptr<double>();
-    int32_t* pi = packed_ids.data_ptr<int32_t>();
-    at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+    double* pv = data<double>(packed_values);
+    int32_t* pi = data<int32_t>(packed_ids);
+    torch::stable::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const bool light = s[i] < 1.0;
         if (light != lights) continue;
@@ -63,18 +60,18 @@ struct CpuBackend {
     });
   }
 
-  static void finalize(const at::Tensor& scaled, const at::Tensor& packed_values,
-                       const at::Tensor& packed_ids, const at::Tensor& lights_through,
-                       at::Tensor& prob, at::Tensor& alias) {
+  static void finalize(const Tensor& scaled, const Tensor& packed_values,
+                       const Tensor& packed_ids, const Tensor& lights_through,
+                       Tensor& prob, Tensor& alias) {
     const int64_t n = scaled.numel();
     const AliasSweep sweep =
-        alias_sweep(packed_values.data_ptr<double>(), packed_ids.data_ptr<int32_t>(),
-                    scaled.data_ptr<double>(), n, lights_through.data_ptr<int32_t>()[n - 1]);
-    float* p = prob.data_ptr<float>();
-    int32_t* a = alias.data_ptr<int32_t>();
+        alias_sweep(data<double>(packed_values), data<int32_t>(packed_ids),
+                    data<double>(scaled), n, data<int32_t>(lights_through)[n - 1]);
+    float* p = data<float>(prob);
+    int32_t* a = data<int32_t>(alias);
     // Donors and served counts only grow along the packed order: one binary search per
     // block, then cursors (O(V) instead of O(V log V) cache-missing searches).
-    at::parallel_for(0, sweep.num_light, kGrain, [&](int64_t begin, int64_t end) {
+    torch::stable::parallel_for(0, sweep.num_light, kGrain, [&](int64_t begin, int64_t end) {
       int64_t donor = -1;
       for (int64_t l = begin; l < end; ++l) {
         const double start = sweep.light_start[l];
@@ -89,7 +86,7 @@ struct CpuBackend {
         light_entry(sweep, i, sweep.scaled[i], donor, p, a);
       }
     });
-    at::parallel_for(0, sweep.num_heavy, kGrain, [&](int64_t begin, int64_t end) {
+    torch::stable::parallel_for(0, sweep.num_heavy, kGrain, [&](int64_t begin, int64_t end) {
       int64_t served = -1;
       for (int64_t h = begin; h < end; ++h) {
         if (served < 0) {
@@ -104,15 +101,15 @@ struct CpuBackend {
   }
 };
 
-std::tuple<at::Tensor, at::Tensor> alias_build_cpu(const at::Tensor& weights) {
+std::tuple<Tensor, Tensor> alias_build_cpu(const Tensor& weights) {
   return build_alias_table<CpuBackend>(weights);
 }
 
-const float* prob_ptr(const at::Tensor& t, int64_t kind) {
-  return kind == kAlias ? t.data_ptr<float>() : nullptr;
+const float* prob_ptr(const Tensor& t, int64_t kind) {
+  return kind == kAlias ? data<float>(t) : nullptr;
 }
-const int32_t* alias_ptr(const at::Tensor& t, int64_t kind) {
-  return kind == kAlias ? t.data_ptr<int32_t>() : nullptr;
+const int32_t* alias_ptr(const Tensor& t, int64_t kind) {
+  return kind == kAlias ? data<int32_t>(t) : nullptr;
 }
 
 // Philox words for draws first..first+count-1, one array per word. Kept apart from the
@@ -160,19 +157,20 @@ void draw_block(int64_t kind, uint64_t key, uint64_t first, int count, const flo
   }
 }
 
-at::Tensor sample_cpu(const at::Tensor& prob, const at::Tensor& alias, const at::Tensor& seed,
-                      int64_t num_classes, int64_t kind, at::IntArrayRef size) {
+Tensor sample_cpu(const Tensor& prob, const Tensor& alias, const Tensor& seed,
+                  int64_t num_classes, int64_t kind, std::vector<int64_t> size) {
   check_sample_args(prob, alias, seed, num_classes, kind);
-  at::Tensor out = at::empty(size, seed.options().dtype(at::kLong));
-  const uint64_t key = static_cast<uint64_t>(seed.item<int64_t>());
+  Tensor out = empty(size, kLong, seed.device());
+  const uint64_t key = static_cast<uint64_t>(*data<int64_t>(seed));
   const float* p = prob_ptr(prob, kind);
   const int32_t* a = alias_ptr(alias, kind);
-  int64_t* o = out.data_ptr<int64_t>();
-  const int64_t blocks = (out.numel() + kBlock - 1) / kBlock;
-  at::parallel_for(0, blocks, kGrain / kBlock, [&](int64_t begin, int64_t end) {
+  int64_t* o = data<int64_t>(out);
+  const int64_t n = out.numel();
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  torch::stable::parallel_for(0, blocks, kGrain / kBlock, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       const int64_t first = b * kBlock;
-      const int count = static_cast<int>(std::min<int64_t>(kBlock, out.numel() - first));
+      const int count = static_cast<int>(std::min<int64_t>(kBlock, n - first));
       draw_block(kind, key, static_cast<uint64_t>(first), count, p, a, num_classes, o + first);
     }
   });
@@ -182,18 +180,16 @@ at::Tensor sample_cpu(const at::Tensor& prob, const at::Tensor& alias, const at:
 // TensorFlow's unique sampling: draw until num_sampled distinct ids are seen, in order of
 // first appearance; num_tries counts every draw taken. The caller guarantees that at least
 // num_sampled classes have non-zero probability.
-std::tuple<at::Tensor, at::Tensor> sample_unique_cpu(const at::Tensor& prob,
-                                                     const at::Tensor& alias,
-                                                     const at::Tensor& seed, int64_t num_classes,
-                                                     int64_t kind, int64_t num_sampled) {
+std::tuple<Tensor, Tensor> sample_unique_cpu(const Tensor& prob, const Tensor& alias,
+                                             const Tensor& seed, int64_t num_classes,
+                                             int64_t kind, int64_t num_sampled) {
   check_sample_args(prob, alias, seed, num_classes, kind);
-  TORCH_CHECK_VALUE(num_sampled > 0 && num_sampled <= num_classes,
-                    "num_sampled must be in [1, num_classes], got ", num_sampled);
-  at::Tensor out = at::empty({num_sampled}, seed.options().dtype(at::kLong));
-  const uint64_t key = static_cast<uint64_t>(seed.item<int64_t>());
+  check_num_sampled(num_sampled, num_classes);
+  Tensor out = empty({num_sampled}, kLong, seed.device());
+  const uint64_t key = static_cast<uint64_t>(*data<int64_t>(seed));
   const float* p = prob_ptr(prob, kind);
   const int32_t* a = alias_ptr(alias, kind);
-  int64_t* o = out.data_ptr<int64_t>();
+  int64_t* o = data<int64_t>(out);
   std::vector<uint64_t> seen((num_classes + 63) / 64, 0);
   int64_t picked = 0;
   uint64_t tries = 0;
@@ -207,15 +203,17 @@ std::tuple<at::Tensor, at::Tensor> sample_unique_cpu(const at::Tensor& prob,
       o[picked++] = c;
     }
   }
-  return {out, at::scalar_tensor(static_cast<int64_t>(tries), seed.options().dtype(at::kLong))};
+  Tensor num_tries = empty({}, kLong, seed.device());
+  *data<int64_t>(num_tries) = static_cast<int64_t>(tries);
+  return {out, num_tries};
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fastsoftmax, CPU, m) {
-  m.impl("alias_build", &alias_build_cpu);
-  m.impl("sample", &sample_cpu);
-  m.impl("sample_unique", &sample_unique_cpu);
+STABLE_TORCH_LIBRARY_IMPL(fastsoftmax, CPU, m) {
+  m.impl("alias_build", TORCH_BOX(&alias_build_cpu));
+  m.impl("sample", TORCH_BOX(&sample_cpu));
+  m.impl("sample_unique", TORCH_BOX(&sample_unique_cpu));
 }
 
 }  // namespace fastsoftmax

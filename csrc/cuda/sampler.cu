@@ -2,10 +2,8 @@
 // (csrc/common), so a table built here is bit-identical to one built on the CPU and the same
 // seed draws the same ids. Nothing here synchronises with the host except the weight check
 // in alias_build.
-#include <ATen/ATen.h>
-#include <torch/library.h>
-
 #include <climits>
+#include <vector>
 
 #include "../common/philox.h"
 #include "../common/sampler_host.h"
@@ -69,36 +67,37 @@ __global__ void fold_small_kernel(const double* x, double* prefix, int64_t n, do
 
 struct CudaBackend {
   static void scan(const double* x, double* prefix, int64_t n, double* total,
-                   const at::TensorOptions& options, bool inclusive) {
+                   const Device& device, bool inclusive) {
     if (n <= kScanChunk) {
       FS_LAUNCH(fold_small_kernel, 1, 1, 0, x, prefix, n, total, inclusive);
       return;
     }
     const int64_t chunks = num_chunks(n);
-    at::Tensor totals = at::empty({chunks}, options), offsets = at::empty({chunks}, options);
+    const Tensor totals = empty({chunks}, kDouble, device);
+    const Tensor offsets = empty({chunks}, kDouble, device);
     const int64_t grid = cuda::blocks_for(chunks, kScanThreads);
     FS_LAUNCH(scan_chunks_kernel, grid, kScanThreads, 0, x, nullptr, n, nullptr,
-              totals.data_ptr<double>(), false);
-    scan(totals.data_ptr<double>(), offsets.data_ptr<double>(), chunks, total, options, false);
+              data<double>(totals), false);
+    scan(data<double>(totals), data<double>(offsets), chunks, total, device, false);
     if (prefix) {
       FS_LAUNCH(scan_chunks_kernel, grid, kScanThreads, 0, x, prefix, n,
-                offsets.data_ptr<double>(), nullptr, inclusive);
+                data<double>(offsets), nullptr, inclusive);
     }
   }
 
-  static at::Tensor fixed_scan(const at::Tensor& x, at::Tensor* prefix, bool inclusive) {
-    at::Tensor total = at::empty({}, x.options());
-    scan(x.data_ptr<double>(), prefix ? prefix->data_ptr<double>() : nullptr, x.numel(),
-         total.data_ptr<double>(), x.options(), inclusive);
+  static Tensor fixed_scan(const Tensor& x, Tensor* prefix, bool inclusive) {
+    Tensor total = empty({}, kDouble, x.device());
+    scan(data<double>(x), prefix ? data<double>(*prefix) : nullptr, x.numel(),
+         data<double>(total), x.device(), inclusive);
     return total;
   }
 
-  static void pack(const at::Tensor& values, const at::Tensor& scaled,
-                   const at::Tensor& lights_through, bool lights, at::Tensor& packed_values,
-                   at::Tensor& packed_ids);
-  static void finalize(const at::Tensor& scaled, const at::Tensor& packed_values,
-                       const at::Tensor& packed_ids, const at::Tensor& lights_through,
-                       at::Tensor& prob, at::Tensor& alias);
+  static void pack(const Tensor& values, const Tensor& scaled,
+                   const Tensor& lights_through, bool lights, Tensor& packed_values,
+                   Tensor& packed_ids);
+  static void finalize(const Tensor& scaled, const Tensor& packed_values,
+                       const Tensor& packed_ids, const Tensor& lights_through,
+                       Tensor& prob, Tensor& alias);
 };
 
 // ---- alias-table build ---------------------------------------------------------------------
@@ -137,26 +136,26 @@ __global__ void finalize_kernel(const double* scaled, const double* packed_value
   }
 }
 
-void CudaBackend::pack(const at::Tensor& values, const at::Tensor& scaled,
-                       const at::Tensor& lights_through, bool lights, at::Tensor& packed_values,
-                       at::Tensor& packed_ids) {
+void CudaBackend::pack(const Tensor& values, const Tensor& scaled,
+                       const Tensor& lights_through, bool lights, Tensor& packed_values,
+                       Tensor& packed_ids) {
   const int64_t n = scaled.numel();
-  FS_LAUNCH(pack_kernel, grid_for(n), kThreads, 0, values.data_ptr<double>(),
-            scaled.data_ptr<double>(), lights_through.data_ptr<int32_t>(), n, lights,
-            packed_values.data_ptr<double>(), packed_ids.data_ptr<int32_t>());
+  FS_LAUNCH(pack_kernel, grid_for(n), kThreads, 0, data<double>(values),
+            data<double>(scaled), data<int32_t>(lights_through), n, lights,
+            data<double>(packed_values), data<int32_t>(packed_ids));
 }
 
-void CudaBackend::finalize(const at::Tensor& scaled, const at::Tensor& packed_values,
-                           const at::Tensor& packed_ids, const at::Tensor& lights_through,
-                           at::Tensor& prob, at::Tensor& alias) {
+void CudaBackend::finalize(const Tensor& scaled, const Tensor& packed_values,
+                           const Tensor& packed_ids, const Tensor& lights_through,
+                           Tensor& prob, Tensor& alias) {
   const int64_t n = scaled.numel();
-  FS_LAUNCH(finalize_kernel, grid_for(n), kThreads, 0, scaled.data_ptr<double>(),
-            packed_values.data_ptr<double>(), packed_ids.data_ptr<int32_t>(),
-            lights_through.data_ptr<int32_t>(), n, prob.data_ptr<float>(),
-            alias.data_ptr<int32_t>());
+  FS_LAUNCH(finalize_kernel, grid_for(n), kThreads, 0, data<double>(scaled),
+            data<double>(packed_values), data<int32_t>(packed_ids),
+            data<int32_t>(lights_through), n, data<float>(prob),
+            data<int32_t>(alias));
 }
 
-std::tuple<at::Tensor, at::Tensor> alias_build_cuda(const at::Tensor& weights) {
+std::tuple<Tensor, Tensor> alias_build_cuda(const Tensor& weights) {
   const cuda::DeviceGuard guard(weights.device());
   return build_alias_table<CudaBackend>(weights);
 }
@@ -173,24 +172,24 @@ __global__ void sample_kernel(const float* prob, const int32_t* alias, const int
                         num_classes);
 }
 
-const float* prob_ptr(const at::Tensor& t, int64_t kind) {
-  return kind == kAlias ? t.data_ptr<float>() : nullptr;
+const float* prob_ptr(const Tensor& t, int64_t kind) {
+  return kind == kAlias ? data<float>(t) : nullptr;
 }
-const int32_t* alias_ptr(const at::Tensor& t, int64_t kind) {
-  return kind == kAlias ? t.data_ptr<int32_t>() : nullptr;
+const int32_t* alias_ptr(const Tensor& t, int64_t kind) {
+  return kind == kAlias ? data<int32_t>(t) : nullptr;
 }
 
-at::Tensor sample_cuda(const at::Tensor& prob, const at::Tensor& alias, const at::Tensor& seed,
-                       int64_t num_classes, int64_t kind, at::IntArrayRef size) {
+Tensor sample_cuda(const Tensor& prob, const Tensor& alias, const Tensor& seed,
+                   int64_t num_classes, int64_t kind, std::vector<int64_t> size) {
   check_sample_args(prob, alias, seed, num_classes, kind);
   const cuda::DeviceGuard guard(seed.device());
-  at::Tensor out = at::empty(size, seed.options().dtype(at::kLong));
+  Tensor out = empty(size, kLong, seed.device());
   const int64_t n = out.numel();
   if (n == 0) return out;
   const float* p = prob_ptr(prob, kind);
   const int32_t* a = alias_ptr(alias, kind);
-  const int64_t* s = seed.data_ptr<int64_t>();
-  int64_t* o = out.data_ptr<int64_t>();
+  const int64_t* s = data<int64_t>(seed);
+  int64_t* o = data<int64_t>(out);
   if (kind == kAlias) {
     FS_LAUNCH(sample_kernel<kAlias>, grid_for(n), kThreads, 0, p, a, s, num_classes, n, o);
   } else if (kind == kLogUniform) {
@@ -261,24 +260,22 @@ __global__ void __launch_bounds__(kUniqueThreads)
   }
 }
 
-std::tuple<at::Tensor, at::Tensor> sample_unique_cuda(const at::Tensor& prob,
-                                                      const at::Tensor& alias,
-                                                      const at::Tensor& seed,
-                                                      int64_t num_classes, int64_t kind,
-                                                      int64_t num_sampled) {
+std::tuple<Tensor, Tensor> sample_unique_cuda(const Tensor& prob, const Tensor& alias,
+                                              const Tensor& seed, int64_t num_classes,
+                                              int64_t kind, int64_t num_sampled) {
   check_sample_args(prob, alias, seed, num_classes, kind);
-  TORCH_CHECK_VALUE(num_sampled > 0 && num_sampled <= num_classes,
-                    "num_sampled must be in [1, num_classes], got ", num_sampled);
+  check_num_sampled(num_sampled, num_classes);
   const cuda::DeviceGuard guard(seed.device());
-  at::Tensor out = at::empty({num_sampled}, seed.options().dtype(at::kLong));
-  at::Tensor tries = at::empty({}, seed.options().dtype(at::kLong));
-  at::Tensor seen = at::zeros({(num_classes + 63) / 64}, seed.options().dtype(at::kLong));
+  const Device device = seed.device();
+  Tensor out = empty({num_sampled}, kLong, device);
+  Tensor tries = empty({}, kLong, device);
+  Tensor seen = zeros({(num_classes + 63) / 64}, kLong, device);
   const float* p = prob_ptr(prob, kind);
   const int32_t* a = alias_ptr(alias, kind);
-  auto* bits = reinterpret_cast<unsigned long long*>(seen.data_ptr<int64_t>());
-  const int64_t* s = seed.data_ptr<int64_t>();
-  int64_t* o = out.data_ptr<int64_t>();
-  int64_t* nt = tries.data_ptr<int64_t>();
+  auto* bits = reinterpret_cast<unsigned long long*>(data<int64_t>(seen));
+  const int64_t* s = data<int64_t>(seed);
+  int64_t* o = data<int64_t>(out);
+  int64_t* nt = data<int64_t>(tries);
   if (kind == kAlias) {
     FS_LAUNCH(sample_unique_kernel<kAlias>, 1, kUniqueThreads, 0, p, a, s, num_classes,
               num_sampled, bits, o, nt);
@@ -291,16 +288,16 @@ std::tuple<at::Tensor, at::Tensor> sample_unique_cuda(const at::Tensor& prob,
   }
   // The kernel gives up as the CPU does (kMaxUniqueTries draws); one host synchronisation
   // raises the CPU's error instead of handing on ids of -1.
-  check_unique_found(tries.item<int64_t>() >= 0, num_sampled);
+  check_unique_found(sampler::item<int64_t>(tries) >= 0, num_sampled);
   return {out, tries};
 }
 
 }  // namespace
 
-FS_CUDA_IMPL(m) {
-  m.impl("alias_build", &alias_build_cuda);
-  m.impl("sample", &sample_cuda);
-  m.impl("sample_unique", &sample_unique_cuda);
+FS_CUDA_IMPL_STABLE(m) {
+  m.impl("alias_build", TORCH_BOX(&alias_build_cuda));
+  m.impl("sample", TORCH_BOX(&sample_cuda));
+  m.impl("sample_unique", TORCH_BOX(&sample_unique_cuda));
 }
 
 }  // namespace fastsoftmax
