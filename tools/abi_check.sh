@@ -6,15 +6,16 @@
 #   2. abi3audit clean: the extension uses no Python symbol outside the limited API of its
 #      cp39-abi3 tag.
 # Offending symbols are listed, then grouped by the object file that needs them when the
-# build's objects are at hand (build/**/*.o, or OBJECTS=dir).
+# build's objects are at hand (OBJECTS: folders; default setup.py's build/temp.* of make
+# build and build/cuda-wheel of make cuda-wheel, not the emulator's or sanitizer's).
 #
 #   tools/abi_check.sh dist/fastsoftmax-*.whl [more wheels]
-# ABI3AUDIT (default: abi3audit on PATH, else the CI torch venv's, tools/torch_venv.sh).
+# ABI3AUDIT (a command; default: abi3audit on PATH, else the CI torch venv's, tools/torch_venv.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: $0 WHEEL..." >&2; exit 2; }
 PATTERN=' (at|c10|torch)::'
-OBJECTS=${OBJECTS:-build}
+OBJECTS=${OBJECTS:-$(ls -d build/temp.* build/cuda-wheel 2>/dev/null | tr '\n' ' ')}
 status=0
 for wheel in "$@"; do
   echo "abi_check: $wheel"
@@ -35,18 +36,19 @@ for wheel in "$@"; do
     echo "abi_check: FAIL $name needs $(echo "$bad" | wc -l) C++ symbols of torch's unstable ABI:"
     echo "$bad" | sed 's/^/    /' | head -${MAX_LIST:-40}
     [ "$(echo "$bad" | wc -l)" -le "${MAX_LIST:-40}" ] || echo "    ... (MAX_LIST=N lists more)"
-    objects=$(find "$OBJECTS" -name '*.o' 2>/dev/null | sort)
+    objects=$(find $OBJECTS -name '*.o' 2>/dev/null | sort)
     [ -n "$objects" ] || continue
-    echo "abi_check: by object file under $OBJECTS/ (a file built twice is listed for each build):"
+    echo "abi_check: needed by these objects (of $OBJECTS):"
     for o in $objects; do
       n=$(nm -C --undefined-only "$o" | sed 's/^ *U //' | grep -E "^(at|c10|torch)::" | sort -u | grep -cxFf <(echo "$bad"))
       [ "$n" -gt 0 ] && echo "    $n  $o"
     done
   done
   rm -rf "$tmp"
-  audit=${ABI3AUDIT:-$(command -v abi3audit || echo "$(tools/torch_venv.sh cached)/bin/abi3audit")}
-  if [ -x "$audit" ] || command -v "$audit" >/dev/null; then
-    if "$audit" --strict --report "$wheel"; then
+  # The cached venv's bin/ scripts may name the directory it was created in: python -m.
+  audit=${ABI3AUDIT:-$(command -v abi3audit || echo "$(tools/torch_venv.sh cached)/bin/python -m abi3audit")}
+  if $audit --version >/dev/null 2>&1; then
+    if $audit --strict --verbose --summary "$wheel"; then
       echo "abi_check: ok abi3audit $(basename "$wheel")"
     else
       echo "abi_check: FAIL abi3audit $(basename "$wheel")"; status=1

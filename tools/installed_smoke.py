@@ -44,7 +44,8 @@ def check(name):
             if os.environ.get("SMOKE_TRACEBACK"):
                 traceback.print_exc()
             return None
-        print(f"smoke: ok {name}" + (f": {detail}" if detail else ""), flush=True)
+        print(f"smoke: ok {name}" + (f": {detail}" if isinstance(detail, str) else ""),
+              flush=True)
         return detail
     return run
 
@@ -98,7 +99,11 @@ def pyproject_scripts(tree: str):
 
 
 def installed_scripts() -> dict:
-    dist = importlib.metadata.distribution("fastsoftmax")
+    try:
+        dist = importlib.metadata.distribution("fastsoftmax")
+    except importlib.metadata.PackageNotFoundError:
+        raise AssertionError("fastsoftmax is imported but not installed (no distribution "
+                             "metadata): install the wheel") from None
     return {ep.name: ep.value for ep in dist.entry_points if ep.group == "console_scripts"}
 
 
