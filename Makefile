@@ -9,7 +9,8 @@ DEPS := numpy scipy pytest pytest-benchmark ninja setuptools wheel matplotlib tq
 # log "too old" and recompile everything (make demo followed by make test did).
 WITH_VENV := PATH="$(CURDIR)/$(BIN):$$PATH"
 
-.PHONY: setup build cuda-emu test cuda-emu-test demo bench lint cuda-check wheel-check fuzz sanitize sanitize-subset clean
+.PHONY: setup build cuda-emu test cuda-emu-test demo bench lint cuda-check wheel wheel-check \
+	wheel-check-next cuda-wheel cuda-wheel-check abi-check fuzz sanitize sanitize-subset clean
 
 $(VENV)/.deps: Makefile
 	test -x $(BIN)/python || $(PY) -m venv --system-site-packages $(VENV)
@@ -18,7 +19,10 @@ $(VENV)/.deps: Makefile
 
 setup: $(VENV)/.deps
 
+# The extension is fastsoftmax/_C.abi3.so; a _C.cpython-*.so left by an older build would
+# be imported first, so it goes.
 build: setup
+	rm -f fastsoftmax/_C.cpython-*.so
 	$(WITH_VENV) MAX_JOBS=2 $(BIN)/python setup.py -q build_ext --inplace
 
 # The CUDA sources built by the host compiler against the execution emulator (tests only;
@@ -64,18 +68,63 @@ lint: setup
 cuda-check: setup
 	PY=$(BIN)/python tools/compile_cuda.sh
 
-# Build a wheel, install it in a fresh virtual environment with the same torch and import
-# it from outside the source tree.
-wheel-check: build
-	rm -rf dist .wheel-venv
+# The wheel (cp39-abi3) in dist/, built against .venv's torch; its objects are make build's.
+wheel: build
+	rm -rf dist
 	$(WITH_VENV) MAX_JOBS=2 $(BIN)/python -m pip wheel -q --no-build-isolation --no-deps -w dist .
+	ls dist/fastsoftmax-*-cp39-abi3-*.whl
+
+# Install the wheel in a fresh virtual environment with the same torch and, from outside the
+# source tree, check that every module and console script of the tree made it into the
+# wheel and works (tools/installed_smoke.py).
+wheel-check: wheel
+	rm -rf .wheel-venv
 	$(PY) -m venv --system-site-packages .wheel-venv
-	.wheel-venv/bin/python -m pip install -q "torch==$$($(BIN)/python -c 'import torch; print(torch.__version__.split("+")[0])')" numpy
+	.wheel-venv/bin/python -m pip install -q "torch==$$($(BIN)/python -c 'import torch; print(torch.__version__.split("+")[0])')" numpy tqdm
 	.wheel-venv/bin/python -m pip install -q --no-deps dist/fastsoftmax-*.whl
-	cd /tmp && $(CURDIR)/.wheel-venv/bin/python -c "import fastsoftmax, torch; \
-	  assert fastsoftmax.__file__.startswith('$(CURDIR)/.wheel-venv'), fastsoftmax.__file__; \
-	  s = fastsoftmax.UnigramSampler(torch.arange(1, 101).double()); \
-	  print('wheel ok:', fastsoftmax.build_info(), s.sample(5).tolist())"
+	cd /tmp && $(CURDIR)/.wheel-venv/bin/python $(CURDIR)/tools/installed_smoke.py --tree $(CURDIR)
+
+# The CI torch venv (torch 2.14.1, the CUDA 13.0 build), cached outside the clone.
+CI_TORCH ?= 2.14.1
+CI_VENV = $$(CI_TORCH=$(CI_TORCH) PY=$(PY) tools/torch_venv.sh cached)
+
+# The same wheel file, in a throwaway venv with torch $(CI_TORCH): one wheel for every
+# torch >= 2.11 (passes once csrc/ is on the stable ABI; see setup.py).
+wheel-check-next:
+	ls dist/fastsoftmax-*.whl >/dev/null || { echo "make wheel first"; exit 1; }
+	CI_TORCH=$(CI_TORCH) PY=$(PY) tools/torch_venv.sh throwaway build/venv-next >/dev/null
+	build/venv-next/bin/python -m pip install -q --no-deps dist/fastsoftmax-*.whl
+	cd /tmp && $(CURDIR)/build/venv-next/bin/python $(CURDIR)/tools/installed_smoke.py --tree $(CURDIR)
+
+# The CUDA wheel in dist-cuda/, built in the CI venv against torch $(CI_TORCH)'s CUDA build,
+# for sm_80 and sm_90, finding the toolkit from nvcc (CUDA_HOME unset); objects in
+# build/cuda-wheel, apart from make build's.
+CUDA_ARCHS ?= 8.0;9.0
+cuda-wheel:
+	rm -rf dist-cuda
+	venv=$(CI_VENV) && env -u CUDA_HOME -u CUDA_PATH PATH="$$venv/bin:$$PATH" FORCE_CUDA=1 \
+	  TORCH_CUDA_ARCH_LIST="$(CUDA_ARCHS)" MAX_JOBS=2 $$venv/bin/python setup.py -q \
+	  build --build-base build/cuda-wheel bdist_wheel --dist-dir dist-cuda
+	ls dist-cuda/fastsoftmax-*-cp39-abi3-*.whl
+
+# Install the CUDA wheel in a throwaway venv with torch $(CI_TORCH), check that every op with
+# a CPU kernel has a CUDA kernel, and run the CPU test suite against the installed build
+# from a copy of tests/ (with bench/ and pyproject.toml, which tests read) outside the tree,
+# so that the tree's fastsoftmax/ cannot shadow the installed one (the emulated CUDA tests
+# skip there: the emulator is built against .venv's torch).
+CUDA_TESTS ?= /tmp/fastsoftmax-cuda-tests
+cuda-wheel-check:
+	ls dist-cuda/fastsoftmax-*.whl >/dev/null || { echo "make cuda-wheel first"; exit 1; }
+	CI_TORCH=$(CI_TORCH) PY=$(PY) tools/torch_venv.sh throwaway build/venv-cuda >/dev/null
+	build/venv-cuda/bin/python -m pip install -q --no-deps dist-cuda/fastsoftmax-*.whl
+	cd /tmp && $(CURDIR)/build/venv-cuda/bin/python $(CURDIR)/tools/cuda_kernels_check.py
+	rm -rf $(CUDA_TESTS) && mkdir -p $(CUDA_TESTS) && cp -a tests bench pyproject.toml $(CUDA_TESTS)/
+	cd $(CUDA_TESTS) && $(CURDIR)/build/venv-cuda/bin/python -m pytest -q -p no:cacheprovider tests
+
+# The ABI gates on the CPU and CUDA wheels (tools/abi_check.sh): no at::/c10::/torch:: C++
+# symbol in the extension, abi3audit clean.
+abi-check:
+	tools/abi_check.sh $$(ls dist/fastsoftmax-*.whl dist-cuda/fastsoftmax-*.whl 2>/dev/null)
 
 # The documentation site (docs/, Sphinx with MyST Markdown) into docs/_build/html, warnings as
 # errors. Sphinx and its theme go into their own virtual environment, .docs-venv (no system
@@ -97,4 +146,4 @@ docs: build $(DOCS_VENV)/.deps
 	@echo "docs: docs/_build/html/index.html"
 
 clean:
-	rm -rf build dist .wheel-venv fastsoftmax/_C*.so *.egg-info
+	rm -rf build dist dist-cuda .wheel-venv fastsoftmax/_C*.so fastsoftmax/_build_info.py *.egg-info

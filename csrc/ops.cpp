@@ -1,11 +1,12 @@
-// The one place every fastsoftmax op schema is declared. Each device file registers its
-// own implementation with TORCH_LIBRARY_IMPL; Python adds fake (meta) kernels and
-// autograd in fastsoftmax/ops.py.
-#include <torch/library.h>
+// The one place every fastsoftmax op schema is declared, through LibTorch's stable ABI
+// (STABLE_TORCH_LIBRARY). Each device file registers its own implementation
+// (STABLE_TORCH_LIBRARY_IMPL, or TORCH_LIBRARY_IMPL until it is ported); Python adds fake
+// (meta) kernels and autograd in fastsoftmax/ops.py.
+#include <torch/csrc/stable/library.h>
 
 namespace {
 
-void define_ops(torch::Library& m) {
+void define_ops(torch::stable::detail::StableLibrary& m) {
   // Samplers. `seed` is an int64 tensor of one element on the sampler's device; `kind` is
   // 0 alias table, 1 uniform, 2 log-uniform (prob and alias are ignored unless 0).
   m.def("alias_build(Tensor weights) -> (Tensor prob, Tensor alias)");
@@ -106,7 +107,7 @@ void define_ops(torch::Library& m) {
 // The emulated CUDA build (tests only; see csrc/cuda/runtime.cuh) declares the same schemas
 // in a namespace of its own, whose CPU kernels are the CUDA sources run by the emulator.
 #ifdef FASTSOFTMAX_EMULATE_CUDA
-TORCH_LIBRARY(fastsoftmax_emu, m) { define_ops(m); }
+STABLE_TORCH_LIBRARY(fastsoftmax_emu, m) { define_ops(m); }
 #else
-TORCH_LIBRARY(fastsoftmax, m) { define_ops(m); }
+STABLE_TORCH_LIBRARY(fastsoftmax, m) { define_ops(m); }
 #endif

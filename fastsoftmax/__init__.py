@@ -5,7 +5,7 @@ softmax, NCE, negative sampling; functional and nn.Module forms) with native CPU
 kernels, registered as torch ops.
 """
 
-from . import functional, ops
+from . import _loader, functional, ops
 from .functional import (
     full_softmax_loss,
     nce_loss,
@@ -39,9 +39,11 @@ __version__ = "0.1.0"
 
 
 def build_info() -> dict:
-    """How the compiled extension was built: CUDA compiled in or not, its CUDA version and
-    arch list, the torch version it was built against."""
-    return dict(ops._C.build_info())
+    """How the compiled extension was built: CUDA compiled in or not (cuda), its CUDA version
+    and arch list (cuda_version, cuda_arch_list), the torch it was built against
+    (torch_version), and whether it is on LibTorch's stable ABI, so that it loads under every
+    torch from torch_target_version on (stable_abi, torch_target_version)."""
+    return _loader.build_info()
 
 
 __all__ = [

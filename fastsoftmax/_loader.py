@@ -1,14 +1,53 @@
-"""Loads the compiled extension and refuses a build that does not match this torch."""
+"""Loads the compiled extension, refusing a torch it cannot work with."""
+
+import re
 
 import torch
 
+# The oldest torch whose stable ABI the extension targets (TORCH_TARGET_VERSION in setup.py).
+MIN_TORCH = (2, 11)
+
 _HOW_TO_BUILD = (
-    "Build it against the torch you run with: `pip install --no-build-isolation .` "
+    "Build it against the installed torch: `pip install --no-build-isolation .` "
     "(or `python setup.py build_ext --inplace` in a source checkout; `make build` does that)."
 )
 
 
+def _release(version: str) -> tuple:
+    """(major, minor) of a torch version string such as "2.14.1+cu130" or "2.12.0.dev20260101"."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+
+
+def build_info() -> dict:
+    """How the extension was built (fastsoftmax/_build_info.py, written by setup.py)."""
+    try:
+        from fastsoftmax._build_info import BUILD_INFO
+    except ImportError as exc:
+        raise ImportError(
+            f"fastsoftmax's build record fastsoftmax/_build_info.py is missing ({exc}); "
+            "setup.py writes it next to the compiled extension. " + _HOW_TO_BUILD
+        ) from exc
+    return dict(BUILD_INFO)
+
+
 def load():
+    if _release(torch.__version__) < MIN_TORCH:
+        raise ImportError(
+            f"fastsoftmax needs torch {MIN_TORCH[0]}.{MIN_TORCH[1]} or newer, but torch "
+            f"{torch.__version__} is installed: its compiled extension is built on LibTorch's "
+            f"stable ABI as of torch {MIN_TORCH[0]}.{MIN_TORCH[1]}. Upgrade torch "
+            f"(`pip install 'torch>={MIN_TORCH[0]}.{MIN_TORCH[1]}'`)."
+        )
+    info = build_info()
+    # A build that still includes classic torch headers (setup.py says which) links against
+    # torch's C++ ABI, which only the torch it was built with provides.
+    if not info.get("stable_abi") and info["torch_version"] != torch.__version__:
+        raise ImportError(
+            f"fastsoftmax._C was built against torch {info['torch_version']} without the "
+            f"stable ABI, but torch {torch.__version__} is installed; such a build only works "
+            "with the torch it was compiled with. " + _HOW_TO_BUILD
+        )
     try:
         from fastsoftmax import _C
     except ImportError as exc:
@@ -16,11 +55,4 @@ def load():
             f"fastsoftmax's compiled extension fastsoftmax._C could not be imported ({exc}). "
             + _HOW_TO_BUILD
         ) from exc
-    built = _C.build_info()["torch_version"]
-    if built != torch.__version__:
-        raise ImportError(
-            f"fastsoftmax._C was built against torch {built} but torch {torch.__version__} is "
-            "installed; the extension only works with the torch it was compiled with. "
-            + _HOW_TO_BUILD
-        )
     return _C

@@ -12,16 +12,36 @@ from cuda_emulator import AVAILABLE as CUDA_EMU
 
 def test_build_info():
     info = fastsoftmax.build_info()
-    assert info["torch_version"] == torch.__version__
     assert isinstance(info["cuda"], bool)
     if info["cuda"]:
-        assert info["cuda_arch_list"]
-    assert set(info) >= {"cuda", "cuda_version", "cuda_arch_list", "torch_version"}
+        assert info["cuda_arch_list"] and info["cuda_version"]
+    assert set(info) >= {"cuda", "cuda_version", "cuda_arch_list", "torch_version",
+                         "stable_abi", "torch_target_version"}
+    if info["stable_abi"]:
+        assert info["torch_target_version"] == "2.11"
+    else:  # loaded at all: then it is the torch it was built with
+        assert info["torch_version"] == torch.__version__
 
 
-def test_mismatched_torch_is_refused(monkeypatch):
-    monkeypatch.setattr(fastsoftmax.ops._C, "build_info", lambda: {"torch_version": "1.0.0"})
-    with pytest.raises(ImportError, match="built against torch 1.0.0.*--no-build-isolation"):
+def test_torch_older_than_the_stable_target_is_refused(monkeypatch):
+    monkeypatch.setattr(torch, "__version__", "2.10.0+cpu")
+    with pytest.raises(ImportError, match="needs torch 2.11 or newer, but torch 2.10.0"):
+        _loader.load()
+
+
+def test_classic_abi_build_refuses_another_torch(monkeypatch):
+    info = {"torch_version": "2.11.0", "stable_abi": False}
+    monkeypatch.setattr(_loader, "build_info", lambda: info)
+    monkeypatch.setattr(torch, "__version__", "2.14.1")
+    with pytest.raises(ImportError, match="built against torch 2.11.0 without the stable ABI"):
+        _loader.load()
+    info["stable_abi"] = True  # a stable-ABI build loads under any later torch
+    assert _loader.load() is fastsoftmax.ops._C
+
+
+def test_missing_build_record_says_how_to_build(monkeypatch):
+    monkeypatch.setitem(sys.modules, "fastsoftmax._build_info", None)
+    with pytest.raises(ImportError, match="_build_info.py is missing.*--no-build-isolation"):
         _loader.load()
 
 
@@ -53,3 +73,51 @@ def test_emulated_build_has_every_op_with_the_same_schema():
         ours = str(getattr(torch.ops.fastsoftmax, name).default._schema)
         emulated = str(getattr(torch.ops.fastsoftmax_emu, name).default._schema)
         assert emulated == ours.replace("fastsoftmax::", "fastsoftmax_emu::")
+
+
+def _find_cuda():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "tools", "find_cuda.py")
+    if not os.path.exists(path):
+        pytest.skip("tools/find_cuda.py is not in this copy")
+    spec = importlib.util.spec_from_file_location("find_cuda", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cuda_toolkit_is_found_through_a_wrapper_nvcc(tmp_path, monkeypatch):
+    """An nvcc on PATH that is a script outside the toolkit: the toolkit is the TOP that
+    nvcc --dryrun reports. CUDA_HOME, when set, wins."""
+    find_cuda = _find_cuda()
+    toolkit = tmp_path / "cuda-13.0"
+    (toolkit / "include").mkdir(parents=True)
+    (toolkit / "include" / "cuda.h").write_text("#define CUDA_VERSION 13000\n")
+    bin_dir = tmp_path / "wrappers"
+    bin_dir.mkdir()
+    nvcc = bin_dir / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho '#$ TOP={toolkit}/bin/..' >&2\n")
+    nvcc.chmod(0o755)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    home, tried = find_cuda.cuda_home()
+    assert home == str(toolkit.resolve()), tried
+    assert find_cuda.cuda_version(home) == "13.0"
+    monkeypatch.setenv("CUDA_HOME", "/opt/my-cuda")
+    assert find_cuda.cuda_home()[0] == "/opt/my-cuda"
+
+
+def test_missing_cuda_toolkit_names_the_places_tried(tmp_path, monkeypatch):
+    find_cuda = _find_cuda()
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(find_cuda, "DEFAULT", str(tmp_path / "no-cuda"))
+    home, tried = find_cuda.cuda_home()
+    assert home is None
+    message = find_cuda.not_found(tried)
+    assert "nvcc (not on PATH)" in message and str(tmp_path / "no-cuda") in message

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compiles every CUDA source with nvcc for sm_80 and sm_90, on a machine without a GPU and
 # with a CPU-only torch, so CUDA code that does not compile cannot land. Objects are thrown
-# away; linking needs a CUDA build of torch and happens in setup.py on GPU machines.
+# away; linking needs a CUDA build of torch: make cuda-wheel (CI step (c)) does that.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -17,7 +17,7 @@ status=0
 compile() {
   src=$1
   "$NVCC" -c "$src" -o "$out/$(basename "$src").o" -std=c++20 -O3 -Xcompiler -fPIC \
-    --expt-relaxed-constexpr -DWITH_CUDA -DUSE_CUDA -DFASTSOFTMAX_TORCH_VERSION="\"$TORCH_VER\"" \
+    --expt-relaxed-constexpr -DWITH_CUDA -DUSE_CUDA \
     -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
     -diag-suppress 3306 -Xcompiler -Wno-c++20-extensions \
     $TORCH_INC -I"$SHIM" 2>"$out/$(basename "$src").log" \

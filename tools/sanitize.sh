@@ -25,7 +25,7 @@ mkdir -p "$OUT"
 rm -rf "$OUT/fastsoftmax" "$OUT/csrc" "$OUT/tests" "$OUT/tools"
 mkdir "$OUT/tools"
 cp -a fastsoftmax csrc tests "$OUT/"
-cp -a tools/build_cuda_emu.py "$OUT/tools/"
+cp -a tools/build_cuda_emu.py tools/find_cuda.py "$OUT/tools/"  # setup.py imports find_cuda
 rm -f "$OUT"/fastsoftmax/_C*.so
 find "$OUT" -name __pycache__ -prune -exec rm -rf {} +
 cp setup.py pyproject.toml "$OUT/"

@@ -1,0 +1,37 @@
+"""Asserts that the installed fastsoftmax is a CUDA build and that every fastsoftmax:: op with
+a CPU kernel also has a CUDA kernel in the dispatcher (no GPU needed: registration happens
+when the library loads). Run from outside the source tree, in the venv the CUDA wheel is
+installed in.
+"""
+
+import sys
+
+import torch
+
+import fastsoftmax
+
+
+def main() -> int:
+    info = fastsoftmax.build_info()
+    print(f"cuda_kernels_check: fastsoftmax at {fastsoftmax.__file__}, torch {torch.__version__}, "
+          f"build {info}")
+    if not info["cuda"]:
+        print("cuda_kernels_check: FAIL the installed fastsoftmax was built without CUDA")
+        return 1
+    names = sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("fastsoftmax::"))
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    cpu = [n for n in names if has(n, "CPU")]
+    missing = [n for n in cpu if not has(n, "CUDA")]
+    if not cpu:
+        print("cuda_kernels_check: FAIL no fastsoftmax:: op has a CPU kernel")
+        return 1
+    if missing:
+        print(f"cuda_kernels_check: FAIL {len(missing)} of {len(cpu)} ops with a CPU kernel have no "
+              "CUDA kernel: " + ", ".join(missing))
+        return 1
+    print(f"cuda_kernels_check: ok all {len(cpu)} ops with a CPU kernel have a CUDA kernel")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
