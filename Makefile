@@ -68,11 +68,11 @@ lint: setup
 cuda-check: setup
 	PY=$(BIN)/python tools/compile_cuda.sh
 
-# The wheel (cp39-abi3) in dist/, built against .venv's torch; its objects are make build's.
+# The wheel (cp310-abi3) in dist/, built against .venv's torch; its objects are make build's.
 wheel: build
 	rm -rf dist
 	$(WITH_VENV) MAX_JOBS=2 $(BIN)/python -m pip wheel -q --no-build-isolation --no-deps -w dist .
-	ls dist/fastsoftmax-*-cp39-abi3-*.whl
+	ls dist/fastsoftmax-*-cp310-abi3-*.whl
 
 # Install the wheel in a fresh virtual environment with the same torch and, from outside the
 # source tree, check that every module and console script of the tree made it into the
@@ -105,7 +105,7 @@ cuda-wheel:
 	venv=$(CI_VENV) && env -u CUDA_HOME -u CUDA_PATH PATH="$$venv/bin:$$PATH" FORCE_CUDA=1 \
 	  TORCH_CUDA_ARCH_LIST="$(CUDA_ARCHS)" MAX_JOBS=2 $$venv/bin/python setup.py -q \
 	  build --build-base build/cuda-wheel bdist_wheel --dist-dir dist-cuda
-	ls dist-cuda/fastsoftmax-*-cp39-abi3-*.whl
+	ls dist-cuda/fastsoftmax-*-cp310-abi3-*.whl
 
 # Install the CUDA wheel in a throwaway venv with torch $(CI_TORCH), check that every op with
 # a CPU kernel has a CUDA kernel, and run the CPU test suite against the installed build

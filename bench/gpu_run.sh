@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: install the CUDA wheel that CI built (make cuda-wheel: dist-cuda/,
-# cp39-abi3, against torch 2.14.1+cu130 for sm_80 and sm_90), unchanged, under whatever torch
+# cp310-abi3, against torch 2.14.1+cu130 for sm_80 and sm_90), unchanged, under whatever torch
 # the machine has (>= 2.11), run the whole test suite (CUDA tests included) against it,
 # then the GPU benchmarks. Results land in bench/results/ and, when $OUT is set, are copied
 # there too. dist-cuda/ is git-ignored: send it along (the device tool's `carry`).

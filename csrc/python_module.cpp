@@ -1,7 +1,7 @@
 // The Python module fastsoftmax._C. Loading the shared library runs the static op
 // registrations (STABLE_TORCH_LIBRARY in csrc/ops.cpp, the kernels' *_LIBRARY_IMPL blocks);
 // the module itself carries nothing. It uses Python's limited C API only (Py_LIMITED_API,
-// set by setup.py; the wheel is cp39-abi3) and no pybind11 or ATen, so it binds neither to
+// set by torch's build; the wheel is cp310-abi3) and no pybind11 or ATen, so it binds neither to
 // one Python nor to one torch. How the library was built is fastsoftmax/_build_info.py,
 // written by setup.py.
 #include <Python.h>

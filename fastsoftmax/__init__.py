@@ -41,8 +41,8 @@ __version__ = "0.1.0"
 def build_info() -> dict:
     """How the compiled extension was built: CUDA compiled in or not (cuda), its CUDA version
     and arch list (cuda_version, cuda_arch_list), the torch it was built against
-    (torch_version), and whether it is on LibTorch's stable ABI, so that it loads under every
-    torch from torch_target_version on (stable_abi, torch_target_version)."""
+    (torch_version), and the oldest torch whose stable ABI it targets (torch_target_version):
+    it loads under every torch from that one on."""
     return _loader.build_info()
 
 

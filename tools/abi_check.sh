@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The ABI gates of a fastsoftmax wheel (issue 23): one wheel for every torch >= 2.11 and
-# Python >= 3.9 needs
+# Python >= 3.10 needs
 #   1. no undefined C++ symbol of torch's unstable API in the extension (nm -D
 #      --undefined-only, demangled: nothing in at::, c10::, torch::), only the stable C shim;
 #   2. abi3audit clean: the extension uses no Python symbol outside the limited API of its
-#      cp39-abi3 tag.
+#      cp310-abi3 tag.
 # Offending symbols are listed, then grouped by the object file that needs them when the
 # build's objects are at hand (OBJECTS: folders; default setup.py's build/temp.* of make
 # build and build/cuda-wheel of make cuda-wheel, not the emulator's or sanitizer's).

@@ -12,7 +12,7 @@
 #include <limits>
 #include <vector>
 
-#include "hsoftmax_loss_transition.h"  // TRANSITION: "loss_host.h" once it is stable
+#include "loss_host.h"
 #include "loss_math.h"
 #include "stable.h"
 

@@ -368,31 +368,3 @@ PairGroups<scalar_t, acc_t> sampled_weight_pairs(const SampledBackward& b) {
 
 }  // namespace loss
 }  // namespace fastsoftmax
-
-// TRANSITION: the hierarchical-softmax files, still on ATen, call check_dense and
-// check_ids_tensor with at::Tensor. These overloads exist only where ATen is already included
-// (hsoftmax_host.h includes it first) and check a stable view of the same tensor.
-#if defined(AT_DISPATCH_FLOATING_TYPES)
-#define FASTSOFTMAX_LOSS_ATEN_BRIDGE
-#include <torch/csrc/inductor/aoti_torch/utils.h>
-
-namespace fastsoftmax {
-namespace loss {
-
-// A new stable handle on the same at::Tensor (shared storage, no copy).
-inline Tensor stable_view(const at::Tensor& t) {
-  return Tensor(torch::aot_inductor::new_tensor_handle(at::Tensor(t)));
-}
-inline at::Tensor aten_view(const Tensor& t) {
-  return *torch::aot_inductor::tensor_handle_to_tensor_pointer(t.get());
-}
-inline void check_dense(const at::Tensor& input, const at::Tensor& weight) {
-  check_dense(stable_view(input), stable_view(weight));
-}
-inline void check_ids_tensor(const at::Tensor& ids, const char* name, const at::Tensor& like) {
-  check_ids_tensor(stable_view(ids), name, stable_view(like));
-}
-
-}  // namespace loss
-}  // namespace fastsoftmax
-#endif

@@ -203,7 +203,7 @@ std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_backward_cuda(
 
 }  // namespace
 
-FS_CUDA_IMPL_STABLE(m) {
+FS_CUDA_IMPL(m) {
   m.impl("hierarchical_softmax_forward", TORCH_BOX(&hierarchical_softmax_forward_cuda));
   m.impl("hierarchical_softmax_backward", TORCH_BOX(&hierarchical_softmax_backward_cuda));
 }

@@ -18,6 +18,6 @@ std::tuple<Tensor, Tensor> huffman_tree_cuda(const Tensor& counts, bool sort) {
 
 }  // namespace
 
-FS_CUDA_IMPL_STABLE(m) { m.impl("huffman_tree", TORCH_BOX(&huffman_tree_cuda)); }
+FS_CUDA_IMPL(m) { m.impl("huffman_tree", TORCH_BOX(&huffman_tree_cuda)); }
 
 }  // namespace fastsoftmax

@@ -184,24 +184,3 @@ Tensor scatter_pairs_atomic_cuda(const PairGroups<scalar_t, opmath_t<scalar_t>>&
 
 }  // namespace loss
 }  // namespace fastsoftmax
-
-// TRANSITION: hierarchical_softmax.cu, still on ATen, calls the sorted scatter with
-// at::Tensor keys and options; this overload (compiled only where ATen is already included,
-// see loss_host.h) runs the stable one on views of the same tensors.
-#if defined(FASTSOFTMAX_LOSS_ATEN_BRIDGE)
-namespace fastsoftmax {
-namespace loss {
-
-template <class scalar_t>
-std::tuple<at::Tensor, at::Tensor> scatter_pairs_sorted_cuda(
-    const PairGroups<scalar_t, opmath_t<scalar_t>>& groups, const at::Tensor& keys, int64_t V,
-    int64_t D, bool sparse, const at::TensorOptions& options) {
-  const auto out = scatter_pairs_sorted_cuda<scalar_t>(
-      groups, stable_view(keys), V, D, sparse,
-      static_cast<ScalarType>(options.dtype().toScalarType()));
-  return {aten_view(std::get<0>(out)), aten_view(std::get<1>(out))};
-}
-
-}  // namespace loss
-}  // namespace fastsoftmax
-#endif

@@ -189,7 +189,7 @@ std::tuple<Tensor, Tensor, Tensor> negative_sampling_backward_cuda(
 
 }  // namespace
 
-FS_CUDA_IMPL_STABLE(m) {
+FS_CUDA_IMPL(m) {
   m.impl("negative_sampling_forward", TORCH_BOX(&negative_sampling_forward_cuda));
   m.impl("negative_sampling_backward", TORCH_BOX(&negative_sampling_backward_cuda));
 }

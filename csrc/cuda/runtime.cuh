@@ -1,25 +1,20 @@
-// The only door from csrc/cuda/*.cu to the CUDA runtime and c10::cuda. Kernel files launch
+// The only door from csrc/cuda/*.cu to the CUDA runtime and torch's CUDA state. Kernel files launch
 // with FS_LAUNCH, guard devices with DeviceGuard, register with FS_CUDA_IMPL and declare
 // dynamic shared memory with FS_DYNAMIC_SHARED; nothing else of theirs names the runtime.
 //
 // Built two ways from the same sources:
-//  - by nvcc (the product): the macros expand to <<<...>>>, c10::cuda guards and streams,
-//    and TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, ...);
+//  - by nvcc (the product): the macros expand to <<<...>>>, the stable ABI's device guard
+//    and current stream, and STABLE_TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, ...);
 //  - by the host compiler with FASTSOFTMAX_EMULATE_CUDA (tests only, never shipped): every
 //    kernel runs on the CPU through csrc/emu/cuda_emu.h, and the ops are registered as
 //    fastsoftmax_emu::* on CPU tensors (see tests/cuda_emulator.py).
 #pragma once
-
-#include <ATen/ATen.h>  // TRANSITION: until every .cu is on the stable ABI
 
 #include "../common/stable.h"
 
 #ifdef FASTSOFTMAX_EMULATE_CUDA
 #include "../emu/cuda_emu.h"
 #else
-#include <c10/cuda/CUDAException.h>  // TRANSITION
-#include <c10/cuda/CUDAGuard.h>      // TRANSITION
-#include <c10/cuda/CUDAStream.h>     // TRANSITION
 #include <cuda_runtime.h>
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/accelerator.h>
@@ -38,8 +33,7 @@ int resident_blocks_per_sm(Kernel, int, size_t) {
   return 2;
 }
 #else
-// Makes the device of `device` (an at::Device during the transition, or a stable Device)
-// current for the guard's lifetime.
+// Makes the device of `device` (a stable Device) current for the guard's lifetime.
 class DeviceGuard {
  public:
   template <class D>
@@ -80,8 +74,7 @@ int resident_blocks_per_sm(Kernel kernel, int threads, size_t smem) {
 #ifdef FASTSOFTMAX_EMULATE_CUDA
 #define FS_LAUNCH(kernel, grid, block, smem, ...) \
   ::fastsoftmax::emu::launch(kernel, grid, block, smem, __VA_ARGS__)
-#define FS_CUDA_IMPL(m) TORCH_LIBRARY_IMPL(fastsoftmax_emu, CPU, m)
-#define FS_CUDA_IMPL_STABLE(m) STABLE_TORCH_LIBRARY_IMPL(fastsoftmax_emu, CPU, m)
+#define FS_CUDA_IMPL(m) STABLE_TORCH_LIBRARY_IMPL(fastsoftmax_emu, CPU, m)
 #define FS_DYNAMIC_SHARED(type, name) \
   type* name = ::fastsoftmax::emu::dynamic_shared<type>()
 #else
@@ -90,8 +83,7 @@ int resident_blocks_per_sm(Kernel kernel, int threads, size_t smem) {
     kernel<<<grid, block, smem, ::fastsoftmax::cuda::current_stream()>>>(__VA_ARGS__);   \
     STD_CUDA_KERNEL_LAUNCH_CHECK();                                                      \
   } while (0)
-#define FS_CUDA_IMPL(m) TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, m)
-#define FS_CUDA_IMPL_STABLE(m) STABLE_TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, m)
+#define FS_CUDA_IMPL(m) STABLE_TORCH_LIBRARY_IMPL(fastsoftmax, CUDA, m)
 // 16-byte aligned so that it may hold doubles and vector types.
 #define FS_DYNAMIC_SHARED(type, name)                    \
   extern __shared__ __align__(16) unsigned char name##_raw[]; \

@@ -202,7 +202,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sampled_logits_backward_cuda(
 
 }  // namespace
 
-FS_CUDA_IMPL_STABLE(m) {
+FS_CUDA_IMPL(m) {
   m.impl("sampled_logits_forward", TORCH_BOX(&sampled_logits_forward_cuda));
   m.impl("sampled_logits_backward", TORCH_BOX(&sampled_logits_backward_cuda));
 }

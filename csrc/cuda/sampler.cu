@@ -294,7 +294,7 @@ std::tuple<Tensor, Tensor> sample_unique_cuda(const Tensor& prob, const Tensor& 
 
 }  // namespace
 
-FS_CUDA_IMPL_STABLE(m) {
+FS_CUDA_IMPL(m) {
   m.impl("alias_build", TORCH_BOX(&alias_build_cuda));
   m.impl("sample", TORCH_BOX(&sample_cuda));
   m.impl("sample_unique", TORCH_BOX(&sample_unique_cuda));

@@ -239,6 +239,6 @@ Tensor word2vec_train_cuda(const Tensor& syn0, const Tensor& syn1neg, const Tens
 
 }  // namespace
 
-FS_CUDA_IMPL_STABLE(m) { m.impl("word2vec_train", TORCH_BOX(&word2vec_train_cuda)); }
+FS_CUDA_IMPL(m) { m.impl("word2vec_train", TORCH_BOX(&word2vec_train_cuda)); }
 
 }  // namespace fastsoftmax
