@@ -138,7 +138,8 @@ std::tuple<Tensor, Tensor> scatter_pairs_sorted_cuda(
   const Device device = keys.device();
   const int64_t P = keys.numel();
   const Tensor no_ids = empty({0}, kLong, device);
-  if (P == 0) return {sparse ? empty({0, D}, dtype, device) : zeros({V, D}, dtype, device), no_ids};
+  if (P == 0)
+    return {sparse ? empty({0, D}, dtype, device) : zeros({V, D}, dtype, device), no_ids};
   const auto sort = call_n<2>("aten::sort", "stable", keys, std::optional<bool>(true),
                               int64_t{0}, false);
   const Tensor &sorted = sort[0], &order = sort[1];
