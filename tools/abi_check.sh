@@ -6,8 +6,7 @@
 #   2. abi3audit clean: the extension uses no Python symbol outside the limited API of its
 #      cp310-abi3 tag.
 # Offending symbols are listed, then grouped by the object file that needs them when the
-# build's objects are at hand (OBJECTS: folders; default setup.py's build/temp.* of make
-# build and build/cuda-wheel of make cuda-wheel, not the emulator's or sanitizer's).
+# build's objects are at hand (see objects_of).
 #
 #   tools/abi_check.sh dist/fastsoftmax-*.whl [more wheels]
 # ABI3AUDIT (a command; default: abi3audit on PATH, else the CI torch venv's, tools/torch_venv.sh).
@@ -15,7 +14,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: $0 WHEEL..." >&2; exit 2; }
 PATTERN=' (at|c10|torch)::'
-OBJECTS=${OBJECTS:-$(ls -d build/temp.* build/cuda-wheel 2>/dev/null | tr '\n' ' ')}
+# A wheel of dist-cuda/ (make cuda-wheel) was built in build/cuda-wheel, one of dist/ in
+# build/temp.* (make build); OBJECTS overrides.
+objects_of() {
+  if [ -n "${OBJECTS:-}" ]; then echo "$OBJECTS"
+  else case "$1" in dist-cuda/*) echo build/cuda-wheel ;; *) ls -d build/temp.* 2>/dev/null ;; esac
+  fi
+}
 status=0
 for wheel in "$@"; do
   echo "abi_check: $wheel"
@@ -36,9 +41,10 @@ for wheel in "$@"; do
     echo "abi_check: FAIL $name needs $(echo "$bad" | wc -l) C++ symbols of torch's unstable ABI:"
     echo "$bad" | sed 's/^/    /' | head -${MAX_LIST:-40}
     [ "$(echo "$bad" | wc -l)" -le "${MAX_LIST:-40}" ] || echo "    ... (MAX_LIST=N lists more)"
-    objects=$(find $OBJECTS -name '*.o' 2>/dev/null | sort)
+    where=$(objects_of "$wheel")
+    objects=$(find $where -name '*.o' 2>/dev/null | sort)
     [ -n "$objects" ] || continue
-    echo "abi_check: needed by these objects (of $OBJECTS):"
+    echo "abi_check: needed by these objects (of $where):"
     for o in $objects; do
       n=$(nm -C --undefined-only "$o" | sed 's/^ *U //' | grep -E "^(at|c10|torch)::" | sort -u | grep -cxFf <(echo "$bad"))
       [ "$n" -gt 0 ] && echo "    $n  $o"
