@@ -53,8 +53,13 @@ def _raising_promised_types(op):
     return call
 
 
+def _overload(name: str):
+    """The OpOverload of `name` in the namespace `_LIB` (what torch.library.opcheck takes)."""
+    return getattr(getattr(torch.ops, _LIB), name).default
+
+
 def _op(name: str):
-    op = getattr(getattr(torch.ops, _LIB), name).default
+    op = _overload(name)
     # Dynamo cannot trace the wrapper (functools.wraps copies the op's __dict__): a compiled
     # graph calls the op itself, whose errors then stay RuntimeErrors.
     return op if torch.compiler.is_compiling() else _raising_promised_types(op)

@@ -336,7 +336,9 @@ SETTINGS = dict(attention="general", embed_dim=16, hidden_size=64, batch_size=16
 def hard_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hard")
     data = s2s.split_task(copy_pairs(), "chars", valid_fraction=0.15, seed=0)
-    res = s2s.fit(dict(SETTINGS, epochs=8, checkpoint=str(folder / "hard.pt")), data=data,
+    # REINFORCE's exact-match rate swings between epochs (a run here: 93.3 at epoch 6, 68.9
+    # at 9, then 92-97 from 10 on, with the same seed), so the run goes past the swing.
+    res = s2s.fit(dict(SETTINGS, epochs=12, checkpoint=str(folder / "hard.pt")), data=data,
                   log=lambda m: None)
     return res, data, folder
 

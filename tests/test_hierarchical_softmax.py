@@ -486,14 +486,20 @@ class TestErrors:
             self.loss(tree=fs.ClassTree._trusted(self.tree.links.to("meta"), self.tree.lengths))
 
     def test_raw_op_guards_its_reads(self):
+        """A direct torch.ops call checks what the kernel reads. A stable-ABI kernel can only
+        raise RuntimeError: the message carries the promised type, which fastsoftmax's own
+        wrappers (ops._op) raise instead."""
         fwd = OP.hierarchical_softmax_forward
         t = self.t.clamp_min(0)
         for value, match in ((10**6, r"links values must lie in \[-1"), (-1, "never the root")):
             links = self.tree.links.clone()
             links[t[0]] = value  # a link the kernel reads
-            with pytest.raises(ValueError, match=match):
+            with pytest.raises(RuntimeError, match="ValueError: .*" + match):
                 fwd(self.h, self.w, t, links, self.tree.max_depth, -100, False)
-        with pytest.raises(ValueError, match="does not reach the root within max_depth"):
+            with pytest.raises(ValueError, match=match):
+                fs.ops._op("hierarchical_softmax_forward")(
+                    self.h, self.w, t, links, self.tree.max_depth, -100, False)
+        with pytest.raises(RuntimeError, match="does not reach the root within max_depth"):
             fwd(self.h, self.w, self.t.clamp_min(0), self.tree.links, 1, -100, False)
 
     def test_module_arguments(self):

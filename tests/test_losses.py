@@ -194,13 +194,13 @@ def _op_samples(device, dtype):
     ns = fs.ops.negative_sampling_forward
     sl = fs.ops.sampled_logits_forward
     return c, [
-        (fs.ops._op("negative_sampling_forward"),
+        (fs.ops._overload("negative_sampling_forward"),
          (h, w, t, c["negatives"], -100, False)),
-        (fs.ops._op("negative_sampling_forward"),
+        (fs.ops._overload("negative_sampling_forward"),
          (h, w, t, c["negatives"][0], -100, True)),
-        (fs.ops._op("sampled_logits_forward"),
+        (fs.ops._overload("sampled_logits_forward"),
          (h, w, b, t, cand, tq.reshape(t.shape), sq, z, 0, True, -100, False)),
-        (fs.ops._op("sampled_logits_forward"),
+        (fs.ops._overload("sampled_logits_forward"),
          (h, w, None, t, cand, tq.reshape(t.shape), sq, z, 1, False, -100, True)),
     ], ns, sl
 
@@ -213,13 +213,13 @@ def test_opcheck(device):
     loss, coef = fs.ops._op("negative_sampling_forward")(h, w, t, c["negatives"], -100,
                                                                   False)
     g = torch.rand_like(loss)
-    torch.library.opcheck(fs.ops._op("negative_sampling_backward"),
+    torch.library.opcheck(fs.ops._overload("negative_sampling_backward"),
                           (g, h, w, t, c["negatives"], coef, -100, False))
     cand, tq, sq = c["sampled"]
     z = torch.tensor(0.0, device=device)
     loss, gl, gt = fs.ops._op("sampled_logits_forward")(
         h, w, c["b"].detach(), t, cand, tq.reshape(t.shape), sq, z, 0, True, -100, False)
-    torch.library.opcheck(fs.ops._op("sampled_logits_backward"),
+    torch.library.opcheck(fs.ops._overload("sampled_logits_backward"),
                           (g, h, w, t, cand, gl, gt, True, -100, False))
 
 
@@ -229,12 +229,12 @@ def test_opcheck_sparse_backward(device):
     loss, coef = fs.ops._op("negative_sampling_forward")(h, w, t, c["negatives"], -100,
                                                                   True)
     args = (torch.rand_like(loss), h, w, t, c["negatives"], coef, -100, True)
-    torch.library.opcheck(fs.ops._op("negative_sampling_backward"), args)
+    torch.library.opcheck(fs.ops._overload("negative_sampling_backward"), args)
     cand, tq, sq = c["sampled"]
     z = torch.tensor(0.0, device=device)
     _, gl, gt = fs.ops._op("sampled_logits_forward")(
         h, w, c["b"].detach(), t, cand, tq.reshape(t.shape), sq, z, 0, True, -100, True)
-    torch.library.opcheck(fs.ops._op("sampled_logits_backward"),
+    torch.library.opcheck(fs.ops._overload("sampled_logits_backward"),
                           (args[0], h, w, t, cand, gl, gt, True, -100, True))
     _, rows, ids = fs.ops._op("negative_sampling_backward")(*args)
     dense = fs.ops._op("negative_sampling_backward")(*args[:-1], False)[1]

@@ -387,10 +387,7 @@ def test_op_level_checks():
 
 
 def test_opcheck(device):
-    # opcheck takes the OpOverload itself, not ops._op's error-translating wrapper.
-    def op(name):
-        return getattr(getattr(torch.ops, fs.ops._LIB), name).default
-
+    op = fs.ops._overload  # opcheck takes the OpOverload, not ops._op's wrapper
     w = zipf_counts(300).to(device)
     torch.library.opcheck(op("alias_build"), (w,))
     prob, alias = ops.alias_build(w)
