@@ -103,8 +103,8 @@ CUDA_ARCHS ?= 8.0;9.0
 cuda-wheel:
 	rm -rf dist-cuda
 	venv=$(CI_VENV) && env -u CUDA_HOME -u CUDA_PATH PATH="$$venv/bin:$$PATH" FORCE_CUDA=1 \
-	  TORCH_CUDA_ARCH_LIST="$(CUDA_ARCHS)" MAX_JOBS=2 $$venv/bin/python setup.py -q \
-	  build --build-base build/cuda-wheel bdist_wheel --dist-dir dist-cuda
+	  TORCH_CUDA_ARCH_LIST="$(CUDA_ARCHS)" MAX_JOBS=2 FASTSOFTMAX_BUILD_BASE=build/cuda-wheel \
+	  $$venv/bin/python -m pip wheel -q --no-build-isolation --no-deps -w dist-cuda .
 	ls dist-cuda/fastsoftmax-*-cp310-abi3-*.whl
 
 # Install the CUDA wheel in a throwaway venv with torch $(CI_TORCH), check that every op with

@@ -114,5 +114,9 @@ class BuildInfoExtension(BuildExtension):
 setup(
     ext_modules=[extension()],
     cmdclass={"build_ext": BuildInfoExtension.with_options(use_ninja=True)},
-    options={"bdist_wheel": {"py_limited_api": "cp310"}},
+    # FASTSOFTMAX_BUILD_BASE keeps a second build's objects apart (make cuda-wheel); given as
+    # `setup.py build -b DIR bdist_wheel` instead, bdist_wheel reinitializes build and
+    # compiles everything twice.
+    options={"bdist_wheel": {"py_limited_api": "cp310"},
+             "build": {"build_base": os.environ.get("FASTSOFTMAX_BUILD_BASE", "build")}},
 )
