@@ -17,40 +17,13 @@ from torch import Tensor
 from torch._prims_common import alert_not_deterministic as _alert_not_deterministic
 
 from . import _loader
+from ._errors import raising_promised_types as _raising_promised_types
 
 _C = _loader.load()
 
 KIND_ALIAS, KIND_UNIFORM, KIND_LOG_UNIFORM = 0, 1, 2
 
 _LIB = "fastsoftmax"
-
-
-# Kernels built on LibTorch's stable ABI can raise only RuntimeError; a check that promises
-# another type tags its message (csrc/common/stable.h, FS_CHECK_VALUE / FS_CHECK_TYPE).
-_TAGGED_ERRORS = {"ValueError: ": ValueError, "TypeError: ": TypeError}
-
-
-def _translated(error: RuntimeError) -> Exception:
-    text = str(error)
-    for tag, kind in _TAGGED_ERRORS.items():
-        at = text.find(tag)
-        if at >= 0:
-            return kind(text[at + len(tag):])
-    return error
-
-
-def _raising_promised_types(op):
-    @functools.wraps(op)
-    def call(*args):
-        try:
-            return op(*args)
-        except RuntimeError as error:
-            translated = _translated(error)
-            if translated is error:
-                raise
-            raise translated from None
-
-    return call
 
 
 def _overload(name: str):
