@@ -117,21 +117,21 @@ inline void check_weights(const Tensor& weights) {
 // of the chunks before it is therefore the running maximum, with O(V / kScanChunk)
 // temporaries; a maximum is exact in any order, so every device gets the same bits.
 inline void running_max_(Tensor& a) {
+  using torch::stable::narrow, torch::stable::select, torch::stable::view;
   const int64_t n = a.numel(), chunks = num_chunks(n), full = n / kScanChunk;
   if (chunks <= 1) return;
   // The last element of each chunk but the last: column kScanChunk - 1 of the whole chunks.
-  const Tensor whole = torch::stable::view(torch::stable::narrow(a, 0, 0, (chunks - 1) * kScanChunk),
-                                           {chunks - 1, kScanChunk});
-  const Tensor chunk_last = torch::stable::select(whole, 1, kScanChunk - 1);
+  const Tensor whole = view(narrow(a, 0, 0, (chunks - 1) * kScanChunk), {chunks - 1, kScanChunk});
+  const Tensor chunk_last = select(whole, 1, kScanChunk - 1);
   Tensor before = call_n<2>("aten::cummax", "", chunk_last, int64_t{0})[0];  // [chunks - 1]
   if (full >= 2) {
-    const Tensor rest = torch::stable::view(
-        torch::stable::narrow(a, 0, kScanChunk, (full - 1) * kScanChunk), {full - 1, kScanChunk});
-    sampler::clamp_min_(rest, torch::stable::unsqueeze(torch::stable::narrow(before, 0, 0, full - 1), 1));
+    const Tensor rest = view(narrow(a, 0, kScanChunk, (full - 1) * kScanChunk),
+                             {full - 1, kScanChunk});
+    sampler::clamp_min_(rest, torch::stable::unsqueeze(narrow(before, 0, 0, full - 1), 1));
   }
   if (n > full * kScanChunk) {
-    sampler::clamp_min_(torch::stable::narrow(a, 0, full * kScanChunk, n - full * kScanChunk),
-                        torch::stable::select(before, 0, full - 1));
+    sampler::clamp_min_(narrow(a, 0, full * kScanChunk, n - full * kScanChunk),
+                        select(before, 0, full - 1));
   }
 }
 
