@@ -89,7 +89,7 @@ CI_TORCH ?= 2.14.1
 CI_VENV = $$(CI_TORCH=$(CI_TORCH) PY=$(PY) tools/torch_venv.sh cached)
 
 # The same wheel file, in a throwaway venv with torch $(CI_TORCH): one wheel for every
-# torch >= 2.11 (passes once csrc/ is on the stable ABI; see setup.py).
+# torch >= 2.11 (the extension is on LibTorch's stable ABI; see setup.py).
 wheel-check-next:
 	ls dist/fastsoftmax-*.whl >/dev/null || { echo "make wheel first"; exit 1; }
 	CI_TORCH=$(CI_TORCH) PY=$(PY) tools/torch_venv.sh throwaway build/venv-next >/dev/null
@@ -148,4 +148,4 @@ docs: build $(DOCS_VENV)/.deps
 	@echo "docs: docs/_build/html/index.html"
 
 clean:
-	rm -rf build dist dist-cuda .wheel-venv fastsoftmax/_C*.so fastsoftmax/_build_info.py *.egg-info
+	rm -rf build dist dist-cuda .wheel-venv fastsoftmax/_C*.so fastsoftmax/_build_info.py *.egg-info docs/_build
