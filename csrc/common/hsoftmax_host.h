@@ -51,7 +51,7 @@ inline void fail_target(int64_t V, int64_t ignore_index, int64_t lo, int64_t hi)
 inline void check_values_cpu(const Tensor& target_, const Tensor& links_, int64_t V,
                              int64_t ignore_index, bool check_link_values) {
   if (check_link_values) {
-    const Tensor links = torch::stable::contiguous(links_);
+    const Tensor links = contiguous(links_);
     const int32_t* l = data<int32_t>(links);
     bool bad_value = false, class_is_root = false;
     for (int64_t x = 0; x < links.numel(); ++x) {
@@ -60,7 +60,7 @@ inline void check_values_cpu(const Tensor& target_, const Tensor& links_, int64_
     }
     check_link_flags(bad_value, class_is_root, V);
   }
-  const Tensor target = torch::stable::contiguous(target_);
+  const Tensor target = contiguous(target_);
   const int64_t* t = data<int64_t>(target);
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   for (int64_t n = 0; n < target.numel(); ++n)
@@ -71,15 +71,6 @@ inline void check_values_cpu(const Tensor& target_, const Tensor& links_, int64_
 
 // Value checks of device tensors: every check a bool flag on the device, and all of them come
 // to the host in one copy. The bounds are 0-dim CPU tensors, which ATen takes as scalars.
-inline Tensor cpu_scalar(int64_t v) {
-  return scalar(static_cast<double>(v), kLong, Device(torch::headeronly::DeviceType::CPU));
-}
-inline Tensor outside(const Tensor& t, int64_t lo, int64_t hi) {  // t < lo or t >= hi
-  return call("aten::logical_or", "", call("aten::lt", "Tensor", t, cpu_scalar(lo)),
-              call("aten::ge", "Tensor", t, cpu_scalar(hi)));
-}
-inline Tensor any(const Tensor& t) { return call("aten::any", "", t); }
-
 inline void check_values_device(const Tensor& target, const Tensor& links, int64_t V,
                                 int64_t ignore_index, bool check_link_values) {
   std::vector<Tensor> flags;
@@ -87,13 +78,13 @@ inline void check_values_device(const Tensor& target, const Tensor& links, int64
   Tensor bad_target;
   if (has_target) {
     bad_target = call("aten::logical_and", "", outside(target, 0, V),
-                      call("aten::ne", "Tensor", target, cpu_scalar(ignore_index)));
+                      call("aten::ne", "Tensor", target, cpu_scalar(ignore_index, kLong)));
     flags.push_back(any(bad_target));
   }
   if (check_link_values) {
     flags.push_back(any(outside(links, -1, 2 * (V - 1))));
     const Tensor classes = call("aten::narrow", "", links, int64_t{0}, int64_t{0}, V);
-    flags.push_back(any(call("aten::lt", "Tensor", classes, cpu_scalar(0))));
+    flags.push_back(any(call("aten::lt", "Tensor", classes, cpu_scalar(0, kLong))));
   }
   if (flags.empty()) return;
   const Tensor bad = to_cpu(call("aten::stack", "", flags, int64_t{0}));
@@ -156,9 +147,7 @@ inline void check_backward(const Tensor& grad_loss, const Tensor& input, const T
 
 // The backward's prologue on both devices: checked inputs made contiguous, grad_loss in the
 // accumulation dtype, and the sizes N rows, D, num_inner = V - 1, L = max_depth.
-// Hidden, as torch::stable::Tensor is: a default-visibility struct holding one draws a
-// -Wattributes warning.
-struct __attribute__((visibility("hidden"))) BackwardInputs {
+struct FS_HIDDEN BackwardInputs {
   Tensor input, weight, nodes, coef, grad_loss;
   int64_t N, D, num_inner, L;
 };
@@ -167,7 +156,6 @@ inline BackwardInputs prepare_backward(const Tensor& grad_loss, const Tensor& in
                                        const Tensor& weight, const Tensor& nodes,
                                        const Tensor& coef) {
   check_backward(grad_loss, input, weight, nodes, coef);
-  using torch::stable::contiguous;
   const Tensor g = contiguous(to(grad_loss, to_opmath(input.scalar_type())));
   return BackwardInputs{contiguous(input), contiguous(weight), contiguous(nodes),
                         contiguous(coef), g,

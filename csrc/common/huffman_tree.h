@@ -115,7 +115,7 @@ inline std::tuple<Tensor, Tensor> tree_on_host(const Tensor& counts_, bool sort)
   check_counts_tensor(counts_);
   const int64_t V = counts_.numel();
   const Device cpu(torch::headeronly::DeviceType::CPU);
-  const Tensor counts = torch::stable::contiguous(counts_);
+  const Tensor counts = contiguous(counts_);
   Tensor links = empty({2 * V - 1}, kInt, cpu);
   Tensor lengths = empty({V}, kLong, cpu);
   if (counts.scalar_type() == kLong) {

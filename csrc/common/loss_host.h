@@ -14,20 +14,11 @@
 #include <tuple>
 #include <vector>
 
-// torch::stable's types have hidden visibility (an extension built against another torch
-// must not share them); a struct with such members is hidden too.
-#define FS_LOSS_HIDDEN __attribute__((visibility("hidden")))
 
 namespace fastsoftmax {
 namespace loss {
 
-// A 0-dim CPU operand: ATen's elementwise ops take it next to tensors of any device, as a
-// Python number would be, with no device allocation or copy.
-inline Tensor cpu_scalar(double v, ScalarType dtype) {
-  return scalar(v, dtype, Device(torch::headeronly::DeviceType::CPU));
-}
 // Named apart from torch::stable's functions, which argument-dependent lookup also finds.
-inline Tensor contig(const Tensor& t) { return torch::stable::contiguous(t); }
 inline Tensor flat(const Tensor& t) { return torch::stable::reshape(t, {-1}); }
 inline Tensor equals(const Tensor& ids, int64_t v) {
   return call("aten::eq", "Tensor", ids, cpu_scalar(v, kLong));
@@ -43,11 +34,6 @@ inline Tensor transposed(const Tensor& t) { return torch::stable::transpose(t, 0
 inline Tensor mul(const Tensor& a, const Tensor& b) { return call("aten::mul", "Tensor", a, b); }
 // a + b (sub's alpha is a double in the stable wrapper; a - (-1) b is a + b exactly).
 inline Tensor add(const Tensor& a, const Tensor& b) { return torch::stable::subtract(a, b, -1.0); }
-inline Tensor any(const Tensor& t) { return call("aten::any", "", t); }
-inline Tensor out_of_range(const Tensor& ids, int64_t num_classes) {
-  return call("aten::logical_or", "", call("aten::lt", "Tensor", ids, cpu_scalar(0, kLong)),
-              call("aten::ge", "Tensor", ids, cpu_scalar(num_classes, kLong)));
-}
 
 // input [N, D] and weight [V, D]: same floating dtype and device; bias [V] likewise.
 inline void check_dense(const Tensor& input, const Tensor& weight,
@@ -89,7 +75,7 @@ inline void check_ids_tensor(const Tensor& ids, const char* name, const Tensor& 
 // place, one pass each. On a device each check is a flag tensor, and the flags of the whole
 // call come to the host in one device-to-host copy (run()); only a failed check copies its
 // ids, to find the offending values for the message.
-struct FS_LOSS_HIDDEN IdChecks {
+struct FS_HIDDEN IdChecks {
   int64_t num_classes;
   int64_t ignore_index;
   std::vector<Tensor> flags, tensors;  // device only: a bool per check, and its ids
@@ -97,7 +83,7 @@ struct FS_LOSS_HIDDEN IdChecks {
 
   void check_cpu(const Tensor& ids, const std::string& name) const {
     const bool is_target = name == "target";
-    const Tensor t = contig(ids);
+    const Tensor t = contiguous(ids);
     const int64_t* v = data<int64_t>(t);
     const int64_t n = t.numel();
     int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
@@ -120,7 +106,7 @@ struct FS_LOSS_HIDDEN IdChecks {
   void ids(const Tensor& t, const std::string& name) {
     if (t.numel() == 0) return;
     if (t.is_cpu()) return check_cpu(t, name);
-    Tensor bad = out_of_range(t, num_classes);
+    Tensor bad = outside(t, 0, num_classes);
     if (name == "target") {
       const Tensor ignored = equals(t, ignore_index);
       bad = call("aten::logical_and", "", bad, call("aten::logical_not", "", ignored));
@@ -148,7 +134,7 @@ struct FS_LOSS_HIDDEN IdChecks {
 // target [N, T] with ignored rows' ids replaced by 0: safe to gather with, and a row is
 // recognised as ignored by its (zero) coefficients in the backward.
 inline Tensor safe_target(const Tensor& target, int64_t ignore_index) {
-  return contig(call("aten::masked_fill", "Tensor", target, equals(target, ignore_index),
+  return contiguous(call("aten::masked_fill", "Tensor", target, equals(target, ignore_index),
                      cpu_scalar(0, kLong)));
 }
 
@@ -231,13 +217,13 @@ inline std::tuple<Tensor, Tensor> logit_offsets(
     const Tensor b_true = index_select(b, flat(safe_target));
     row = add(row, torch::stable::reshape(b_true, safe_target.sizes()));
   }
-  return {contig(col), contig(row)};
+  return {contiguous(col), contiguous(row)};
 }
 
 // The device-independent part of sampled_logits_forward: checks, contiguous operands, the
 // per-column and per-true-class offsets (bias - log Q - log_z), the [N, S] logits H Ws^T and
 // the outputs the device epilogue fills.
-struct FS_LOSS_HIDDEN SampledForward {
+struct FS_HIDDEN SampledForward {
   Tensor input, weight, target, sampled, col, row_true, logits, loss, grad_true;
   int64_t N, D, T, S;
 };
@@ -249,15 +235,15 @@ inline SampledForward sampled_forward_prologue(
   check_sampled_logits(input_, weight_, bias, target_, sampled_, true_expected, sampled_expected,
                        log_z, mode, ignore_index);
   SampledForward f;
-  f.input = contig(input_), f.weight = contig(weight_);
-  f.target = contig(target_), f.sampled = contig(sampled_);
+  f.input = contiguous(input_), f.weight = contiguous(weight_);
+  f.target = contiguous(target_), f.sampled = contiguous(sampled_);
   f.N = f.input.size(0), f.D = f.input.size(1), f.T = f.target.size(1), f.S = f.sampled.size(0);
   const ScalarType acc_type = to_opmath(f.input.scalar_type());
   const Device device = f.input.device();
   std::tie(f.col, f.row_true) = logit_offsets(bias, safe_target(f.target, ignore_index),
                                               f.sampled, true_expected, sampled_expected, log_z,
                                               acc_type);
-  f.logits = contig(mm(f.input, transposed(index_select(f.weight, f.sampled))));  // [N, S]
+  f.logits = contiguous(mm(f.input, transposed(index_select(f.weight, f.sampled))));  // [N, S]
   f.loss = empty({f.N}, acc_type, device);
   f.grad_true = empty({f.N, f.T}, acc_type, device);
   return f;
@@ -266,7 +252,7 @@ inline SampledForward sampled_forward_prologue(
 // The device-independent part of sampled_logits_backward: checks, contiguous operands and
 // the two gradient matmuls, grad_input = G Ws [N, D] (the true-class terms are added by the
 // device kernel) and grad_Ws = G^T (g * H) [S, D] (scattered into grad_W by the device).
-struct FS_LOSS_HIDDEN SampledBackward {
+struct FS_HIDDEN SampledBackward {
   Tensor input, weight, target, sampled, G, grad_true, grad_loss, grad_input, grad_Ws;
   int64_t N, D, V, T, S;
 };
@@ -278,8 +264,8 @@ inline SampledBackward sampled_backward_prologue(
   check_dense(input_, weight_);
   check_target(target_, input_);
   SampledBackward b;
-  b.input = contig(input_), b.weight = contig(weight_);
-  b.target = safe_target(target_, ignore_index), b.sampled = contig(sampled_);
+  b.input = contiguous(input_), b.weight = contiguous(weight_);
+  b.target = safe_target(target_, ignore_index), b.sampled = contiguous(sampled_);
   b.N = b.input.size(0), b.D = b.input.size(1), b.V = b.weight.size(0), b.T = b.target.size(1);
   b.S = b.sampled.size(0);
   const ScalarType dtype = b.input.scalar_type(), acc_type = to_opmath(dtype);
@@ -291,19 +277,19 @@ inline SampledBackward sampled_backward_prologue(
                      grad_true_.scalar_type() == acc_type,
                  "grad_true must be the forward's [N, T] true-logit gradient");
   FS_CHECK_VALUE(grad_loss_.numel() == b.N, "grad_loss must have one entry per row");
-  b.G = contig(grad_logits_);
-  b.grad_true = contig(grad_true_);
-  b.grad_loss = contig(to(grad_loss_, acc_type));
+  b.G = contiguous(grad_logits_);
+  b.grad_true = contiguous(grad_true_);
+  b.grad_loss = contiguous(to(grad_loss_, acc_type));
   const Tensor Ws = index_select(b.weight, b.sampled);                                 // [S, D]
-  b.grad_input = contig(mm(b.G, Ws));                                             // [N, D]
+  b.grad_input = contiguous(mm(b.G, Ws));                                             // [N, D]
   const Tensor g = to(torch::stable::unsqueeze(b.grad_loss, 1), dtype);
-  b.grad_Ws = contig(mm(transposed(b.G), mul(b.input, g)));               // G^T (g * H)
+  b.grad_Ws = contiguous(mm(transposed(b.G), mul(b.input, g)));               // G^T (g * H)
   return b;
 }
 
 // The device-independent part of negative_sampling_backward: checks of the forward's saved
 // coefficients and contiguous operands. neg_stride is 0 for negatives shared by every row.
-struct FS_LOSS_HIDDEN NegativeSamplingBackward {
+struct FS_HIDDEN NegativeSamplingBackward {
   Tensor input, weight, target, negatives, coef, grad_loss;
   int64_t N, D, V, T, K, J, neg_stride;
 };
@@ -314,8 +300,8 @@ inline NegativeSamplingBackward negative_sampling_backward_prologue(
   check_dense(input_, weight_);
   check_target(target_, input_);
   NegativeSamplingBackward b;
-  b.input = contig(input_), b.weight = contig(weight_);
-  b.target = safe_target(target_, ignore_index), b.negatives = contig(negatives_);
+  b.input = contiguous(input_), b.weight = contiguous(weight_);
+  b.target = safe_target(target_, ignore_index), b.negatives = contiguous(negatives_);
   b.N = b.input.size(0), b.D = b.input.size(1), b.V = b.weight.size(0), b.T = b.target.size(1);
   b.K = b.negatives.size(-1), b.J = b.T + b.K;
   b.neg_stride = b.negatives.dim() == 2 ? b.K : 0;
@@ -326,8 +312,8 @@ inline NegativeSamplingBackward negative_sampling_backward_prologue(
                  "coef must be the forward's [N, T + K] coefficients");
   FS_CHECK_VALUE(grad_loss_.numel() == b.N && grad_loss_.device() == b.input.device(),
                  "grad_loss must have one entry per row, on the input's device");
-  b.coef = contig(coef_);
-  b.grad_loss = contig(to(grad_loss_, acc_type));
+  b.coef = contiguous(coef_);
+  b.grad_loss = contiguous(to(grad_loss_, acc_type));
   return b;
 }
 

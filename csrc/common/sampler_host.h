@@ -13,12 +13,6 @@
 namespace fastsoftmax {
 namespace sampler {
 
-// A 0-dim CPU operand: ATen's elementwise ops take it next to tensors of any device, as a
-// Python number would be, with no device allocation or copy.
-inline Tensor cpu_scalar(double v, ScalarType dtype) {
-  return scalar(v, dtype, Device(torch::headeronly::DeviceType::CPU));
-}
-inline Tensor any(const Tensor& t) { return call("aten::any", "", t); }
 inline Tensor logical_not(const Tensor& t) { return call("aten::logical_not", "", t); }
 inline Tensor lt(const Tensor& t, double v) {
   return call("aten::lt", "Tensor", t, cpu_scalar(v, kDouble));
@@ -86,7 +80,7 @@ inline void check_weights(const Tensor& weights) {
                  "at most 2^31 - 1 classes are supported, got ", weights.numel());
   bool f[3] = {false, false, true};  // non-finite, negative, all zero
   if (weights.is_cpu()) {
-    const Tensor w = torch::stable::contiguous(weights);
+    const Tensor w = contiguous(weights);
     FS_DISPATCH_FLOATING(w.scalar_type(), "alias_build", [&] {
       const scalar_t* v = data<scalar_t>(w);
       for (int64_t i = 0, n = w.numel(); i < n; ++i) {

@@ -26,6 +26,10 @@
 #include <utility>
 #include <vector>
 
+// torch::stable's types have hidden visibility (an extension built against another torch
+// must not share them); a struct holding one is marked hidden too, or GCC warns.
+#define FS_HIDDEN __attribute__((visibility("hidden")))
+
 namespace fastsoftmax {
 
 using Tensor = torch::stable::Tensor;
@@ -98,15 +102,14 @@ std::string message(const char* tag, const Args&... args) {
 
 }  // namespace detail
 
-// Checks: FS_CHECK raises RuntimeError, FS_CHECK_VALUE ValueError, FS_CHECK_TYPE TypeError
-// (through ops.py's translation of the tag). Arguments are streamed; dtypes, devices and
+// Checks: FS_CHECK_VALUE raises ValueError, FS_CHECK_TYPE TypeError (through the Python
+// wrappers' translation of the tag). Arguments are streamed; dtypes, devices and
 // size lists print as ATen prints them.
 #define FS_CHECK_TAGGED(tag, cond, ...)                                                \
   do {                                                                                 \
     if (!(cond))                                                                       \
       throw std::runtime_error(::fastsoftmax::detail::message(tag, ##__VA_ARGS__));   \
   } while (0)
-#define FS_CHECK(cond, ...) FS_CHECK_TAGGED("", cond, __VA_ARGS__)
 #define FS_CHECK_VALUE(cond, ...) FS_CHECK_TAGGED("ValueError: ", cond, __VA_ARGS__)
 #define FS_CHECK_TYPE(cond, ...) FS_CHECK_TAGGED("TypeError: ", cond, __VA_ARGS__)
 
@@ -148,7 +151,18 @@ inline Tensor to(const Tensor& t, ScalarType dtype) {
 inline Tensor to_cpu(const Tensor& t) {
   return t.is_cpu() ? t : torch::stable::to(t, Device(torch::headeronly::DeviceType::CPU));
 }
-inline Tensor contiguous(const Tensor& t) { return torch::stable::contiguous(t); }
+
+// A 0-dim CPU operand: ATen's elementwise ops take it next to tensors of any device, as a
+// Python number would be, with no device allocation or copy.
+inline Tensor cpu_scalar(double value, ScalarType dtype) {
+  return scalar(value, dtype, Device(torch::headeronly::DeviceType::CPU));
+}
+inline Tensor any(const Tensor& t) { return call("aten::any", "", t); }
+// The bool tensor t < lo or t >= hi (ids outside [lo, hi)).
+inline Tensor outside(const Tensor& t, int64_t lo, int64_t hi) {
+  return call("aten::logical_or", "", call("aten::lt", "Tensor", t, cpu_scalar(lo, kLong)),
+              call("aten::ge", "Tensor", t, cpu_scalar(hi, kLong)));
+}
 
 // Typed data pointers (ATen's data_ptr<T>).
 template <class T>

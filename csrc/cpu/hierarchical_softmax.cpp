@@ -26,7 +26,6 @@ std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_forward_cpu(
     bool /*sparse: read by the backward*/) {
   hsoftmax::check_forward(input_, weight_, target_, links_, max_depth, ignore_index,
                           /*check_link_values=*/false);
-  using torch::stable::contiguous;
   const Tensor input = contiguous(input_), weight = contiguous(weight_);
   const Tensor target = contiguous(target_), links = contiguous(links_);
   const int64_t N = input.size(0), D = input.size(1), V = weight.size(0) + 1;

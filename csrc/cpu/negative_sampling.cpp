@@ -17,8 +17,8 @@ std::tuple<Tensor, Tensor> negative_sampling_forward_cpu(
     const Tensor& input_, const Tensor& weight_, const Tensor& target_, const Tensor& negatives_,
     int64_t ignore_index, bool /*sparse: read by the backward*/) {
   check_negative_sampling(input_, weight_, target_, negatives_, ignore_index);
-  const Tensor input = contig(input_), weight = contig(weight_);
-  const Tensor target = contig(target_), negatives = contig(negatives_);
+  const Tensor input = contiguous(input_), weight = contiguous(weight_);
+  const Tensor target = contiguous(target_), negatives = contiguous(negatives_);
   const int64_t N = input.size(0), D = input.size(1), T = target.size(1);
   const int64_t K = negatives.size(-1), J = T + K;
   const int64_t neg_stride = negatives.dim() == 2 ? K : 0;

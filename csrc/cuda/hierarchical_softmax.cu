@@ -140,7 +140,6 @@ std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_forward_cuda(
   hsoftmax::check_forward(input_, weight_, target_, links_, max_depth, ignore_index,
                           /*check_link_values=*/true);
   const cuda::DeviceGuard guard(input_.device());
-  using torch::stable::contiguous;
   const Tensor input = contiguous(input_), weight = contiguous(weight_);
   const Tensor target = contiguous(target_), links = contiguous(links_);
   const int64_t N = input.size(0), L = max_depth;

@@ -97,10 +97,10 @@ std::tuple<Tensor, Tensor> negative_sampling_forward_cuda(
     int64_t ignore_index, bool /*sparse: read by the backward*/) {
   check_negative_sampling(input_, weight_, target_, negatives_, ignore_index);
   const cuda::DeviceGuard guard(input_.device());
-  const Tensor input = contig(input_);
-  const Tensor weight = contig(weight_);
-  const Tensor target = contig(target_);
-  const Tensor negatives = contig(negatives_);
+  const Tensor input = contiguous(input_);
+  const Tensor weight = contiguous(weight_);
+  const Tensor target = contiguous(target_);
+  const Tensor negatives = contiguous(negatives_);
   const int64_t N = input.size(0), T = target.size(1), K = negatives.size(-1);
   const ScalarType acc_type = to_opmath(input.scalar_type());
   Tensor loss = empty({N}, acc_type, input.device());
