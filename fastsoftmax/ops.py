@@ -31,11 +31,14 @@ def _overload(name: str):
     return getattr(getattr(torch.ops, _LIB), name).default
 
 
+@functools.lru_cache(maxsize=None)
+def _translating(lib: str, name: str):  # made once per op: _op runs on every call
+    return _raising_promised_types(getattr(getattr(torch.ops, lib), name).default)
+
+
 def _op(name: str):
-    op = _overload(name)
-    # Dynamo cannot trace the wrapper (functools.wraps copies the op's __dict__): a compiled
-    # graph calls the op itself, whose errors then stay RuntimeErrors.
-    return op if torch.compiler.is_compiling() else _raising_promised_types(op)
+    # Dynamo cannot trace the wrapper: a compiled graph calls the op (errors stay RuntimeError).
+    return _overload(name) if torch.compiler.is_compiling() else _translating(_LIB, name)
 
 
 def draw_seed(generator: Optional[torch.Generator], device: torch.device) -> Tensor:
