@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import find_cuda  # noqa: E402
 
 DEFAULT_ARCH_LIST = "8.0;8.6;9.0+PTX"
-TORCH_TARGET = "0x020b000000000000"  # torch 2.11, the oldest torch the wheel loads under
+TORCH_TARGET = (2, 11)  # the oldest torch whose stable ABI the wheel targets, and loads under
 
 
 def with_cuda() -> bool:
@@ -64,24 +64,22 @@ def extension():
     if CUDA:
         files += sources("csrc/cuda/*.cu")
     # Py_LIMITED_API comes from torch's build (3.10, with py_limited_api=True below).
-    defines = [("TORCH_TARGET_VERSION", TORCH_TARGET)]
+    defines = [("TORCH_TARGET_VERSION", "0x%02x%02x000000000000" % TORCH_TARGET)]
     # Read by BuildInfoExtension below, written next to the .so as fastsoftmax/_build_info.py.
     BuildInfoExtension.info = {
         "cuda": CUDA,
         "cuda_version": find_cuda.cuda_version(os.environ["CUDA_HOME"]) if CUDA else None,
         "cuda_arch_list": arch_list,
         "torch_version": torch.__version__,
-        "torch_target_version": "2.11",
+        "torch_target_version": "%d.%d" % TORCH_TARGET,
     }
     cxx_flags = ["-O3"]
-    link_flags = []
     if not CUDA:
         return CppExtension(
             "fastsoftmax._C",
             files,
             define_macros=defines,
             extra_compile_args={"cxx": cxx_flags},
-            extra_link_args=link_flags,
             py_limited_api=True,
         )
     nvcc_flags = ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]
@@ -90,7 +88,6 @@ def extension():
         files,
         define_macros=defines + [("WITH_CUDA", None), ("USE_CUDA", None)],
         extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags},
-        extra_link_args=link_flags,
         py_limited_api=True,
     )
 

@@ -4,9 +4,6 @@ import re
 
 import torch
 
-# The oldest torch whose stable ABI the extension targets (TORCH_TARGET_VERSION in setup.py).
-MIN_TORCH = (2, 11)
-
 _HOW_TO_BUILD = (
     "Build it against the installed torch: `pip install --no-build-isolation .` "
     "(or `python setup.py build_ext --inplace` in a source checkout; `make build` does that)."
@@ -32,14 +29,15 @@ def build_info() -> dict:
 
 
 def load():
-    if _release(torch.__version__) < MIN_TORCH:
+    info = build_info()  # a missing build record means a broken install: say how to build
+    # The oldest torch whose stable ABI the build targets (TORCH_TARGET_VERSION in setup.py).
+    target = info["torch_target_version"]
+    if _release(torch.__version__) < _release(target):
         raise ImportError(
-            f"fastsoftmax needs torch {MIN_TORCH[0]}.{MIN_TORCH[1]} or newer, but torch "
-            f"{torch.__version__} is installed: its compiled extension is built on LibTorch's "
-            f"stable ABI as of torch {MIN_TORCH[0]}.{MIN_TORCH[1]}. Upgrade torch "
-            f"(`pip install 'torch>={MIN_TORCH[0]}.{MIN_TORCH[1]}'`)."
+            f"fastsoftmax needs torch {target} or newer, but torch {torch.__version__} is "
+            f"installed: its compiled extension is built on LibTorch's stable ABI as of torch "
+            f"{target}. Upgrade torch (`pip install 'torch>={target}'`)."
         )
-    build_info()  # a missing build record means a broken install: say how to build
     try:
         from fastsoftmax import _C
     except ImportError as exc:
