@@ -1,7 +1,7 @@
 // The one place every fastsoftmax op schema is declared, through LibTorch's stable ABI
 // (STABLE_TORCH_LIBRARY). Each device file registers its own implementation
 // (STABLE_TORCH_LIBRARY_IMPL, or TORCH_LIBRARY_IMPL until it is ported); Python adds fake
-// (meta) kernels and autograd in fastsoftmax/ops.py.
+// (meta) kernels and autograd in fastsoftmax/ops/, one module per op family.
 #include <torch/csrc/stable/library.h>
 
 namespace {
@@ -24,14 +24,18 @@ void define_ops(torch::stable::detail::StableLibrary& m) {
   // `sparse` is read by the backward only: grad_weight is then the touched rows [U, D] with
   // their ids [U] (ascending); otherwise the dense [V, D] gradient and an empty ids tensor.
   // A backward's `deterministic` is torch.are_deterministic_algorithms_enabled(), passed by
-  // fastsoftmax/ops.py (a stable kernel cannot ask for it): CUDA then sums the weight
+  // fastsoftmax/ops/ (a stable kernel cannot ask for it): CUDA then sums the weight
   // gradient in a fixed order instead of with atomics.
+  //
+  // A forward's `need_grad` says whether a backward will follow (fastsoftmax/ops passes
+  // torch.is_grad_enabled() and an input requiring grad): when false the saved gradient
+  // pieces are neither computed nor kept, and come back with 0 rows.
   //
   // Negative sampling: negatives [N, K] (per row) or [K] (shared); coef [N, T + K] holds
   // dloss/dscore of every (row, class) pair for the backward.
   m.def(
       "negative_sampling_forward(Tensor input, Tensor weight, Tensor target, Tensor negatives,"
-      " int ignore_index, bool sparse) -> (Tensor loss, Tensor coef)");
+      " int ignore_index, bool sparse, bool need_grad) -> (Tensor loss, Tensor coef)");
   m.def(
       "negative_sampling_backward(Tensor grad_loss, Tensor input, Tensor weight, Tensor target,"
       " Tensor negatives, Tensor coef, int ignore_index, bool sparse,"
@@ -44,8 +48,8 @@ void define_ops(torch::stable::detail::StableLibrary& m) {
   m.def(
       "sampled_logits_forward(Tensor input, Tensor weight, Tensor? bias, Tensor target,"
       " Tensor sampled, Tensor true_expected_count, Tensor sampled_expected_count,"
-      " Tensor log_z, int mode, bool remove_accidental_hits, int ignore_index, bool sparse)"
-      " -> (Tensor loss, Tensor grad_logits, Tensor grad_true)");
+      " Tensor log_z, int mode, bool remove_accidental_hits, int ignore_index, bool sparse,"
+      " bool need_grad) -> (Tensor loss, Tensor grad_logits, Tensor grad_true)");
   m.def(
       "sampled_logits_backward(Tensor grad_loss, Tensor input, Tensor weight, Tensor target,"
       " Tensor sampled, Tensor grad_logits, Tensor grad_true, bool has_bias, int ignore_index,"
@@ -90,7 +94,7 @@ void define_ops(torch::stable::detail::StableLibrary& m) {
   // (padding: id V - 1 and coefficient 0), both kept for the backward. A path that does not
   // reach the root within max_depth (links not from one tree) raises on the CPU and gives a
   // NaN loss on CUDA. The backward's `deterministic` is torch.are_deterministic_algorithms_
-  // enabled(), passed by fastsoftmax/ops.py (a stable kernel cannot ask for it): CUDA then
+  // enabled(), passed by fastsoftmax/ops/ (a stable kernel cannot ask for it): CUDA then
   // sums the weight gradient in a fixed order instead of with atomics.
   m.def(
       "hierarchical_softmax_forward(Tensor input, Tensor weight, Tensor target, Tensor links,"

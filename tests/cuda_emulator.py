@@ -1,7 +1,9 @@
 """The emulated CUDA build (tools/build_cuda_emu.py): the CUDA sources of csrc/cuda run on the
 CPU by an emulator of CUDA's execution model, registered as fastsoftmax_emu::* ops on CPU
-tensors. `emulated_cuda()` routes fastsoftmax's op wrappers to them, so every test that goes
-through fastsoftmax.ops (op-level, functional, modules, models) runs the CUDA code path.
+tensors. `emulated_cuda()` routes fastsoftmax's op wrappers to them (fastsoftmax.ops.namespace),
+so every test that goes through fastsoftmax.ops (op-level, functional, modules, models) runs
+the CUDA code path. The emulated ops get their fake kernels and autograd from
+fastsoftmax.ops.register, held by a torch.library.Library of their own (`PARTS`).
 
 `make test` and `make cuda-emu-test` build it; FASTSOFTMAX_CUDA_EMU=0 leaves it out.
 """
@@ -19,15 +21,18 @@ LIB = "fastsoftmax_emu"
 POLICIES = ("rotate", "forward", "reverse", "random")
 
 
-def _load() -> bool:
+def _load():
+    """The library of the emulated ops' Python parts, or None without the emulated build."""
     if os.environ.get("FASTSOFTMAX_CUDA_EMU", "1") == "0" or not os.path.exists(LIBRARY):
-        return False
+        return None
     torch.ops.load_library(LIBRARY)
-    ops.register_python_parts(LIB)
-    return True
+    parts = torch.library.Library(LIB, "FRAGMENT")
+    ops.register(LIB, lib=parts)
+    return parts
 
 
-AVAILABLE = _load()
+PARTS = _load()
+AVAILABLE = PARTS is not None
 
 
 @contextlib.contextmanager
@@ -38,8 +43,5 @@ def emulated_cuda(policy: str = "rotate", seed: int = 0):
     if not AVAILABLE:
         raise RuntimeError(f"the emulated CUDA build is missing ({LIBRARY}): run make cuda-emu")
     torch.ops.fastsoftmax_emu.set_schedule(policy, seed)
-    previous, ops._LIB = ops._LIB, LIB
-    try:
+    with ops.namespace(LIB):
         yield
-    finally:
-        ops._LIB = previous

@@ -299,15 +299,15 @@ def test_gradcheck_float64():
 def test_opcheck(device):
     h, w, t, tree = make_case(device, torch.float32)
     h, w = h.detach(), w.detach()
-    lib = getattr(torch.ops, fs.ops._LIB)  # opcheck takes the OpOverload, not ops._op's wrapper
-    fwd = lib.hierarchical_softmax_forward.default
+    op = fs.ops._overload  # opcheck takes the OpOverload, not ops._op's wrapper
+    fwd = op("hierarchical_softmax_forward")
     for sparse in (False, True):
         torch.library.opcheck(fwd, (h, w, t, tree.links, tree.max_depth, -100, sparse))
         loss, coef, nodes = fwd(h, w, t, tree.links, tree.max_depth, -100, sparse)
-        torch.library.opcheck(lib.hierarchical_softmax_backward.default,
+        torch.library.opcheck(op("hierarchical_softmax_backward"),
                               (torch.rand_like(loss), h, w, nodes, coef, sparse))
     counts = torch.tensor([5, 3, 2, 2, 1], device=device)
-    torch.library.opcheck(lib.huffman_tree.default, (counts, True))
+    torch.library.opcheck(op("huffman_tree"), (counts, True))
 
 
 def test_sparse_gradient_equals_dense(device):

@@ -195,13 +195,18 @@ def _op_samples(device, dtype):
     sl = fs.ops.sampled_logits_forward
     return c, [
         (fs.ops._overload("negative_sampling_forward"),
-         (h, w, t, c["negatives"], -100, False)),
+         (h, w, t, c["negatives"], -100, False, True)),
         (fs.ops._overload("negative_sampling_forward"),
-         (h, w, t, c["negatives"][0], -100, True)),
+         (h, w, t, c["negatives"][0], -100, True, True)),
+        (fs.ops._overload("negative_sampling_forward"),  # eval: no gradient pieces
+         (h.detach(), w.detach(), t, c["negatives"], -100, False, False)),
         (fs.ops._overload("sampled_logits_forward"),
-         (h, w, b, t, cand, tq.reshape(t.shape), sq, z, 0, True, -100, False)),
+         (h, w, b, t, cand, tq.reshape(t.shape), sq, z, 0, True, -100, False, True)),
         (fs.ops._overload("sampled_logits_forward"),
-         (h, w, None, t, cand, tq.reshape(t.shape), sq, z, 1, False, -100, True)),
+         (h, w, None, t, cand, tq.reshape(t.shape), sq, z, 1, False, -100, True, True)),
+        (fs.ops._overload("sampled_logits_forward"),  # eval: no gradient pieces
+         (h.detach(), w.detach(), b.detach(), t, cand, tq.reshape(t.shape), sq, z, 0, True,
+          -100, False, False)),
     ], ns, sl
 
 
@@ -211,14 +216,14 @@ def test_opcheck(device):
         torch.library.opcheck(op, args)
     h, w, t = c["h"].detach(), c["w"].detach(), c["target"]
     loss, coef = fs.ops._op("negative_sampling_forward")(h, w, t, c["negatives"], -100,
-                                                                  False)
+                                                                  False, True)
     g = torch.rand_like(loss)
     torch.library.opcheck(fs.ops._overload("negative_sampling_backward"),
                           (g, h, w, t, c["negatives"], coef, -100, False))
     cand, tq, sq = c["sampled"]
     z = torch.tensor(0.0, device=device)
     loss, gl, gt = fs.ops._op("sampled_logits_forward")(
-        h, w, c["b"].detach(), t, cand, tq.reshape(t.shape), sq, z, 0, True, -100, False)
+        h, w, c["b"].detach(), t, cand, tq.reshape(t.shape), sq, z, 0, True, -100, False, True)
     torch.library.opcheck(fs.ops._overload("sampled_logits_backward"),
                           (g, h, w, t, cand, gl, gt, True, -100, False))
 
@@ -227,13 +232,13 @@ def test_opcheck_sparse_backward(device):
     c, _, _, _ = _op_samples(device, torch.float32)
     h, w, t = c["h"].detach(), c["w"].detach(), c["target"]
     loss, coef = fs.ops._op("negative_sampling_forward")(h, w, t, c["negatives"], -100,
-                                                                  True)
+                                                                  True, True)
     args = (torch.rand_like(loss), h, w, t, c["negatives"], coef, -100, True)
     torch.library.opcheck(fs.ops._overload("negative_sampling_backward"), args)
     cand, tq, sq = c["sampled"]
     z = torch.tensor(0.0, device=device)
     _, gl, gt = fs.ops._op("sampled_logits_forward")(
-        h, w, c["b"].detach(), t, cand, tq.reshape(t.shape), sq, z, 0, True, -100, True)
+        h, w, c["b"].detach(), t, cand, tq.reshape(t.shape), sq, z, 0, True, -100, True, True)
     torch.library.opcheck(fs.ops._overload("sampled_logits_backward"),
                           (args[0], h, w, t, cand, gl, gt, True, -100, True))
     _, rows, ids = fs.ops._op("negative_sampling_backward")(*args)

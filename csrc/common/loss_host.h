@@ -249,6 +249,17 @@ inline SampledForward sampled_forward_prologue(
   return f;
 }
 
+// sampled_logits_forward's outputs (loss, grad_logits, grad_true). Without need_grad the
+// gradient pieces were not written: they come back with 0 rows, so that nothing of [N, S]
+// outlives the call.
+inline std::tuple<Tensor, Tensor, Tensor> without_grad_unless(bool need_grad,
+                                                             const SampledForward& f) {
+  if (need_grad) return {f.loss, f.logits, f.grad_true};
+  const Device device = f.input.device();
+  return {f.loss, empty({0, f.S}, f.input.scalar_type(), device),
+          empty({0, f.T}, f.grad_true.scalar_type(), device)};
+}
+
 // The device-independent part of sampled_logits_backward: checks, contiguous operands and
 // the two gradient matmuls, grad_input = G Ws [N, D] (the true-class terms are added by the
 // device kernel) and grad_Ws = G^T (g * H) [S, D] (scattered into grad_W by the device).

@@ -5,7 +5,7 @@
 // called by name through the dispatcher (`call`), and errors are std::runtime_error.
 //
 // Error types: a stable kernel can only raise RuntimeError in Python. The checks below tag
-// their message ("ValueError: ...", "TypeError: ..."), and fastsoftmax/ops.py re-raises a
+// their message ("ValueError: ...", "TypeError: ..."), and fastsoftmax/ops/ re-raises a
 // tagged RuntimeError as the promised type with the tag removed.
 #pragma once
 

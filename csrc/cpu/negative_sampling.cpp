@@ -15,7 +15,7 @@ using namespace loss;
 
 std::tuple<Tensor, Tensor> negative_sampling_forward_cpu(
     const Tensor& input_, const Tensor& weight_, const Tensor& target_, const Tensor& negatives_,
-    int64_t ignore_index, bool /*sparse: read by the backward*/) {
+    int64_t ignore_index, bool /*sparse: read by the backward*/, bool need_grad) {
   check_negative_sampling(input_, weight_, target_, negatives_, ignore_index);
   const Tensor input = contiguous(input_), weight = contiguous(weight_);
   const Tensor target = contiguous(target_), negatives = contiguous(negatives_);
@@ -24,7 +24,7 @@ std::tuple<Tensor, Tensor> negative_sampling_forward_cpu(
   const int64_t neg_stride = negatives.dim() == 2 ? K : 0;
   const ScalarType acc_type = to_opmath(input.scalar_type());
   Tensor loss = empty({N}, acc_type, input.device());
-  Tensor coef = empty({N, J}, acc_type, input.device());
+  Tensor coef = empty({need_grad ? N : 0, J}, acc_type, input.device());
   FS_DISPATCH_FLOATING(input.scalar_type(), "negative_sampling_forward_cpu", [&] {
     using acc_t = opmath_t<scalar_t>;
     const scalar_t* h = data<scalar_t>(input);
@@ -32,7 +32,7 @@ std::tuple<Tensor, Tensor> negative_sampling_forward_cpu(
     const int64_t* tg = data<int64_t>(target);
     const int64_t* ng = data<int64_t>(negatives);
     acc_t* l = data<acc_t>(loss);
-    acc_t* c = data<acc_t>(coef);
+    acc_t* c = need_grad ? data<acc_t>(coef) : nullptr;
     torch::stable::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
       const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
       for (int64_t n = begin; n < end; ++n) {
@@ -41,11 +41,11 @@ std::tuple<Tensor, Tensor> negative_sampling_forward_cpu(
           for (int64_t k = 0; k < K; ++k)
             prefetch_row(w + ng[(n + 1) * neg_stride + k] * D, row_bytes);
         }
-        acc_t* cn = c + n * J;
+        acc_t* cn = need_grad ? c + n * J : nullptr;
         const int64_t* tn = tg + n * T;
         if (tn[0] == ignore_index) {
           l[n] = acc_t(0);
-          std::fill(cn, cn + J, acc_t(0));
+          if (need_grad) std::fill(cn, cn + J, acc_t(0));
           continue;
         }
         const scalar_t* hn = h + n * D;
@@ -53,12 +53,12 @@ std::tuple<Tensor, Tensor> negative_sampling_forward_cpu(
         for (int64_t t = 0; t < T; ++t) {
           const acc_t s = dot<scalar_t, acc_t>(hn, w + tn[t] * D, D);
           sum += softplus(-s);
-          cn[t] = sigmoid(s) - acc_t(1);
+          if (need_grad) cn[t] = sigmoid(s) - acc_t(1);
         }
         for (int64_t k = 0; k < K; ++k) {
           const acc_t s = dot<scalar_t, acc_t>(hn, w + ng[n * neg_stride + k] * D, D);
           sum += softplus(s);
-          cn[T + k] = sigmoid(s);
+          if (need_grad) cn[T + k] = sigmoid(s);
         }
         l[n] = sum;
       }

@@ -20,7 +20,8 @@ std::tuple<Tensor, Tensor, Tensor> sampled_logits_forward_cpu(
     const Tensor& input_, const Tensor& weight_, const std::optional<Tensor>& bias_,
     const Tensor& target_, const Tensor& sampled_, const Tensor& true_expected,
     const Tensor& sampled_expected, const Tensor& log_z, int64_t mode,
-    bool remove_accidental_hits, int64_t ignore_index, bool /*sparse: read by the backward*/) {
+    bool remove_accidental_hits, int64_t ignore_index, bool /*sparse: read by the backward*/,
+    bool need_grad) {
   SampledForward f = sampled_forward_prologue(input_, weight_, bias_, target_, sampled_,
                                                true_expected, sampled_expected, log_z, mode,
                                                ignore_index);
@@ -49,8 +50,10 @@ std::tuple<Tensor, Tensor, Tensor> sampled_logits_forward_cpu(
         acc_t* gtn = gt + n * T;
         if (tn[0] == ignore_index) {
           ls[n] = acc_t(0);
-          std::fill(gtn, gtn + T, acc_t(0));
-          std::fill(ln, ln + S, scalar_t(0));
+          if (need_grad) {
+            std::fill(gtn, gtn + T, acc_t(0));
+            std::fill(ln, ln + S, scalar_t(0));
+          }
           continue;
         }
         const scalar_t* hn = h + n * D;
@@ -78,9 +81,10 @@ std::tuple<Tensor, Tensor, Tensor> sampled_logits_forward_cpu(
           acc_t mean_true = 0;
           for (int64_t t = 0; t < T; ++t) {
             mean_true += xt[t];
-            gtn[t] = fs_exp(xt[t] - lse) - label;
+            if (need_grad) gtn[t] = fs_exp(xt[t] - lse) - label;
           }
           ls[n] = lse - mean_true * label;
+          if (!need_grad) continue;
           for (int64_t j = 0; j < S; ++j)
             ln[j] = static_cast<scalar_t>(hit[j] ? acc_t(0) : fs_exp(xs[j] - lse));
         } else {
@@ -89,22 +93,22 @@ std::tuple<Tensor, Tensor, Tensor> sampled_logits_forward_cpu(
           acc_t sum = 0;
           for (int64_t t = 0; t < T; ++t) {
             sum += softplus(xt[t]) - label * xt[t];
-            gtn[t] = sigmoid(xt[t]) - label;
+            if (need_grad) gtn[t] = sigmoid(xt[t]) - label;
           }
           for (int64_t j = 0; j < S; ++j) {
             if (hit[j]) {
-              ln[j] = scalar_t(0);
+              if (need_grad) ln[j] = scalar_t(0);
               continue;
             }
             sum += softplus(xs[j]);
-            ln[j] = static_cast<scalar_t>(sigmoid(xs[j]));
+            if (need_grad) ln[j] = static_cast<scalar_t>(sigmoid(xs[j]));
           }
           ls[n] = sum;
         }
       }
     });
   });
-  return {loss, logits, grad_true};
+  return without_grad_unless(need_grad, f);
 }
 
 // `deterministic` is not read: the CPU scatter is always deterministic.

@@ -45,9 +45,9 @@ __global__ void ns_forward_kernel(NsParams<scalar_t, acc_t> p) {
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarp;
   for (int64_t n = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
        n < p.N; n += warps) {
-    acc_t* cn = p.coef + n * J;
+    acc_t* cn = p.coef == nullptr ? nullptr : p.coef + n * J;  // null: no backward follows
     if (p.target[n * p.T] == p.ignore_index) {
-      for (int64_t j = lane; j < J; j += kWarp) cn[j] = acc_t(0);
+      for (int64_t j = lane; cn != nullptr && j < J; j += kWarp) cn[j] = acc_t(0);
       if (lane == 0) p.loss[n] = acc_t(0);
       continue;
     }
@@ -61,7 +61,7 @@ __global__ void ns_forward_kernel(NsParams<scalar_t, acc_t> p) {
       s = warp_sum(s);  // every lane holds the score
       const bool is_true = j < p.T;
       sum += is_true ? softplus(-s) : softplus(s);
-      if (lane == 0) cn[j] = sigmoid(s) - (is_true ? acc_t(1) : acc_t(0));
+      if (lane == 0 && cn != nullptr) cn[j] = sigmoid(s) - (is_true ? acc_t(1) : acc_t(0));
     }
     if (lane == 0) p.loss[n] = sum;
   }
@@ -94,7 +94,7 @@ __global__ void ns_backward_kernel(NsParams<scalar_t, acc_t> p) {
 
 std::tuple<Tensor, Tensor> negative_sampling_forward_cuda(
     const Tensor& input_, const Tensor& weight_, const Tensor& target_, const Tensor& negatives_,
-    int64_t ignore_index, bool /*sparse: read by the backward*/) {
+    int64_t ignore_index, bool /*sparse: read by the backward*/, bool need_grad) {
   check_negative_sampling(input_, weight_, target_, negatives_, ignore_index);
   const cuda::DeviceGuard guard(input_.device());
   const Tensor input = contiguous(input_);
@@ -104,7 +104,7 @@ std::tuple<Tensor, Tensor> negative_sampling_forward_cuda(
   const int64_t N = input.size(0), T = target.size(1), K = negatives.size(-1);
   const ScalarType acc_type = to_opmath(input.scalar_type());
   Tensor loss = empty({N}, acc_type, input.device());
-  Tensor coef = empty({N, T + K}, acc_type, input.device());
+  Tensor coef = empty({need_grad ? N : 0, T + K}, acc_type, input.device());
   if (N == 0) return {loss, coef};
   FS_DISPATCH_FLOATING(input.scalar_type(), "negative_sampling_forward_cuda", [&] {
     using acc_t = opmath_t<scalar_t>;
@@ -112,14 +112,15 @@ std::tuple<Tensor, Tensor> negative_sampling_forward_cuda(
                                 ignore_index, data<scalar_t>(input),
                                 data<scalar_t>(weight), data<int64_t>(target),
                                 data<int64_t>(negatives), data<acc_t>(loss),
-                                data<acc_t>(coef), nullptr, nullptr, nullptr};
+                                need_grad ? data<acc_t>(coef) : nullptr, nullptr, nullptr,
+                                nullptr};
     FS_LAUNCH((ns_forward_kernel<scalar_t, acc_t>), blocks_for(N, kThreads / kWarp), kThreads,
               0, p);
   });
   return {loss, coef};
 }
 
-// deterministic: torch.are_deterministic_algorithms_enabled(), passed by fastsoftmax/ops.py.
+// deterministic: torch.are_deterministic_algorithms_enabled(), passed by fastsoftmax/ops/losses.py.
 std::tuple<Tensor, Tensor, Tensor> negative_sampling_backward_cuda(
     const Tensor& grad_loss_, const Tensor& input_, const Tensor& weight_, const Tensor& target_,
     const Tensor& negatives_, const Tensor& coef_, int64_t ignore_index, bool sparse,

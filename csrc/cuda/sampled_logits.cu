@@ -20,6 +20,7 @@ template <class scalar_t, class acc_t>
 struct EpilogueParams {
   int64_t N, D, T, S, ignore_index, mode;
   bool remove_hits;
+  bool need_grad;           // false: G and the true-logit gradients are not written
   const scalar_t* input;    // [N, D]
   const scalar_t* weight;   // [V, D]
   const int64_t* target;    // [N, T]
@@ -28,7 +29,7 @@ struct EpilogueParams {
   const acc_t* row_true;    // [N, T]: bias - log Q - log_z of each true class
   scalar_t* logits;         // [N, S]: in L, out G
   acc_t* loss;              // [N]
-  acc_t* grad_true;         // [N, T]
+  acc_t* grad_true;         // [N, T] (the true logits while a row computes)
 };
 
 template <class acc_t>
@@ -57,7 +58,7 @@ __global__ void epilogue_kernel(EpilogueParams<scalar_t, acc_t> p) {
     acc_t* gtn = p.grad_true + n * p.T;
     acc_t* xt = gtn;
     if (tn[0] == p.ignore_index) {
-      for (int64_t j = threadIdx.x; j < p.S; j += blockDim.x) ln[j] = scalar_t(0);
+      for (int64_t j = threadIdx.x; p.need_grad && j < p.S; j += blockDim.x) ln[j] = scalar_t(0);
       for (int64_t t = threadIdx.x; t < p.T; t += blockDim.x) gtn[t] = acc_t(0);
       if (threadIdx.x == 0) p.loss[n] = acc_t(0);
       continue;
@@ -88,7 +89,7 @@ __global__ void epilogue_kernel(EpilogueParams<scalar_t, acc_t> p) {
         if (!is_hit(p, tn, j)) z += fs_exp(static_cast<acc_t>(ln[j]) + p.col[j] - m);
       z = block_reduce<false>(z, acc_t(0), red);
       const acc_t lse = m + fs_log(z);
-      for (int64_t j = threadIdx.x; j < p.S; j += blockDim.x) {
+      for (int64_t j = threadIdx.x; p.need_grad && j < p.S; j += blockDim.x) {
         const acc_t x = static_cast<acc_t>(ln[j]) + p.col[j];
         ln[j] = static_cast<scalar_t>(is_hit(p, tn, j) ? acc_t(0) : fs_exp(x - lse));
       }
@@ -105,12 +106,12 @@ __global__ void epilogue_kernel(EpilogueParams<scalar_t, acc_t> p) {
       acc_t sum = 0;
       for (int64_t j = threadIdx.x; j < p.S; j += blockDim.x) {
         if (is_hit(p, tn, j)) {
-          ln[j] = scalar_t(0);
+          if (p.need_grad) ln[j] = scalar_t(0);
           continue;
         }
         const acc_t x = static_cast<acc_t>(ln[j]) + p.col[j];
         sum += softplus(x);
-        ln[j] = static_cast<scalar_t>(sigmoid(x));
+        if (p.need_grad) ln[j] = static_cast<scalar_t>(sigmoid(x));
       }
       sum = block_reduce<false>(sum, acc_t(0), red);
       if (threadIdx.x == 0) {
@@ -147,26 +148,27 @@ std::tuple<Tensor, Tensor, Tensor> sampled_logits_forward_cuda(
     const Tensor& input_, const Tensor& weight_, const std::optional<Tensor>& bias,
     const Tensor& target_, const Tensor& sampled_, const Tensor& true_expected,
     const Tensor& sampled_expected, const Tensor& log_z, int64_t mode,
-    bool remove_accidental_hits, int64_t ignore_index, bool /*sparse: read by the backward*/) {
+    bool remove_accidental_hits, int64_t ignore_index, bool /*sparse: read by the backward*/,
+    bool need_grad) {
   const cuda::DeviceGuard guard(input_.device());
   SampledForward f = sampled_forward_prologue(input_, weight_, bias, target_, sampled_,
                                                true_expected, sampled_expected, log_z, mode,
                                                ignore_index);
-  if (f.N == 0) return {f.loss, f.logits, f.grad_true};
+  if (f.N == 0) return without_grad_unless(need_grad, f);
   FS_DISPATCH_FLOATING(f.input.scalar_type(), "sampled_logits_forward_cuda", [&] {
     using acc_t = opmath_t<scalar_t>;
     const EpilogueParams<scalar_t, acc_t> p{
-        f.N, f.D, f.T, f.S, ignore_index, mode, remove_accidental_hits,
+        f.N, f.D, f.T, f.S, ignore_index, mode, remove_accidental_hits, need_grad,
         data<scalar_t>(f.input), data<scalar_t>(f.weight),
         data<int64_t>(f.target), data<int64_t>(f.sampled), data<acc_t>(f.col),
         data<acc_t>(f.row_true), data<scalar_t>(f.logits),
         data<acc_t>(f.loss), data<acc_t>(f.grad_true)};
     FS_LAUNCH((epilogue_kernel<scalar_t, acc_t>), blocks_for(f.N, 1), kThreads, 0, p);
   });
-  return {f.loss, f.logits, f.grad_true};
+  return without_grad_unless(need_grad, f);
 }
 
-// deterministic: torch.are_deterministic_algorithms_enabled(), passed by fastsoftmax/ops.py.
+// deterministic: torch.are_deterministic_algorithms_enabled(), passed by fastsoftmax/ops/losses.py.
 std::tuple<Tensor, Tensor, Tensor, Tensor> sampled_logits_backward_cuda(
     const Tensor& grad_loss_, const Tensor& input_, const Tensor& weight_, const Tensor& target_,
     const Tensor& sampled_, const Tensor& grad_logits_, const Tensor& grad_true_, bool has_bias,

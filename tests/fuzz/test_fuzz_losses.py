@@ -140,8 +140,11 @@ def test_negative_sampling_ops_match_reference(case, sparse, seed):
     neg = neg if neg.dim() == 1 else neg.reshape(h.shape[0], neg.shape[-1])
     ops = torch.ops.fastsoftmax
     loss, coef = ops.negative_sampling_forward(h.detach(), w.detach(), t, neg,
-                                               case.ignore_index, sparse)
+                                               case.ignore_index, sparse, True)
     assert loss.dtype == coef.dtype == acc_dtype(case.dtype)
+    eval_loss, no_coef = ops.negative_sampling_forward(h.detach(), w.detach(), t, neg,
+                                                       case.ignore_index, sparse, False)
+    assert torch.equal(eval_loss, loss) and no_coef.shape[0] == 0
     case.input, case.weight, case.target, case.negatives = h, w, t, neg
     case.lead, case.num_true = (h.shape[0],), t.shape[1]
     ref = reference_rows(case)
@@ -166,10 +169,12 @@ def test_sampled_logits_ops_match_reference(case, sparse, seed):
     log_z = (z.detach() if isinstance(z, torch.Tensor) else torch.tensor(z)).reshape(())
     mode = 0 if case.kind == "softmax" else 1
     ops = torch.ops.fastsoftmax
-    loss, grad_logits, grad_true = ops.sampled_logits_forward(
-        h.detach(), w.detach(), None if b is None else b.detach(), t, cand, tq, sq, log_z, mode,
-        case.remove_hits, case.ignore_index, sparse)
+    forward_args = (h.detach(), w.detach(), None if b is None else b.detach(), t, cand, tq, sq,
+                    log_z, mode, case.remove_hits, case.ignore_index, sparse)
+    loss, grad_logits, grad_true = ops.sampled_logits_forward(*forward_args, True)
     assert loss.dtype == grad_true.dtype == acc_dtype(case.dtype)
+    eval_loss, no_logits, no_true = ops.sampled_logits_forward(*forward_args, False)
+    assert torch.equal(eval_loss, loss) and no_logits.shape[0] == no_true.shape[0] == 0
     assert grad_logits.dtype == case.dtype
     case.input, case.weight, case.bias, case.target = h, w, b, t
     case.lead, case.num_true, case.log_z = (h.shape[0],), t.shape[1], float(log_z)

@@ -1,0 +1,45 @@
+"""Thin wrappers over torch.ops.fastsoftmax, each beside its fake (meta) kernel and autograd.
+
+Every native op is declared once in csrc/ops.cpp. This package is the only Python code that
+calls torch.ops directly; one module per op family (sampling, losses, word2vec,
+hierarchical) holds each op's wrapper, fake kernel and autograd formula together, as
+pytorch/extension-cpp does. `register(namespace)` gives a namespace holding the same schemas
+(the tests' emulated CUDA build, "fastsoftmax_emu") the Python parts, and
+`namespace(name)` routes the wrappers to it for the length of a `with` block.
+"""
+
+from typing import Optional
+
+import torch
+
+from .. import _loader
+from . import hierarchical, losses, sampling, word2vec
+from ._registry import DEFAULT_NAMESPACE, _op, _overload, current_namespace, namespace
+from .hierarchical import hierarchical_softmax_forward, huffman_tree
+from .losses import (MODE_NCE, MODE_SOFTMAX, needs_grad, negative_sampling_forward,
+                     sampled_logits_forward)
+from .sampling import (KIND_ALIAS, KIND_LOG_UNIFORM, KIND_UNIFORM, alias_build, draw_seed,
+                       sample, sample_unique)
+from .word2vec import huffman_paths, word2vec_train
+
+_C = _loader.load()
+
+FAMILIES = (sampling, losses, word2vec, hierarchical)
+
+
+def register(namespace: str, lib: Optional[torch.library.Library] = None) -> None:
+    """Fake kernels, autograd and autocast rules of every op family for the ops of
+    `namespace`; with `lib`, tied to that torch.library.Library's lifetime."""
+    for family in FAMILIES:
+        family.PARTS.register(namespace, lib)
+
+
+register(DEFAULT_NAMESPACE)
+
+__all__ = [
+    "DEFAULT_NAMESPACE", "KIND_ALIAS", "KIND_LOG_UNIFORM", "KIND_UNIFORM", "MODE_NCE",
+    "MODE_SOFTMAX", "alias_build", "current_namespace", "draw_seed",
+    "hierarchical_softmax_forward", "huffman_paths", "huffman_tree", "namespace", "needs_grad",
+    "negative_sampling_forward", "register", "sample", "sample_unique",
+    "sampled_logits_forward", "word2vec_train", "_op", "_overload",
+]

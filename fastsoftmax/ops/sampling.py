@@ -1,0 +1,64 @@
+"""The sampler ops: alias tables and Philox draws (csrc/cpu/sampler.cpp, csrc/cuda/sampler.cu).
+`seed` is an int64 tensor of one element on the sampler's device; `kind` is KIND_ALIAS,
+KIND_UNIFORM or KIND_LOG_UNIFORM (prob and alias are read only for KIND_ALIAS)."""
+
+from typing import Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from ._registry import OpParts, _op
+
+KIND_ALIAS, KIND_UNIFORM, KIND_LOG_UNIFORM = 0, 1, 2
+
+PARTS = OpParts()
+
+
+def draw_seed(generator: Optional[torch.Generator], device: torch.device) -> Tensor:
+    """One 64-bit Philox key from a CPU generator (the default one when None).
+
+    Draws on every device are a function of this key, so the same CPU generator state gives
+    the same ids on CPU and CUDA; a CUDA generator is refused rather than silently giving a
+    different stream.
+    """
+    if generator is not None and generator.device.type != "cpu":
+        raise ValueError(
+            "fastsoftmax samplers take a CPU torch.Generator on every device (the draw is a "
+            "function of a seed taken from it, so CPU and CUDA give the same ids); got a "
+            f"generator on {generator.device}"
+        )
+    seed = torch.randint(-(2**63), 2**63 - 1, (1,), dtype=torch.int64, generator=generator)
+    return seed.to(device, non_blocking=True)
+
+
+def alias_build(weights: Tensor) -> Tuple[Tensor, Tensor]:
+    return _op("alias_build")(weights)
+
+
+@PARTS.fake("alias_build")
+def _alias_build_fake(weights):
+    torch._check(weights.dim() == 1, lambda: "weights must be 1-D")
+    n = weights.shape[0]
+    return weights.new_empty(n, dtype=torch.float32), weights.new_empty(n, dtype=torch.int32)
+
+
+def sample(
+    prob: Tensor, alias: Tensor, seed: Tensor, num_classes: int, kind: int, size: Sequence[int]
+) -> Tensor:
+    return _op("sample")(prob, alias, seed, num_classes, kind, list(size))
+
+
+@PARTS.fake("sample")
+def _sample_fake(prob, alias, seed, num_classes, kind, size):
+    return seed.new_empty(size, dtype=torch.int64)
+
+
+def sample_unique(
+    prob: Tensor, alias: Tensor, seed: Tensor, num_classes: int, kind: int, num_sampled: int
+) -> Tuple[Tensor, Tensor]:
+    return _op("sample_unique")(prob, alias, seed, num_classes, kind, num_sampled)
+
+
+@PARTS.fake("sample_unique")
+def _sample_unique_fake(prob, alias, seed, num_classes, kind, num_sampled):
+    return seed.new_empty(num_sampled, dtype=torch.int64), seed.new_empty((), dtype=torch.int64)

@@ -1,0 +1,74 @@
+"""word2vec's training op (csrc/cpu/word2vec.cpp, csrc/cuda/word2vec.cu): one Hogwild SGD
+pass over a batch of sentences, with negative sampling and/or hierarchical softmax."""
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+from torch._prims_common import alert_not_deterministic as _alert_not_deterministic
+
+from ._registry import OpParts, _op
+
+PARTS = OpParts()
+
+
+def word2vec_train(
+    syn0: Tensor, syn1neg: Tensor, tokens: Tensor, sentence_ends: Tensor, words_before: Tensor,
+    keep_prob: Tensor, ns_prob: Tensor, ns_alias: Tensor, seed: int, first_token: int,
+    sg: bool, cbow_mean: bool, window: int, negative: int, shrink_windows: bool, alpha: float,
+    min_alpha: float, total_words: float, num_workers: int, *, syn1: Optional[Tensor] = None,
+    hs_paths: Optional[Tensor] = None, hs_offsets: Optional[Tensor] = None,
+) -> Tensor:
+    """One Hogwild SGD pass of word2vec over a batch of sentences, updating syn0 and syn1neg
+    (and, with hierarchical softmax, syn1 [V - 1, D]) in place; returns float64 [3] =
+    (summed loss, positive predictions, tokens kept). Hierarchical softmax runs when syn1 is
+    given, with the Huffman paths (hs_paths, hs_offsets) of `huffman_paths`. See csrc/ops.cpp
+    for the arguments."""
+    hs = syn1 is not None
+    if hs and (hs_paths is None or hs_offsets is None):
+        raise ValueError("word2vec_train: syn1 (hierarchical softmax) needs hs_paths and "
+                         "hs_offsets (see huffman_paths)")
+    if int(num_workers) > 1:
+        # Hogwild updates race by design. A stable kernel cannot raise torch's alert itself;
+        # this is ATen's alertNotDeterministic in Python (same message, same warn_only rule).
+        _alert_not_deterministic(
+            "word2vec_train with num_workers > 1 (Hogwild updates race by design; use one "
+            "worker)")
+    if not hs:
+        syn1 = syn0.new_empty(0, syn0.shape[-1])
+        hs_paths = torch.empty(0, dtype=torch.int32, device=syn0.device)
+        hs_offsets = torch.empty(0, dtype=torch.int64, device=syn0.device)
+    return _op("word2vec_train")(
+        syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob, ns_alias,
+        int(seed), int(first_token), bool(sg), bool(cbow_mean), int(window), int(negative),
+        bool(shrink_windows), float(alpha), float(min_alpha), float(total_words),
+        int(num_workers), syn1, hs_paths, hs_offsets, hs,
+    )
+
+
+def huffman_paths(links: Tensor, lengths: Tensor) -> Tuple[Tensor, Tensor]:
+    """word2vec_train's flat Huffman paths from a tree's links and code lengths (ClassTree):
+    (steps int32 [P], offsets int64 [V + 1]); word w's path is steps[offsets[w]:offsets[w+1]],
+    root first, each step 2 * inner node + code, i.e. word2vec.c's point and code."""
+    links = links.to("cpu", torch.int64)
+    lengths = lengths.to("cpu", torch.int64)
+    V = lengths.numel()
+    offsets = torch.zeros(V + 1, dtype=torch.int64)
+    torch.cumsum(lengths, 0, out=offsets[1:])
+    steps = torch.empty(int(offsets[-1]), dtype=torch.int64)
+    # Walk all leaves up at once: the k-th step up from word w lands at offsets[w+1] - 1 - k.
+    node = torch.arange(V)
+    for k in range(int(lengths.max()) if V else 0):
+        alive = (k < lengths).nonzero().squeeze(1)
+        link = links[node[alive]]
+        steps[offsets[alive + 1] - 1 - k] = link
+        node[alive] = V + (link >> 1)
+    return steps.to(torch.int32), offsets
+
+
+@PARTS.fake("word2vec_train")
+def _word2vec_train_fake(syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob,
+                         ns_prob, ns_alias, seed, first_token, sg, cbow_mean, window, negative,
+                         shrink_windows, alpha, min_alpha, total_words, num_workers, syn1,
+                         hs_paths, hs_offsets, hs):
+    return syn0.new_empty(3, dtype=torch.float64)
