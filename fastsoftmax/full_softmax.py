@@ -12,8 +12,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._shapes import (check_class_weight, check_inputs, check_label_smoothing, reduce_loss,
-                      target_2d)
+from ._reduction import Normalizer, check_normalizer, check_softcap, check_z_loss, finish
+from ._shapes import check_class_weight, check_inputs, check_label_smoothing, target_2d
 
 CHUNK_BYTES = 256 * 2**20
 
@@ -36,8 +36,15 @@ def _blocks(rows: int, classes: int, chunk_bytes: int) -> Tuple[int, int]:
     return max(1, elements // floor), floor
 
 
-def _logit_blocks(h: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_bytes: int):
-    """Yields (row slice, class start, logits [n, c] in the accumulation dtype)."""
+def capped(logits: Tensor, softcap: Optional[float]) -> Tensor:
+    """Gemma 2's logit cap, softcap * tanh(logits / softcap): smooth, odd, slope 1 at 0 and
+    bounded by +-softcap. None leaves the logits alone."""
+    return logits if softcap is None else softcap * torch.tanh(logits / softcap)
+
+
+def _logit_blocks(h: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_bytes: int,
+                  softcap: Optional[float] = None):
+    """Yields (row slice, class start, logits [n, c] in the accumulation dtype, capped)."""
     rows, classes = h.shape[0], weight.shape[0]
     row_step, class_step = _blocks(rows, classes, chunk_bytes)
     acc = _acc_dtype(h)
@@ -45,8 +52,8 @@ def _logit_blocks(h: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_bytes
         part = h[r0:r0 + row_step]
         for c0 in range(0, classes, class_step):
             b = None if bias is None else bias[c0:c0 + class_step]
-            yield slice(r0, r0 + part.shape[0]), c0, torch.nn.functional.linear(
-                part, weight[c0:c0 + class_step], b).to(acc)
+            yield slice(r0, r0 + part.shape[0]), c0, capped(torch.nn.functional.linear(
+                part, weight[c0:c0 + class_step], b).to(acc), softcap)
 
 
 _HAS_LCE = hasattr(torch.nn.functional, "linear_cross_entropy") and hasattr(
@@ -80,14 +87,15 @@ def _check_full(input, weight, bias) -> Tensor:
 
 
 def _stream(h: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_bytes: int,
-            targets: Optional[Tensor], class_sum: Optional[Tensor] = None):
+            targets: Optional[Tensor], class_sum: Optional[Tensor] = None,
+            softcap: Optional[float] = None):
     """(log-sum-exp [N], sum of the logits at `targets` [N, T] or None, and with `class_sum`
     [V] the sum over classes of class_sum[c] * logit[c] [N]) in one pass over the blocks of
     logits: each block's logsumexp is folded into the running value with logaddexp (exact,
     no overflow: each block subtracts its own max), and the true logits are gathered from the
     block that holds them, so weight rows are never gathered separately."""
     lse_blocks, true_blocks, sum_blocks = [], [], []
-    for rows, c0, logits in _logit_blocks(h, weight, bias, chunk_bytes):
+    for rows, c0, logits in _logit_blocks(h, weight, bias, chunk_bytes, softcap):
         part = torch.logsumexp(logits, 1)
         if class_sum is not None:
             total = logits @ class_sum[c0:c0 + logits.shape[1]].to(logits.dtype)
@@ -173,15 +181,35 @@ def full_softmax_loss(
     reduction: str = "mean",
     ignore_index: int = -100,
     chunk_bytes: int = CHUNK_BYTES,
-) -> Tensor:
+    z_loss: float = 0.0,
+    softcap: Optional[float] = None,
+    return_lse: bool = False,
+    normalizer: Optional[Normalizer] = None,
+):
     """Exact softmax cross entropy of input.linear_weightᵀ + linear_bias with label mass 1/T
     on each of the row's T true classes (target [*] or [*, T]); the same value as
     F.linear_cross_entropy / F.cross_entropy on the logits, including `weight` (per-class
     rescaling [V], one true class per row; 'mean' divides by the sum of the rows' target
     weights) and `label_smoothing` (mass eps spread uniformly over all V classes), computed
-    with streaming_logsumexp so the logits never exist whole."""
+    with streaming_logsumexp so the logits never exist whole.
+
+    The options large-model training asks for (Liger-Kernel, Cut Cross-Entropy):
+    `softcap` (Gemma 2) replaces every logit x by softcap * tanh(x / softcap) before
+    everything else (smoothing and z_loss see the capped logits). `z_loss` (PaLM) adds
+    z_loss * lse² to each row's loss, lse the row's logsumexp; with `weight` the row's whole
+    loss, this term included, is scaled by its class weight. `return_lse=True` returns
+    (loss, lse): lse [*] the logsumexp of the (capped) logits of every row, ignored rows
+    included, in float32 (float64 for float64 input), differentiable.
+    `normalizer` (with reduction='sum') divides the summed loss by it: give every
+    micro-batch the whole batch's `mean_normalizer` and the micro-batch losses sum to the
+    whole batch's 'mean' loss (gradient accumulation)."""
     class_weight, weight, bias = weight, linear_weight, linear_bias
     check_inputs(input, weight, target, reduction)
+    check_normalizer(normalizer, reduction)
+    z_loss, softcap = check_z_loss(z_loss), check_softcap(softcap)
+    if not isinstance(return_lse, bool):
+        raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__}")
+    want_lse = bool(z_loss) or return_lse
     lead = tuple(input.shape[:-1])
     t2 = target_2d(target, lead, num_true)
     h = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
@@ -201,33 +229,40 @@ def full_softmax_loss(
     if t2.shape[1] == 1 and _blocks(h.shape[0], V, chunk_bytes) == (max(h.shape[0], 1), V):
         # All logits fit in one block: F.cross_entropy computes the same log-sum-exp, fused
         # with its gradient (about 1.5x faster than logsumexp + gather on CPU).
-        logits = torch.nn.functional.linear(h, weight, bias).to(_acc_dtype(h))
+        logits = capped(torch.nn.functional.linear(h, weight, bias).to(_acc_dtype(h)), softcap)
         loss = torch.nn.functional.cross_entropy(
             logits, safe[:, 0], reduction="none", label_smoothing=eps,
             weight=None if class_weight is None else class_weight.to(logits.dtype))
-    elif _lce_eval_applies(h, weight, bias, t2.shape[1], class_weight, eps):
+        lse = torch.logsumexp(logits, 1) if want_lse else None
+    elif (not want_lse and softcap is None
+          and _lce_eval_applies(h, weight, bias, t2.shape[1], class_weight, eps)):
         _check_full(h, weight, bias)
         rows = max(1, chunk_bytes // (4 * max(V, 1)))  # the same logits budget, in rows
         loss = torch.nn.functional.linear_cross_entropy(
             h, weight, safe[:, 0], linear_bias=bias, reduction="none",
             options=torch.nn.LinearCrossEntropyOptions(batch_chunk_size=rows)).to(_acc_dtype(h))
+        lse = None
     else:
         _check_full(h, weight, bias)
         if eps:  # F.cross_entropy's smoothing: eps / V * sum_c a(c) * (lse - logit_c)
             a = (torch.ones(V, dtype=_acc_dtype(h), device=h.device) if class_weight is None
                  else class_weight.to(_acc_dtype(h)))
-            lse, true, total = _stream(h, weight, bias, chunk_bytes, safe, a)
+            lse, true, total = _stream(h, weight, bias, chunk_bytes, safe, a, softcap)
         else:
-            lse, true = _stream(h, weight, bias, chunk_bytes, safe)
+            lse, true = _stream(h, weight, bias, chunk_bytes, safe, softcap=softcap)
         loss = lse - true / t2.shape[1]
         if class_weight is not None:
             loss = loss * class_weight.to(loss.dtype)[safe[:, 0]]
         if eps:
             loss = (1.0 - eps) * loss + eps * (a.sum() * lse - total) / V
     row_weight = None if class_weight is None else class_weight.to(loss.dtype)[safe[:, 0]]
+    if z_loss:
+        z_term = z_loss * lse.to(loss.dtype).square()
+        loss = loss + (z_term if row_weight is None else z_term * row_weight)
     loss = torch.where(keep, loss, torch.zeros_like(loss))
-    return reduce_loss(loss, t2, lead, reduction, ignore_index, input.dtype, row_weight)
+    out = finish(loss, t2, lead, reduction, ignore_index, input.dtype, row_weight, normalizer)
+    return (out, lse.reshape(lead)) if return_lse else out
 
 
-__all__ = ["CHUNK_BYTES", "full_argmax", "full_log_softmax", "full_softmax_loss",
+__all__ = ["CHUNK_BYTES", "capped", "full_argmax", "full_log_softmax", "full_softmax_loss",
            "streaming_logsumexp"]

@@ -22,8 +22,10 @@ import torch
 from torch import Tensor
 
 from . import ops
+from ._reduction import (check_normalizer, finish, mean_normalizer,
+                         refuse_full_softmax_extras)
 from ._shapes import (check_class_weight, check_count, check_inputs, check_label_smoothing,
-                      reduce_loss, target_2d)
+                      target_2d)
 from ._smoothing import weighted_smoothed_loss
 from .samplers import LogUniformSampler, SampledValues, Sampler, UniformSampler
 
@@ -55,10 +57,12 @@ def draw_candidates(
 
 def _sampled_logits_loss(input, weight, target, bias, *, mode, num_sampled, sampler, sampled,
                          num_true, remove_accidental_hits, log_z, reduction, ignore_index,
-                         generator, sparse, class_weight=None, label_smoothing=0.0):
+                         generator, sparse, class_weight=None, label_smoothing=0.0,
+                         normalizer=None):
     """Sampled softmax (mode MODE_SOFTMAX) or NCE (MODE_NCE): the body both public
     functionals share. `weight`/`bias` here are the output embedding."""
     check_inputs(input, weight, target, reduction)
+    check_normalizer(normalizer, reduction)
     lead = tuple(input.shape[:-1])
     t2 = target_2d(target, lead, num_true)
     h = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
@@ -100,7 +104,7 @@ def _sampled_logits_loss(input, weight, target, bias, *, mode, num_sampled, samp
             bool(remove_accidental_hits), class_weight, label_smoothing)
         keep = t2[:, 0] != ignore_index
         loss = torch.where(keep, loss, torch.zeros_like(loss))
-    return reduce_loss(loss, t2, lead, reduction, ignore_index, input.dtype, row_weight)
+    return finish(loss, t2, lead, reduction, ignore_index, input.dtype, row_weight, normalizer)
 
 
 def sampled_softmax_loss(
@@ -120,6 +124,9 @@ def sampled_softmax_loss(
     ignore_index: int = -100,
     generator: Optional[torch.Generator] = None,
     sparse: bool = False,
+    normalizer=None,
+    z_loss: float = 0.0,
+    softcap: Optional[float] = None,
 ) -> Tensor:
     """Softmax cross entropy over [true..., sampled...] logits with label mass 1/num_true on
     each true class (tf.nn.sampled_softmax_loss). One candidate set of `num_sampled` distinct
@@ -132,13 +139,18 @@ def sampled_softmax_loss(
     `label_smoothing` spreads that mass uniformly over the row's candidates (its true
     classes and the sampled classes it keeps), with the logQ-corrected logits; see
     fastsoftmax._smoothing for the formula. Both are exact F.cross_entropy in eval, where
-    the layers compute the full softmax."""
+    the layers compute the full softmax.
+
+    `normalizer` (with reduction='sum') divides the summed loss by it, as in
+    full_softmax_loss (gradient accumulation). z_loss and softcap need the full softmax
+    (full_softmax_loss): given here they are refused with a ValueError."""
+    refuse_full_softmax_extras("sampled_softmax_loss", z_loss, softcap)
     return _sampled_logits_loss(
         input, linear_weight, target, linear_bias, mode=ops.MODE_SOFTMAX,
         num_sampled=num_sampled, sampler=sampler, sampled=sampled, num_true=num_true,
         remove_accidental_hits=remove_accidental_hits, log_z=0.0, reduction=reduction,
         ignore_index=ignore_index, generator=generator, sparse=sparse, class_weight=weight,
-        label_smoothing=label_smoothing)
+        label_smoothing=label_smoothing, normalizer=normalizer)
 
 
 def nce_loss(
@@ -158,6 +170,7 @@ def nce_loss(
     ignore_index: int = -100,
     generator: Optional[torch.Generator] = None,
     sparse: bool = False,
+    normalizer=None,
 ) -> Tensor:
     """Noise-contrastive estimation (tf.nn.nce_loss): per row, the sum of sigmoid cross
     entropies of the true logits (label 1/num_true) and sampled logits (label 0), every logit
@@ -165,12 +178,13 @@ def nce_loss(
     sampled_softmax_loss. `weight` [V] scales each row's whole loss (its true and noise
     terms: the row is one example of its class) by the weight of its true class; 'mean'
     divides by the sum of those weights. NCE is not a cross entropy, so it has no
-    label_smoothing."""
+    label_smoothing (nor z_loss or softcap). `normalizer` as in sampled_softmax_loss."""
     return _sampled_logits_loss(
         input, linear_weight, target, linear_bias, mode=ops.MODE_NCE,
         num_sampled=num_sampled, sampler=sampler, sampled=sampled, num_true=num_true,
         remove_accidental_hits=remove_accidental_hits, log_z=log_z, reduction=reduction,
-        ignore_index=ignore_index, generator=generator, sparse=sparse, class_weight=weight)
+        ignore_index=ignore_index, generator=generator, sparse=sparse, class_weight=weight,
+        normalizer=normalizer)
 
 
 def negative_sampling_loss(
@@ -186,15 +200,17 @@ def negative_sampling_loss(
     ignore_index: int = -100,
     generator: Optional[torch.Generator] = None,
     sparse: bool = False,
+    normalizer=None,
 ) -> Tensor:
     """word2vec's loss: per row, -sum_true log s(w_t.h) - sum_k log s(-w_k.h). target [*] or
     [*, T]; negatives int64 [*, K] (per row) or [K] (shared). When not given, K =
     `num_negatives` per-row negatives are drawn from `sampler` (default uniform). Negatives
     equal to a true class are kept, as in the formula (word2vec.c skips them). `sparse` as in
     sampled_softmax_loss. `weight` [V] scales each row's whole loss by the weight of its
-    true class, as for nce_loss."""
+    true class, as for nce_loss. `normalizer` as in sampled_softmax_loss."""
     class_weight, weight = weight, linear_weight
     check_inputs(input, weight, target, reduction)
+    check_normalizer(normalizer, reduction)
     lead = tuple(input.shape[:-1])
     t2 = target_2d(target, lead, None)
     h = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
@@ -226,7 +242,7 @@ def negative_sampling_loss(
             )
     loss, _ = ops.negative_sampling_forward(h, weight, t2, neg, int(ignore_index), bool(sparse))
     loss, row_weight = _rescale_rows(loss, t2, class_weight, ignore_index)
-    return reduce_loss(loss, t2, lead, reduction, ignore_index, input.dtype, row_weight)
+    return finish(loss, t2, lead, reduction, ignore_index, input.dtype, row_weight, normalizer)
 
 
 def _rescale_rows(loss: Tensor, t2: Tensor, class_weight: Optional[Tensor], ignore_index: int):
@@ -253,6 +269,7 @@ __all__ = [
     "full_argmax",
     "full_log_softmax",
     "full_softmax_loss",
+    "mean_normalizer",
     "nce_loss",
     "negative_sampling_loss",
     "sampled_softmax_loss",

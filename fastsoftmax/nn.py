@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from . import functional
 from ._layer_parts import (COMMON_ARGS, SAMPLER_ARGS, _refuse_label_smoothing,
                            make_sampler, migrate_state_dict)
+from ._reduction import check_softcap, check_z_loss
 from ._shapes import check_class_weight, check_label_smoothing, check_reduction, check_size
 from .sampler_fit import check_log_uniform_fit
 from .samplers import Sampler
@@ -43,6 +44,7 @@ class OutputLayer(nn.Module):
     `chunk_bytes` bounds the logits held at once."""
 
     chunk_bytes = functional.CHUNK_BYTES
+    z_loss, softcap = 0.0, None  # full-softmax options; FullSoftmaxLoss takes them
 
     def __init__(self, in_features: int, num_classes: int, *, bias: bool = True,
                  linear_weight: Optional[nn.Parameter] = None, weight: Optional[Tensor] = None,
@@ -106,7 +108,7 @@ class OutputLayer(nn.Module):
             weight=self.weight, label_smoothing=self.label_smoothing,
             ignore_index=self.ignore_index,
             reduction=self.reduction if reduction is None else reduction,
-            chunk_bytes=self.chunk_bytes)
+            chunk_bytes=self.chunk_bytes, z_loss=self.z_loss, softcap=self.softcap)
 
     def training_loss(self, input: Tensor, target: Tensor,
                       generator: Optional[torch.Generator] = None) -> Tensor:
@@ -145,17 +147,24 @@ class FullSoftmaxLoss(OutputLayer):
         in_features: D, the size of each input row.
         num_classes: V, the number of classes.
         label_smoothing: as F.cross_entropy: the target puts 1 - eps on the true class and
-            spreads eps uniformly over all V classes (default 0.0).""" + COMMON_ARGS
+            spreads eps uniformly over all V classes (default 0.0).
+        z_loss: PaLM's auxiliary loss, z_loss * logsumexp(logits)² added to each row
+            (default 0.0: off).
+        softcap: Gemma 2's cap, logits -> softcap * tanh(logits / softcap), before the
+            softmax, smoothing and z_loss (default None: off).
+            See functional.full_softmax_loss.""" + COMMON_ARGS
 
     num_samples_arg = None
 
     def __init__(self, in_features: int, num_classes: int, *, bias: bool = True,
                  linear_weight: Optional[nn.Parameter] = None, weight: Optional[Tensor] = None,
                  label_smoothing: float = 0.0, reduction: str = "mean",
-                 ignore_index: int = -100, device=None, dtype=None):
+                 ignore_index: int = -100, device=None, dtype=None, z_loss: float = 0.0,
+                 softcap: Optional[float] = None):
         super().__init__(in_features, num_classes, bias=bias, linear_weight=linear_weight,
                          weight=weight, label_smoothing=label_smoothing, reduction=reduction,
                          ignore_index=ignore_index, device=device, dtype=dtype)
+        self.z_loss, self.softcap = check_z_loss(z_loss), check_softcap(softcap)
 
     def training_loss(self, input: Tensor, target: Tensor,
                       generator: Optional[torch.Generator] = None) -> Tensor:

@@ -234,6 +234,29 @@ def weighted_reduce_reference(loss, target, reduction, class_weight=None, ignore
     return loss.sum() / class_weight.to(loss.dtype)[target[keep][:, 0]].sum()
 
 
+def full_softmax_extras_reference(input, weight, bias, target, class_weight=None,
+                                  label_smoothing=0.0, z_loss=0.0, softcap=None,
+                                  ignore_index=-100, dtype=torch.float64):
+    """(per-row loss, per-row logsumexp) of the full softmax with its large-model options,
+    written out on the whole [N, V] logits (target [N], one true class): logits capped to
+    softcap * tanh(logits / softcap) (Gemma 2); the smoothed, weighted cross entropy of
+    F.cross_entropy; plus z_loss * lse^2 (PaLM), scaled like the rest of the row by its class
+    weight; ignored rows 0 (their lse is still returned)."""
+    h, w = input.to(dtype), weight.to(dtype)
+    logits = h @ w.T + (0.0 if bias is None else bias.to(dtype))
+    if softcap is not None:
+        logits = softcap * torch.tanh(logits / softcap)
+    lse = torch.logsumexp(logits, 1)
+    log_p = logits - lse[:, None]
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    a = torch.ones(w.shape[0], dtype=dtype) if class_weight is None else class_weight.to(dtype)
+    nll = -log_p.gather(1, safe[:, None])[:, 0] * a[safe]
+    smooth = -(log_p * a).sum(1) / w.shape[0]
+    loss = (1 - label_smoothing) * nll + label_smoothing * smooth + z_loss * lse**2 * a[safe]
+    return torch.where(keep, loss, torch.zeros_like(loss)), lse
+
+
 # ---------------------------------------------------------------------------------------
 # word2vec
 # ---------------------------------------------------------------------------------------
