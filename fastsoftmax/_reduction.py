@@ -11,14 +11,34 @@ sum to the full-batch mean, ignore_index and per-class weights included.
 
 import math
 import numbers
-from typing import Optional, Union
+from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
-from ._shapes import reduce_loss
+from ._shapes import check_class_weight, check_inputs, reduce_loss, target_2d
 
 Normalizer = Union[float, int, Tensor]
+
+
+class LossRows(NamedTuple):
+    lead: Tuple[int, ...]  # the leading dims [*] of input [*, D]
+    target: Tensor  # [N, T]
+    rows: Tensor  # input as [N, D]
+    class_weight: Optional[Tensor]  # [V]
+
+
+def loss_rows(input, linear_weight, target, reduction, num_true, class_weight,
+              normalizer) -> LossRows:
+    """The checks and reshapes every loss begins with: its main arguments, reduction and
+    normalizer, target as [N, T] (num_true None: T from the shape), input as [N, D]."""
+    check_inputs(input, linear_weight, target, reduction)
+    check_normalizer(normalizer, reduction)
+    lead = tuple(input.shape[:-1])
+    t2 = target_2d(target, lead, num_true)
+    rows = input.reshape(math.prod(lead), input.shape[-1])
+    return LossRows(lead, t2, rows, check_class_weight(class_weight, linear_weight.shape[0],
+                                                       input.device, t2.shape[1]))
 
 
 def check_normalizer(normalizer: Optional[Normalizer], reduction: str) -> None:

@@ -12,8 +12,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._reduction import Normalizer, check_normalizer, check_softcap, check_z_loss, finish
-from ._shapes import check_class_weight, check_inputs, check_label_smoothing, target_2d
+from ._reduction import Normalizer, check_softcap, check_z_loss, finish, loss_rows
+from ._shapes import check_label_smoothing
 
 CHUNK_BYTES = 256 * 2**20
 
@@ -204,17 +204,13 @@ def full_softmax_loss(
     micro-batch the whole batch's `mean_normalizer` and the micro-batch losses sum to the
     whole batch's 'mean' loss (gradient accumulation)."""
     class_weight, weight, bias = weight, linear_weight, linear_bias
-    check_inputs(input, weight, target, reduction)
-    check_normalizer(normalizer, reduction)
+    lead, t2, h, class_weight = loss_rows(input, weight, target, reduction, num_true, class_weight,
+                                          normalizer)
     z_loss, softcap = check_z_loss(z_loss), check_softcap(softcap)
     if not isinstance(return_lse, bool):
         raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__}")
     want_lse = bool(z_loss) or return_lse
-    lead = tuple(input.shape[:-1])
-    t2 = target_2d(target, lead, num_true)
-    h = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
     V = weight.shape[0]
-    class_weight = check_class_weight(class_weight, V, input.device, t2.shape[1])
     eps = check_label_smoothing(label_smoothing)
     keep = t2[:, 0] != ignore_index
     safe = torch.where(t2 == ignore_index, torch.zeros_like(t2), t2)

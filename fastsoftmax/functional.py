@@ -15,17 +15,14 @@ one of the row's true classes is left out of that row. Negative sampling (word2v
 negatives per row (or K shared) and needs neither bias nor log-Q.
 """
 
-import math
 from typing import Optional
 
 import torch
 from torch import Tensor
 
 from . import ops
-from ._reduction import (check_normalizer, finish, mean_normalizer,
-                         refuse_full_softmax_extras)
-from ._shapes import (check_class_weight, check_count, check_inputs, check_label_smoothing,
-                      target_2d)
+from ._reduction import finish, loss_rows, mean_normalizer, refuse_full_softmax_extras
+from ._shapes import check_count, check_label_smoothing
 from ._smoothing import weighted_smoothed_loss
 from .samplers import LogUniformSampler, SampledValues, Sampler, UniformSampler
 
@@ -61,13 +58,9 @@ def _sampled_logits_loss(input, weight, target, bias, *, mode, num_sampled, samp
                          normalizer=None):
     """Sampled softmax (mode MODE_SOFTMAX) or NCE (MODE_NCE): the body both public
     functionals share. `weight`/`bias` here are the output embedding."""
-    check_inputs(input, weight, target, reduction)
-    check_normalizer(normalizer, reduction)
-    lead = tuple(input.shape[:-1])
-    t2 = target_2d(target, lead, num_true)
-    h = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
+    lead, t2, h, class_weight = loss_rows(input, weight, target, reduction, num_true,
+                                          class_weight, normalizer)
     V = weight.shape[0]
-    class_weight = check_class_weight(class_weight, V, input.device, t2.shape[1])
     label_smoothing = check_label_smoothing(label_smoothing)
     safe = torch.where(t2 == ignore_index, torch.zeros_like(t2), t2)
     if sampled is None:
@@ -209,13 +202,9 @@ def negative_sampling_loss(
     sampled_softmax_loss. `weight` [V] scales each row's whole loss by the weight of its
     true class, as for nce_loss. `normalizer` as in sampled_softmax_loss."""
     class_weight, weight = weight, linear_weight
-    check_inputs(input, weight, target, reduction)
-    check_normalizer(normalizer, reduction)
-    lead = tuple(input.shape[:-1])
-    t2 = target_2d(target, lead, None)
-    h = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
+    lead, t2, h, class_weight = loss_rows(input, weight, target, reduction, None,
+                                          class_weight, normalizer)
     V = weight.shape[0]
-    class_weight = check_class_weight(class_weight, V, input.device, t2.shape[1])
     if negatives is None:
         if num_negatives is None:
             raise ValueError("give either num_negatives (and optionally sampler) or negatives")

@@ -250,7 +250,8 @@ def full_softmax_extras_reference(input, weight, bias, target, class_weight=None
     log_p = logits - lse[:, None]
     keep = target != ignore_index
     safe = torch.where(keep, target, torch.zeros_like(target))
-    a = torch.ones(w.shape[0], dtype=dtype) if class_weight is None else class_weight.to(dtype)
+    a = (torch.ones(w.shape[0], dtype=dtype) if class_weight is None
+         else class_weight.to(dtype))
     nll = -log_p.gather(1, safe[:, None])[:, 0] * a[safe]
     smooth = -(log_p * a).sum(1) / w.shape[0]
     loss = (1 - label_smoothing) * nll + label_smoothing * smooth + z_loss * lse**2 * a[safe]
