@@ -127,28 +127,32 @@ def _stream(h: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_bytes: int,
 
 def streaming_logsumexp(input: Tensor, linear_weight: Tensor, *,
                         linear_bias: Optional[Tensor] = None,
-                        chunk_bytes: int = CHUNK_BYTES) -> Tensor:
+                        chunk_bytes: int = CHUNK_BYTES,
+                        softcap: Optional[float] = None) -> Tensor:
     """log sum_c exp(input.weight[c] + bias[c]) per row, shape [*], in float32 (float64 for
     float64 input). The [N, V] logits are never held at once: each block of about
     `chunk_bytes` is reduced by logsumexp and folded into the running value with logaddexp,
     which is exact (no overflow: each block subtracts its own max). Differentiable; in
-    backward autograd keeps the blocks it needs."""
+    backward autograd keeps the blocks it needs. `softcap` caps the logits first, as in
+    full_softmax_loss."""
     weight, bias = linear_weight, linear_bias
     h = _check_full(input, weight, bias)
-    lse, _ = _stream(h, weight, bias, chunk_bytes, None)
+    lse, _ = _stream(h, weight, bias, chunk_bytes, None, softcap=check_softcap(softcap))
     return lse.reshape(input.shape[:-1])
 
 
 def full_log_softmax(input: Tensor, linear_weight: Tensor, *,
                      linear_bias: Optional[Tensor] = None,
-                     chunk_bytes: int = CHUNK_BYTES) -> Tensor:
+                     chunk_bytes: int = CHUNK_BYTES,
+                     softcap: Optional[float] = None) -> Tensor:
     """Exact log-probabilities [*, V] of every class (the output itself is [N, V]; only the
-    intermediate logits are bounded by chunk_bytes)."""
+    intermediate logits are bounded by chunk_bytes), of the logits capped by `softcap`."""
     weight, bias = linear_weight, linear_bias
     h = _check_full(input, weight, bias)
-    lse = streaming_logsumexp(h, weight, linear_bias=bias, chunk_bytes=chunk_bytes)
+    lse = streaming_logsumexp(h, weight, linear_bias=bias, chunk_bytes=chunk_bytes,
+                              softcap=softcap)
     out = torch.empty(h.shape[0], weight.shape[0], dtype=lse.dtype, device=h.device)
-    for rows, c0, logits in _logit_blocks(h, weight, bias, chunk_bytes):
+    for rows, c0, logits in _logit_blocks(h, weight, bias, chunk_bytes, softcap):
         out[rows, c0:c0 + logits.shape[1]] = logits - lse[rows, None]
     return out.reshape(*input.shape[:-1], weight.shape[0])
 

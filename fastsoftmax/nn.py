@@ -91,7 +91,7 @@ class OutputLayer(nn.Module):
         """Exact log-probabilities [*, V] of every class."""
         return functional.full_log_softmax(input, self.linear_weight,
                                            linear_bias=self.linear_bias,
-                                           chunk_bytes=self.chunk_bytes)
+                                           chunk_bytes=self.chunk_bytes, softcap=self.softcap)
 
     def predict(self, input: Tensor) -> Tensor:
         """argmax class ids [*] of the exact softmax."""

@@ -147,6 +147,9 @@ def test_full_softmax_layer_takes_the_options():
     for training in (True, False):
         layer.train(training)
         torch.testing.assert_close(layer(h, target), want)
+    capped = 2.5 * torch.tanh((h @ w.T + b) / 2.5)
+    torch.testing.assert_close(layer.log_prob(h), torch.log_softmax(capped, 1))
+    torch.testing.assert_close(layer.predict(h), capped.argmax(1))
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -179,3 +182,31 @@ def test_sampled_paths_refuse_full_softmax_options():
         FF.nce_loss(h, w, target, num_sampled=4, normalizer=3.0)
     with pytest.raises(ValueError, match="z_loss"):
         fs.FullSoftmaxLoss(D, V, z_loss=-1.0)
+
+
+def test_compile_fullgraph_with_the_options():
+    h, w, b, target, cw = _case()
+    normalizer = FF.mean_normalizer(target, weight=cw)
+
+    def loss(h, w, b):
+        return FF.full_softmax_loss(h, w, target, linear_bias=b, weight=cw, z_loss=0.01,
+                                    softcap=2.0, return_lse=True, reduction="sum",
+                                    normalizer=normalizer, chunk_bytes=STREAMED)
+
+    compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")
+    for ours, eager in zip(compiled(h, w, b), loss(h, w, b)):
+        torch.testing.assert_close(ours, eager)
+
+
+def test_compiled_eval_layer_skips_the_gradient_pieces():
+    """Under torch.compile the eval forward of the sampled losses traces need_grad=False."""
+    h, w, b, target, _ = _case()
+    neg = torch.randint(0, V, (N, K), generator=torch.Generator().manual_seed(4))
+
+    def loss(h, w):
+        return fs.ops.negative_sampling_forward(h, w, target.clamp(min=0)[:, None], neg,
+                                                -100, False)
+
+    with torch.no_grad():
+        _, coef = torch.compile(loss, fullgraph=True, backend="aot_eager")(h, w)
+    assert coef.shape[0] == 0

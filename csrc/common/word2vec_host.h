@@ -29,8 +29,9 @@ inline std::pair<int64_t, int64_t> int32_range(const Tensor& t) {
 // Host-side validation shared by both devices (a bad index on CUDA would be a device-side
 // assert, i.e. a crash, so everything is checked before any launch), then the one argument
 // struct of both trainers. The CUDA host adds its kept stream to it.
-// With num_workers > 1 the trainers race, as Hogwild SGD does by design: fastsoftmax/ops/word2vec.py
-// raises torch's deterministic-mode alert for it (a stable kernel cannot).
+// With num_workers > 1 the trainers race, as Hogwild SGD does by design:
+// fastsoftmax/ops/word2vec.py raises torch's deterministic-mode alert for it (a stable kernel
+// cannot).
 inline TrainParams prepare_train(
     const Tensor& syn0, const Tensor& syn1neg, const Tensor& tokens, const Tensor& sentence_ends,
     const Tensor& words_before, const Tensor& keep_prob, const Tensor& ns_prob,

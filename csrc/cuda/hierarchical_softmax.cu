@@ -162,7 +162,8 @@ std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_forward_cuda(
   return {loss, coef, nodes};
 }
 
-// deterministic: torch.are_deterministic_algorithms_enabled(), from fastsoftmax/ops/hierarchical.py.
+// deterministic: torch.are_deterministic_algorithms_enabled(), passed by
+// fastsoftmax/ops/hierarchical.py.
 std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_backward_cuda(
     const Tensor& grad_loss_, const Tensor& input_, const Tensor& weight_, const Tensor& nodes_,
     const Tensor& coef_, bool sparse, bool deterministic) {
