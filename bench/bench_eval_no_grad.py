@@ -47,7 +47,7 @@ def make_cases(device):
         ("sampled_softmax N=2048 D=256 S=1024",
          lambda: FF.sampled_softmax_loss(h2, w2, t2, sampled=sampled)),
     ]
-    ops = getattr(fs, "ops")
+    ops = fs.ops
     if hasattr(ops, "needs_grad"):  # this checkout: the op with need_grad either way
         cand, tq, sq = sampled
         z = torch.zeros((), dtype=torch.float64, device=device)

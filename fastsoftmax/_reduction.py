@@ -109,12 +109,10 @@ def check_softcap(softcap) -> Optional[float]:
     return float(softcap)
 
 
-def refuse_full_softmax_extras(loss_name: str, z_loss=0.0, softcap=None,
-                               return_lse=False) -> None:
+def refuse_full_softmax_extras(loss_name: str, z_loss=0.0, softcap=None) -> None:
     """The sampled losses see a sampled subset of the logits inside the op: their logsumexp
     is not the full softmax's, and a cap would have to act inside the kernel."""
-    for name, value, off in (("z_loss", z_loss, 0.0), ("softcap", softcap, None),
-                             ("return_lse", return_lse, False)):
+    for name, value, off in (("z_loss", z_loss, 0.0), ("softcap", softcap, None)):
         if value != off:
             raise ValueError(
                 f"{loss_name} does not support {name}: it needs the full softmax's "

@@ -14,7 +14,10 @@ import torch
 
 from .. import _loader
 from . import hierarchical, losses, sampling, word2vec
-from ._registry import DEFAULT_NAMESPACE, _op, _overload, current_namespace, namespace
+from ._registry import DEFAULT_NAMESPACE, current_namespace, namespace
+# The raw op (ops._op) and its OpOverload (ops._overload, what opcheck takes), for the
+# tests and the error-path checks.
+from ._registry import _op as _op, _overload as _overload
 from .hierarchical import hierarchical_softmax_forward, huffman_tree
 from .losses import (MODE_NCE, MODE_SOFTMAX, needs_grad, negative_sampling_forward,
                      sampled_logits_forward)
@@ -41,5 +44,5 @@ __all__ = [
     "MODE_SOFTMAX", "alias_build", "current_namespace", "draw_seed",
     "hierarchical_softmax_forward", "huffman_paths", "huffman_tree", "namespace", "needs_grad",
     "negative_sampling_forward", "register", "sample", "sample_unique",
-    "sampled_logits_forward", "word2vec_train", "_op", "_overload",
+    "sampled_logits_forward", "word2vec_train",
 ]
