@@ -254,7 +254,7 @@ def test_learning_rate_schedule():
 
     m.progress = lambda s: seen.append((s["words_done"], s["words_total"], s["lr"]))
     m.batch_words = 1250  # 10,000 words per call: 8 jobs of 1,250 for the one worker
-    m.train(sentences, epochs=3, callbacks=[Callback()])
+    m.train(sentences, total_words=m.corpus_total_words, epochs=3, callbacks=[Callback()])
     assert events == ["begin", "end"] * 3
     total = 3 * 600 * 50
     assert [d for d, _, _ in seen] == [10000 * k for k in range(1, 10)]
@@ -361,7 +361,7 @@ def test_model_save_load_round_trip(small_model, tmp_path):
     assert np.array_equal(loaded.syn1neg, small_model.syn1neg)
     assert np.array_equal(loaded.wv.counts, small_model.wv.counts)
     assert loaded.window == small_model.window and loaded.sg == small_model.sg
-    loaded.train(planted_corpus(sentences=50), epochs=1)  # training continues
+    loaded.train(planted_corpus(sentences=50), total_examples=50, epochs=1)  # training continues
     assert not np.array_equal(loaded.wv.vectors, small_model.wv.vectors)
     kv_path = tmp_path / "kv.npz"
     small_model.wv.save(str(kv_path))

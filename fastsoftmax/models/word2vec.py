@@ -122,7 +122,6 @@ class Word2Vec:
         self.null_word, self.sorted_vocab = int(bool(null_word)), int(bool(sorted_vocab))
         self.batch_words, self.compute_loss = int(batch_words), bool(compute_loss)
         self.shrink_windows, self.comment = bool(shrink_windows), comment
-        self.callbacks = tuple(callbacks)
         self.wv = KeyedVectors(self.vector_size)
         self.raw_vocab: dict = {}
         self.effective_min_count = self.min_count
@@ -139,16 +138,19 @@ class Word2Vec:
             self.build_vocab(sentences, corpus_file=corpus_file, trim_rule=trim_rule)
             self.train(sentences, corpus_file=corpus_file, total_examples=self.corpus_count,
                        total_words=self.corpus_total_words, epochs=self.epochs,
-                       compute_loss=self.compute_loss)
+                       compute_loss=self.compute_loss, callbacks=callbacks)
         elif trim_rule is not None:
             _refuse("trim_rule", "given without a corpus would be lost: pass it to "
                     "build_vocab instead")
+        elif callbacks:  # gensim 4 keeps no callbacks: each train() call fires its own
+            _refuse("callbacks", "given without a corpus would never fire: pass them to "
+                    "train() instead")
 
     # -- vocabulary -----------------------------------------------------------------------
     @staticmethod
     def _corpus(corpus_iterable, corpus_file, passes: int = 2):
-        if (corpus_iterable is None) == (corpus_file is None):
-            raise ValueError("give exactly one of corpus_iterable (sentences) or corpus_file")
+        if (corpus_iterable is None) == (corpus_file is None):  # gensim's TypeError
+            raise TypeError("give exactly one of corpus_iterable (sentences) or corpus_file")
         if corpus_file is not None:
             return LineSentence(corpus_file)
         if isinstance(corpus_iterable, str):
@@ -320,22 +322,34 @@ class Word2Vec:
         """Trains `epochs` passes, the rate decaying linearly from start_alpha (default alpha)
         to end_alpha (default min_alpha) over epochs x total_examples sentences when that is
         given (gensim's precedence, also when total_words is given too), else over epochs x
-        total_words raw words (default: the corpus seen by build_vocab; word2vec.c's unit). Logs progress every report_delay seconds in gensim's format. Returns
-        (words trained after subsampling, raw words)."""
+        total_words raw words (word2vec.c's unit). As in gensim, the corpus, its size
+        (total_examples or total_words: model.corpus_count after build_vocab on the same
+        corpus) and epochs must be given, and only this call's `callbacks` fire (those given
+        to the constructor served its own training only). Logs progress every report_delay
+        seconds in gensim's format. Returns (words trained after subsampling, raw words)."""
         if self._syn0 is None:
             raise RuntimeError("build the vocabulary first (build_vocab) before train")
         if word_count:
             _refuse("word_count", "(words already trained) must be 0")
-        epochs = self.epochs if epochs is None else int(epochs)
+        if corpus_iterable is None and corpus_file is None:
+            raise TypeError("train() needs the corpus: give corpus_iterable (sentences) or "
+                            "corpus_file")
+        if total_examples is None and total_words is None:
+            raise ValueError("train() needs the corpus size for the learning-rate schedule: "
+                             "give total_examples or total_words (after build_vocab on the "
+                             "same corpus, total_examples=model.corpus_count)")
+        if epochs is None or epochs <= 0:
+            raise ValueError(f"train() needs a positive epochs count, got {epochs!r} (the "
+                             "usual value is epochs=model.epochs)")
+        epochs = int(epochs)
         corpus = self._corpus(corpus_iterable, corpus_file, passes=epochs)
         alpha = self.alpha if start_alpha is None else float(start_alpha)
         min_alpha = self.min_alpha if end_alpha is None else float(end_alpha)
         by_sentence = bool(total_examples)  # gensim: examples first, words otherwise
-        per_epoch = int(total_examples if by_sentence else
-                        (total_words or self.corpus_total_words))
+        per_epoch = int(total_examples if by_sentence else (total_words or 0))
         total = float(max(1, epochs * per_epoch))
         self.compute_loss = bool(compute_loss)  # per call, as gensim
-        callbacks = self.callbacks + tuple(callbacks)
+        callbacks = tuple(callbacks)
         self.running_training_loss = 0.0
         trained = raw_total = 0
         cache = [] if isinstance(corpus, (list, tuple)) else None
