@@ -10,8 +10,8 @@ import torch
 
 from fastsoftmax import ClassTree, UnigramSampler, ops
 from fastsoftmax.models import KeyedVectors, Word2Vec
-from fastsoftmax.models.w2v_batches import epoch_batches
-from fastsoftmax.models.word2vec import learning_rate
+from fastsoftmax.models.word2vec.data import epoch_batches
+from fastsoftmax.models.word2vec.training import learning_rate
 
 import reference as R
 

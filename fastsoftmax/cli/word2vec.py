@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from .._atomic import atomic_write
-from ..models.text import CorpusDecodeError, LineSentence
+from ..models.textfiles import CorpusDecodeError, LineSentence
 from ..models.word2vec import Word2Vec
 
 
