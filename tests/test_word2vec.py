@@ -327,6 +327,33 @@ def test_vocabulary_order_counts_and_pruning():
     assert m.wv.index_to_key == ["a", "d"] and m.wv.counts.tolist() == [3, 2]
 
 
+def test_word2vec_and_the_other_models_count_words_alike(tmp_path):
+    from fastsoftmax.models.textfiles import CorpusDecodeError, LineSentence, read_lines
+    from fastsoftmax.models.vocabulary import Vocabulary, rank_by_count
+
+    corpus = planted_corpus(sentences=200) + [["late", "early"], ["early", "late"]]
+    m = Word2Vec(vector_size=4, min_count=1)
+    m.build_vocab(corpus)
+    v = Vocabulary.build(corpus, required=("<unk>",))
+    counts = dict(zip(m.wv.index_to_key, m.wv.counts.tolist()))
+    assert {w: int(c) for w, c in zip(v.itos, v.counts.tolist()) if w != "<unk>"} == counts
+    # one ranking, three tie rules: first seen, later seen first (gensim), alphabetical
+    ties = {"b": 2, "c": 2, "a": 2, "z": 5}
+    assert rank_by_count(ties, "first") == ["z", "b", "c", "a"]
+    assert rank_by_count(ties, "last") == ["z", "a", "c", "b"]
+    assert rank_by_count(ties, "alphabetical") == ["z", "a", "b", "c"]
+    with pytest.raises(ValueError, match="ties"):
+        rank_by_count(ties, "random")
+    # one text reader: both views of a file report a bad byte with the file and the line
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("a b\ncaf\xe9 c\n".encode("latin-1"))
+    for read in (lambda: list(read_lines(str(path))), lambda: list(LineSentence(str(path)))):
+        with pytest.raises(CorpusDecodeError, match=f"{path}:2: not utf"):
+            read()
+    assert list(LineSentence(str(path), encoding="latin-1")) == [
+        line.split() for line in read_lines(str(path), encoding="latin-1")]
+
+
 @requires_gensim
 def test_vocabulary_and_keep_probabilities_match_gensim():
     from gensim.models import Word2Vec as GWord2Vec

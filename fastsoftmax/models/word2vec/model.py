@@ -28,10 +28,13 @@ def _refuse(name: str, why: str):
 
 class Word2Vec:
     """Skip-gram (sg=1) or CBOW (sg=0) with negative sampling (negative > 0), hierarchical
-    softmax (hs=1) or both: gensim 4's keywords with gensim's meaning (see the module
+    softmax (hs=1) or both: gensim 4's keywords with gensim's meaning (see the package
     docstring). Besides gensim's: ``device`` ("cpu" or "cuda") and ``huffman`` ("gensim" or
     "word2vec.c": whose Huffman tree hs=1 uses). A ``hashfxn`` other than ``hash`` is
-    refused (gensim 4 does not use it for training either)."""
+    refused (gensim 4 does not use it for training either). As in gensim 4, ``callbacks``
+    fire during the constructor's own training only and are not kept for later ``train()``
+    calls; given without a corpus they (like ``trim_rule``) would do nothing, so they are
+    refused, where gensim only warns."""
 
     def __init__(self, sentences=None, corpus_file=None, vector_size=100, alpha=0.025,
                  window=5, min_count=5, max_vocab_size=None, sample=1e-3, seed=1, workers=3,
@@ -106,7 +109,8 @@ class Word2Vec:
                     progress_per=10000, keep_raw_vocab=False, trim_rule=None, min_count=None,
                     sample=None, dry_run=False):
         """Scans the corpus and builds (or, with update=True, extends) the vocabulary, the
-        subsampling probabilities, the noise table and the weights (see the module docs)."""
+        subsampling probabilities, the noise table and the weights (see the package
+        docstring)."""
         if dry_run:
             _refuse("dry_run=True", "is not supported: call build_vocab on a copy instead")
         corpus = data.corpus_of(corpus_iterable, corpus_file, passes=1)
