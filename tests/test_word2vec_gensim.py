@@ -274,3 +274,30 @@ def test_train_refuses_what_gensim_refuses():
     from gensim.models import Word2Vec as GWord2Vec
 
     assert [t for t, _ in _train_errors(Word2Vec)] == [t for t, _ in _train_errors(GWord2Vec)]
+
+
+def _rates_after_train(cls) -> list:
+    """(alpha, min_alpha, epochs) of a model after train() calls with and without rates:
+    gensim keeps each call's start_alpha, end_alpha and epochs on the model, and a rate
+    of 0 or None leaves the model's own."""
+    corpus = [["a", "b", "c"], ["b", "c", "d"]] * 3
+    m = cls(vector_size=4, min_count=1, workers=1, alpha=0.03, min_alpha=0.001, epochs=4)
+    m.build_vocab(corpus)
+    seen = []
+    for start, end, epochs in ((0.05, 0.002, 2), (None, None, 1), (0.0, 0.0, 3)):
+        m.train(corpus, total_examples=m.corpus_count, epochs=epochs, start_alpha=start,
+                end_alpha=end)
+        seen.append((m.alpha, m.min_alpha, m.epochs))
+    return seen
+
+
+def test_train_keeps_its_rates_and_epochs_on_the_model():
+    assert _rates_after_train(Word2Vec) == [(0.05, 0.002, 2), (0.05, 0.002, 1),
+                                            (0.05, 0.002, 3)]
+
+
+@requires_gensim
+def test_train_rates_and_epochs_as_in_gensim():
+    from gensim.models import Word2Vec as GWord2Vec
+
+    assert _rates_after_train(Word2Vec) == _rates_after_train(GWord2Vec)

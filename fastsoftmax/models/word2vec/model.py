@@ -271,7 +271,8 @@ class Word2Vec:
         total_words raw words (word2vec.c's unit). As in gensim, the corpus, its size
         (total_examples or total_words: model.corpus_count after build_vocab on the same
         corpus) and epochs must be given, and only this call's `callbacks` fire (those given
-        to the constructor served its own training only). Logs progress every report_delay
+        to the constructor served its own training only). The call's rates (when non-zero) and
+        epochs replace the model's alpha, min_alpha and epochs, as in gensim. Logs progress every report_delay
         seconds in gensim's format. Returns (words trained after subsampling, raw words)."""
         if self._syn0 is None:
             raise RuntimeError("build the vocabulary first (build_vocab) before train")
@@ -289,8 +290,11 @@ class Word2Vec:
                              "usual value is epochs=model.epochs)")
         epochs = int(epochs)
         corpus = data.corpus_of(corpus_iterable, corpus_file, passes=epochs)
-        alpha = self.alpha if start_alpha is None else float(start_alpha)
-        min_alpha = self.min_alpha if end_alpha is None else float(end_alpha)
+        # As gensim, the call's rates and epochs stay on the model (a rate of 0 or None
+        # keeps the model's), so a later train() or a saved model reports what ran last.
+        self.alpha = alpha = float(start_alpha or self.alpha)
+        self.min_alpha = min_alpha = float(end_alpha or self.min_alpha)
+        self.epochs = epochs
         by_sentence = bool(total_examples)  # gensim: examples first, words otherwise
         per_epoch = int(total_examples if by_sentence else (total_words or 0))
         self.compute_loss = bool(compute_loss)  # per call, as gensim
