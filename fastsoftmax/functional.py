@@ -22,8 +22,8 @@ import torch
 from torch import Tensor
 
 from . import ops
-from ._shapes import (check_class_weight, check_count, check_inputs, check_label_smoothing,
-                      reduce_loss, target_2d)
+from ._shapes import (check_class_weight, check_count, check_generator, check_inputs,
+                      check_label_smoothing, reduce_loss, target_2d)
 from ._smoothing import weighted_smoothed_loss
 from .samplers import LogUniformSampler, SampledValues, Sampler, UniformSampler
 
@@ -59,6 +59,7 @@ def _sampled_logits_loss(input, weight, target, bias, *, mode, num_sampled, samp
     """Sampled softmax (mode MODE_SOFTMAX) or NCE (MODE_NCE): the body both public
     functionals share. `weight`/`bias` here are the output embedding."""
     check_inputs(input, weight, target, reduction)
+    check_generator(generator)
     lead = tuple(input.shape[:-1])
     t2 = target_2d(target, lead, num_true)
     h = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
@@ -195,6 +196,7 @@ def negative_sampling_loss(
     true class, as for nce_loss."""
     class_weight, weight = weight, linear_weight
     check_inputs(input, weight, target, reduction)
+    check_generator(generator)
     lead = tuple(input.shape[:-1])
     t2 = target_2d(target, lead, None)
     h = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])

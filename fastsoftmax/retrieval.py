@@ -16,12 +16,14 @@ Composed from torch ops: one matmul gives the [N, N + M] logits, and nothing [N,
 """
 
 import math
+import numbers
 from typing import Optional
 
 import torch
 import torch.nn.functional as TF
 from torch import Tensor, nn
 
+from ._shapes import check_generator
 from .frequency import FrequencyEstimator
 from .samplers import Sampler
 
@@ -206,8 +208,10 @@ class InBatchSoftmaxLoss(nn.Module):
         super().__init__()
         if estimator is not None and not isinstance(estimator, FrequencyEstimator):
             raise TypeError(f"estimator must be a FrequencyEstimator, got {type(estimator).__name__}")
-        if isinstance(num_extra, bool) or not isinstance(num_extra, int) or num_extra < 0:
+        if isinstance(num_extra, bool) or not isinstance(num_extra, numbers.Integral) \
+                or num_extra < 0:
             raise ValueError(f"num_extra must be a non-negative int, got {num_extra!r}")
+        num_extra = int(num_extra)
         if num_extra:
             if not isinstance(sampler, Sampler):
                 raise TypeError("num_extra > 0 needs sampler= (a fastsoftmax Sampler over the "
@@ -226,6 +230,7 @@ class InBatchSoftmaxLoss(nn.Module):
     def forward(self, query: Tensor, item: Tensor, item_ids: Optional[Tensor] = None, *,
                 log_q: Optional[Tensor] = None,
                 generator: Optional[torch.Generator] = None) -> Tensor:
+        check_generator(generator)
         if self.estimator is not None:
             if item_ids is None:
                 raise ValueError("an estimator needs item_ids to count the items")
