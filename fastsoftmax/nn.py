@@ -10,10 +10,9 @@ with an input embedding), and state dicts that load both ways; `weight` [V] is a
 rescaling. Older state dicts (keys 'linear_weight'/'linear_bias', or before 0.1 'weight' [V, D]
 and 'bias') migrate on load.
 
-In training mode `forward(input, target, *, generator=None)` draws samples (from `generator`
-when given) and returns the sampled loss; in eval mode it returns the exact full-softmax cross
-entropy with the same reduction, `weight` and `label_smoothing` as F.cross_entropy, so
-exp(eval loss) is a true perplexity. The full-softmax paths (`eval` loss, `log_prob`,
+In training mode `forward(input, target, *, generator=None)` returns the sampled loss (drawn
+with `generator` when given); in eval mode the exact full-softmax cross entropy with the same
+reduction, `weight` and `label_smoothing` as F.cross_entropy: exp(eval loss) is a perplexity. The full-softmax paths (`eval` loss, `log_prob`,
 `predict`) are the streaming functionals of fastsoftmax.functional (streaming_logsumexp): no
 block of logits larger than `chunk_bytes` exists at once, also for V in the millions.
 
@@ -46,9 +45,14 @@ class _LinearLayer(OutputLayer):
 
     chunk_bytes = functional.CHUNK_BYTES
 
-    def __init__(self, in_features, num_classes, *, bias, linear_weight, weight, device,
-                 dtype, **common):
-        super().__init__(in_features, num_classes, **common)
+    def __init__(self, in_features: int, num_classes: int, *, out_features=(),
+                 bias: bool = False, device=None, dtype=None, reduction: str = "mean",
+                 weight: Optional[Tensor] = None, ignore_index: Optional[int] = None,
+                 label_smoothing: float = 0.0, options=None,
+                 linear_weight: Optional[nn.Parameter] = None):
+        super().__init__(in_features, num_classes, out_features=out_features, options=options,
+                         reduction=reduction, ignore_index=ignore_index,
+                         label_smoothing=label_smoothing)
         V, D = self.num_classes, self.in_features
         # An empty shell on the meta device: its parameters are set below (a tied one kept).
         self.linear = nn.Linear(D, V, bias=bias, device="meta", dtype=dtype)
@@ -105,15 +109,17 @@ class _LinearLayer(OutputLayer):
             chunk_bytes=self.chunk_bytes)
 
 
-# torch.nn.LinearCrossEntropyLoss's keywords, in its order, and the one it lacks (tying).
-_LAYER_ARGS = ("out_features", "bias", "device", "dtype", "reduction", "weight", "ignore_index",
-               "label_smoothing", "options", "linear_weight")
-_SAMPLER_ARGS = ("sampler", "counts", "vocab", "power", "sparse")
-
-
-def _pick(values: dict, names) -> dict:
-    """The constructor arguments called `names` from a constructor's locals()."""
-    return {name: values[name] for name in names}
+def _with_layer_keywords(cls: type) -> type:
+    """Gives a sampling layer, whose constructor passes torch.nn.LinearCrossEntropyLoss's
+    keywords on as `**layer`, the signature that names them (for inspect, help() and
+    make_head): its positional parameters, then those keywords, then its own."""
+    own = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    layer = [p for p in inspect.signature(_LinearLayer.__init__).parameters.values()
+             if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    cls.__signature__ = inspect.Signature(
+        [p for p in own if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD] + layer
+        + [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY])
+    return cls
 
 
 class FullSoftmaxLoss(_LinearLayer):
@@ -129,13 +135,6 @@ class FullSoftmaxLoss(_LinearLayer):
         num_classes: V, the number of classes.
         label_smoothing: as F.cross_entropy: the target puts 1 - eps on the true class and
             spreads eps uniformly over all V classes (default 0.0).""" + COMMON_ARGS
-
-    def __init__(self, in_features: int, num_classes: int, *, out_features=(),
-                 bias: bool = False, device=None, dtype=None, reduction: str = "mean",
-                 weight: Optional[Tensor] = None, ignore_index: Optional[int] = None,
-                 label_smoothing: float = 0.0, options=None,
-                 linear_weight: Optional[nn.Parameter] = None):
-        super().__init__(in_features, num_classes, **_pick(locals(), _LAYER_ARGS))
 
     def training_loss(self, input: Tensor, target: Tensor,
                       generator: Optional[torch.Generator] = None) -> Tensor:
@@ -190,14 +189,12 @@ class SampledSoftmaxLoss(_SampledLayer):
     num_samples_arg = "num_sampled"
 
     def __init__(self, in_features: int, num_classes: int, num_sampled: int, *,
-                 out_features=(), bias: bool = False, device=None, dtype=None,
-                 reduction: str = "mean", weight: Optional[Tensor] = None,
-                 ignore_index: Optional[int] = None, label_smoothing: float = 0.0,
-                 options=None, linear_weight: Optional[nn.Parameter] = None,
                  sampler: Union[Sampler, str, None] = None, counts=None, vocab=None,
-                 power: float = 0.75, remove_accidental_hits: bool = True, sparse: bool = False):
-        super().__init__(in_features, num_classes, num_sampled, default_sampler="log_uniform",
-                         **_pick(locals(), _LAYER_ARGS + _SAMPLER_ARGS))
+                 power: float = 0.75, remove_accidental_hits: bool = True, sparse: bool = False,
+                 **layer):
+        super().__init__(in_features, num_classes, num_sampled, sampler=sampler, counts=counts,
+                         vocab=vocab, power=power, sparse=sparse, default_sampler="log_uniform",
+                         **layer)
         self.remove_accidental_hits = remove_accidental_hits
 
     def training_loss(self, input, target, generator=None):
@@ -235,16 +232,13 @@ class NCELoss(_SampledLayer):
     num_samples_arg = "num_sampled"
 
     def __init__(self, in_features: int, num_classes: int, num_sampled: int, *,
-                 out_features=(), bias: bool = False, device=None, dtype=None,
-                 reduction: str = "mean", weight: Optional[Tensor] = None,
-                 ignore_index: Optional[int] = None, label_smoothing: float = 0.0,
-                 options=None, linear_weight: Optional[nn.Parameter] = None,
                  sampler: Union[Sampler, str, None] = None, counts=None, vocab=None,
                  power: float = 0.75, log_z: float = 0.0, learn_log_z: bool = False,
-                 sparse: bool = False):
-        _refuse_label_smoothing("NCELoss", label_smoothing)
-        super().__init__(in_features, num_classes, num_sampled, default_sampler="log_uniform",
-                         **_pick(locals(), _LAYER_ARGS + _SAMPLER_ARGS))
+                 sparse: bool = False, **layer):
+        _refuse_label_smoothing("NCELoss", layer.get("label_smoothing", 0.0))
+        super().__init__(in_features, num_classes, num_sampled, sampler=sampler, counts=counts,
+                         vocab=vocab, power=power, sparse=sparse, default_sampler="log_uniform",
+                         **layer)
         if self.linear_bias is not None:
             nn.init.constant_(self.linear_bias, -math.log(self.num_classes))
         like = self.linear_weight
@@ -290,18 +284,15 @@ class NegativeSamplingLoss(_SampledLayer):
     num_samples_arg = "num_negatives"
 
     def __init__(self, in_features: int, num_classes: int, num_negatives: int, *,
-                 out_features=(), bias: bool = False, device=None, dtype=None,
-                 reduction: str = "mean", weight: Optional[Tensor] = None,
-                 ignore_index: Optional[int] = None, label_smoothing: float = 0.0,
-                 options=None, linear_weight: Optional[nn.Parameter] = None,
                  sampler: Union[Sampler, str, None] = None, counts=None, vocab=None,
-                 power: float = 0.75, shared: bool = False, sparse: bool = False):
-        _refuse_label_smoothing("NegativeSamplingLoss", label_smoothing)
-        if bias:
+                 power: float = 0.75, shared: bool = False, sparse: bool = False, **layer):
+        _refuse_label_smoothing("NegativeSamplingLoss", layer.get("label_smoothing", 0.0))
+        if layer.get("bias"):
             raise ValueError("NegativeSamplingLoss has no bias: word2vec's objective, "
                              "-log s(w_t.h) - sum_k log s(-w_k.h), has none (bias must be False)")
-        super().__init__(in_features, num_classes, num_negatives, default_sampler="uniform",
-                         **_pick(locals(), _LAYER_ARGS + _SAMPLER_ARGS))
+        super().__init__(in_features, num_classes, num_negatives, sampler=sampler, counts=counts,
+                         vocab=vocab, power=power, sparse=sparse, default_sampler="uniform",
+                         **layer)
         self.shared = bool(shared)
 
     def training_loss(self, input, target, generator=None):
@@ -386,9 +377,9 @@ def make_head(name: str, in_features: int, num_classes: int, *,
 
 
 # help(Layer.__init__) shows the parameters too, not nn.Module's constructor text.
-for _layer in (FullSoftmaxLoss, SampledSoftmaxLoss, NCELoss, NegativeSamplingLoss,
-               HierarchicalSoftmaxLoss):
-    _layer.__init__.__doc__ = _layer.__doc__
+for _layer in (SampledSoftmaxLoss, NCELoss, NegativeSamplingLoss):
+    _with_layer_keywords(_layer).__init__.__doc__ = _layer.__doc__
+HierarchicalSoftmaxLoss.__init__.__doc__ = HierarchicalSoftmaxLoss.__doc__
 
 # The two-tower retrieval loss lives in retrieval.py.
 from .retrieval import InBatchSoftmaxLoss  # noqa: E402
