@@ -151,8 +151,9 @@ def sampling_layer(name, counts=COUNTS):
 
 
 @pytest.mark.parametrize("name", SAMPLING)
-def test_sampler_is_in_the_state_dict(name):
-    layer, fresh = sampling_layer(name), sampling_layer(name, counts=torch.ones(V))
+def test_sampler_is_in_the_state_dict(name, device):
+    layer = sampling_layer(name).to(device)
+    fresh = sampling_layer(name, counts=torch.ones(V)).to(device)
     assert not torch.equal(draws(fresh), draws(layer))
     fresh.load_state_dict(layer.state_dict())
     assert torch.equal(draws(fresh), draws(layer))
@@ -160,8 +161,8 @@ def test_sampler_is_in_the_state_dict(name):
 
 
 @pytest.mark.parametrize("name", SAMPLING)
-def test_sampler_survives_save_load_and_deepcopy(name):
-    layer = sampling_layer(name)
+def test_sampler_survives_save_load_and_deepcopy(name, device):
+    layer = sampling_layer(name).to(device)
     buffer = io.BytesIO()
     torch.save(layer, buffer)
     buffer.seek(0)
@@ -169,7 +170,7 @@ def test_sampler_survives_save_load_and_deepcopy(name):
     twin = copy.deepcopy(layer)
     for other in (loaded, twin):
         assert torch.equal(draws(other), draws(layer))
-        x, t = batch()
+        x, t = (a.to(device) for a in batch())
         g = [torch.Generator().manual_seed(9) for _ in range(2)]
         assert torch.equal(other(x, t, generator=g[0]), layer(x, t, generator=g[1]))
 
