@@ -50,6 +50,8 @@ class _LinearLayer(OutputLayer):
                  weight: Optional[Tensor] = None, ignore_index: Optional[int] = None,
                  label_smoothing: float = 0.0, options=None,
                  linear_weight: Optional[nn.Parameter] = None):
+        """torch.nn.LinearCrossEntropyLoss's arguments and `linear_weight` (for tying); the
+        layer's class docstring documents each."""
         super().__init__(in_features, num_classes, out_features=out_features, options=options,
                          reduction=reduction, ignore_index=ignore_index,
                          label_smoothing=label_smoothing)
@@ -306,9 +308,7 @@ class NegativeSamplingLoss(_SampledLayer):
             reduction=self.reduction, ignore_index=self.ignore_index, sparse=self.sparse)
 
 
-# ---------------------------------------------------------------------------------------
 # The registry: every model takes its output layer from here, by name.
-# ---------------------------------------------------------------------------------------
 HEADS = {
     "full": FullSoftmaxLoss,
     "sampled": SampledSoftmaxLoss,
