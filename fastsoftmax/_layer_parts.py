@@ -100,10 +100,13 @@ class SamplerTables(nn.Module):
         return self._sampler
 
     def _apply(self, fn, recurse=True):
-        # Tables move between devices but keep their dtypes: layer.double() must not make the
-        # float32 alias probabilities float64 (the native draw reads float32).
+        # Tables move between devices but keep their dtypes and values: layer.double() must
+        # not make the float32 alias probabilities float64 (the native draw reads float32),
+        # nor layer.half() round them. A cast is replaced by a move of the original.
         for name, tensor in self._buffers.items():
-            self._buffers[name] = fn(tensor).to(tensor.dtype)
+            moved = fn(tensor)
+            self._buffers[name] = moved if moved.dtype == tensor.dtype else \
+                tensor.to(moved.device)
         return self
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):

@@ -178,9 +178,12 @@ def test_sampler_survives_save_load_and_deepcopy(name, device):
 def test_to_moves_the_sampler_and_keeps_its_tables():
     layer = fs.SampledSoftmaxLoss(D, V, S, counts=COUNTS)
     before = draws(layer)
-    layer.double()
-    assert layer.sampler.alias_table[0].dtype == torch.float32  # a table, not a parameter
-    assert torch.equal(draws(layer), before)
+    probs = layer.sampler.probs.clone()
+    for cast in (torch.nn.Module.double, torch.nn.Module.half, torch.nn.Module.float):
+        cast(layer)
+        assert layer.sampler.alias_table[0].dtype == torch.float32  # a table, not a parameter
+        assert torch.equal(layer.sampler.probs, probs)  # never rounded through float16
+        assert torch.equal(draws(layer), before)
     layer.to("meta")
     assert layer.sampler.device.type == "meta"
     assert all(b.device.type == "meta" for b in layer.buffers())
