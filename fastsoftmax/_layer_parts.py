@@ -1,10 +1,16 @@
-"""Parts the output layers of fastsoftmax.nn share: sampler construction, argument checks,
-the state-dict migration of the 0.1 rename, and the docstring text of their common
-constructor parameters."""
+"""Parts the output layers of fastsoftmax.nn share: the family's base class OutputLayer,
+the sampler kept as module buffers (SamplerTables), sampler construction, argument checks,
+the state-dict migration of older names, and the docstring text of their common constructor
+parameters."""
 
+from typing import Optional
 
-from torch import Tensor
+import torch
+from torch import Tensor, nn
 
+from ._shapes import (check_class_weight, check_generator, check_label_smoothing,
+                      check_reduction, check_size)
+from .sampler_fit import check_log_uniform_fit
 from .samplers import LogUniformSampler, Sampler, UniformSampler, UnigramSampler
 
 _SAMPLERS = ("unigram", "log_uniform", "uniform")
@@ -41,16 +47,142 @@ def make_sampler(sampler, counts, power: float, num_classes: int, default: str, 
     return UniformSampler(num_classes, device=device)
 
 
-def migrate_state_dict(state_dict, prefix: str) -> None:
-    """Before 0.1 the output embedding was saved as 'weight' (2-D) and 'bias'; a per-class
-    weight is 1-D, so a 2-D 'weight' with no 'linear_weight' beside it is the old name."""
-    old, new = prefix + "weight", prefix + "linear_weight"
-    value = state_dict.get(old)
-    if new in state_dict or not isinstance(value, Tensor) or value.dim() != 2:
-        return
-    state_dict[new] = state_dict.pop(old)
-    if prefix + "bias" in state_dict and prefix + "linear_bias" not in state_dict:
-        state_dict[prefix + "linear_bias"] = state_dict.pop(prefix + "bias")
+def migrate_state_dict(state_dict, prefix: str, weight_key: str = "linear.weight",
+                       bias_key: str = "linear.bias") -> None:
+    """Older names of the output embedding, renamed in place to `weight_key`/`bias_key`:
+    'linear_weight'/'linear_bias' (0.1 to 0.2, before the layers held an nn.Linear like
+    torch.nn.LinearCrossEntropyLoss) and 'weight' (2-D)/'bias' (before 0.1; a per-class
+    weight is 1-D, so a 2-D 'weight' with no new key beside it is the old name)."""
+    new_weight, new_bias = prefix + weight_key, prefix + bias_key
+    for old_weight, old_bias in (("linear_weight", "linear_bias"), ("weight", "bias")):
+        value = state_dict.get(prefix + old_weight)
+        if new_weight in state_dict or not isinstance(value, Tensor) or value.dim() != 2 \
+                or prefix + old_weight == new_weight:
+            continue
+        state_dict[new_weight] = state_dict.pop(prefix + old_weight)
+        if prefix + old_bias in state_dict and new_bias not in state_dict:
+            state_dict[new_bias] = state_dict.pop(prefix + old_bias)
+
+
+def check_torch_only_args(layer: str, out_features, options) -> None:
+    """torch.nn.LinearCrossEntropyLoss's out_features and options, refused unless unset."""
+    try:
+        extra = tuple(out_features)
+    except TypeError:
+        extra = None
+    if extra != ():
+        raise ValueError(
+            f"{layer} takes one class id per row: out_features must be () (the default of "
+            f"torch.nn.LinearCrossEntropyLoss), got {out_features!r}")
+    if options is not None:
+        raise ValueError(
+            f"{layer} does not take options= (torch.nn.LinearCrossEntropyOptions picks "
+            "PyTorch's chunking); its exact softmax is streamed in blocks of `chunk_bytes`, "
+            "and its training loss is sampled")
+
+
+class SamplerTables(nn.Module):
+    """A Sampler's tensors (its draw table, its probabilities) as buffers, so that the
+    layer's state_dict(), .to(), copy.deepcopy and torch.save carry the sampling distribution
+    with it. `sampler` is the Sampler drawing from the buffers as they are now."""
+
+    def __init__(self, sampler: Sampler):
+        super().__init__()
+        self._sampler = sampler
+        for name, tensor in sampler._tensors().items():
+            self.register_buffer(name, tensor)
+
+    @property
+    def sampler(self) -> Sampler:
+        known = self._sampler._tensors()
+        if any(known[name] is not tensor for name, tensor in self._buffers.items()):
+            self._sampler = self._sampler._with_tensors(dict(self._buffers))  # after .to()
+        return self._sampler
+
+    def _apply(self, fn, recurse=True):
+        # Tables move between devices but keep their dtypes and values: layer.double() must
+        # not make the float32 alias probabilities float64 (the native draw reads float32),
+        # nor layer.half() round them. A cast is replaced by a move of the original.
+        for name, tensor in self._buffers.items():
+            moved = fn(tensor)
+            self._buffers[name] = moved if moved.dtype == tensor.dtype else \
+                tensor.to(moved.device)
+        return self
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # A state dict without sampler tables (torch.nn.LinearCrossEntropyLoss's, or one saved
+        # before they were kept) leaves the layer's own sampler as it is.
+        for name, tensor in self._buffers.items():
+            state_dict.setdefault(prefix + name, tensor)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._sampler = self._sampler._with_tensors(dict(self._buffers))
+        self._sampler._forget_derived()
+
+    def extra_repr(self) -> str:
+        return repr(self._sampler)
+
+
+class OutputLayer(nn.Module):
+    """The base of the output-layer family. Every layer has `in_features`, `num_classes`, the
+    output embedding `linear_weight` (and `linear_bias` or None), the per-class `weight` [V]
+    (a buffer, or None), `reduction`, `ignore_index` and `label_smoothing`, and the exact
+    paths `full_loss`, `log_prob` and `predict`; a subclass sets what training computes
+    (`training_loss`). `forward` gives the training loss in training mode and `full_loss` in
+    eval mode."""
+
+    num_samples_arg: Optional[str] = None  # make_head's name for the sample count, if any
+
+    def __init__(self, in_features, num_classes, *, out_features=(), options=None,
+                 reduction="mean", ignore_index=None, label_smoothing=0.0):
+        super().__init__()
+        check_torch_only_args(type(self).__name__, out_features, options)
+        self.in_features = check_size("in_features", in_features)
+        self.num_classes = check_size("num_classes", num_classes)
+        check_reduction(reduction)
+        self.reduction = reduction
+        # None is torch.nn.LinearCrossEntropyLoss's default, which means -100 for class ids.
+        self.ignore_index = -100 if ignore_index is None else ignore_index
+        self.label_smoothing = check_label_smoothing(label_smoothing)
+
+    def _register_class_weight(self, weight, like: Tensor) -> None:
+        """The per-class `weight` buffer, on the device and in the dtype of `like` (the layer's
+        output embedding, made with the factory arguments device= and dtype=)."""
+        if weight is not None:
+            device = weight.device if isinstance(weight, Tensor) else like.device
+            weight = check_class_weight(weight, self.num_classes, device)
+            weight = weight.detach().to(device=like.device, dtype=like.dtype)
+        self.register_buffer("weight", weight)
+
+    def full_loss(self, input: Tensor, target: Tensor, *, reduction: Optional[str] = None
+                  ) -> Tensor:
+        raise NotImplementedError
+
+    def training_loss(self, input: Tensor, target: Tensor,
+                      generator: Optional[torch.Generator] = None) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, input: Tensor, target: Tensor, *,
+                generator: Optional[torch.Generator] = None) -> Tensor:
+        """input [*, D], target int64 [*] (or [*, T]) -> the loss. Training mode: the layer's
+        training loss, its samples drawn with `generator` (a CPU torch.Generator; default:
+        the global one); eval mode: the exact full-softmax loss."""
+        check_generator(generator)
+        if not self.training:
+            return self.full_loss(input, target)
+        check_log_uniform_fit(self, target)  # warns once if ids are not sorted by frequency
+        if generator is None:  # a registered head may define training_loss(input, target)
+            return self.training_loss(input, target)
+        return self.training_loss(input, target, generator=generator)
+
+    def extra_repr(self) -> str:
+        text = (f"in_features={self.in_features}, num_classes={self.num_classes}, "
+                f"bias={self.linear_bias is not None}, reduction={self.reduction!r}, "
+                f"ignore_index={self.ignore_index}")
+        if self.weight is not None:
+            text += ", weight=[per-class]"
+        if self.label_smoothing:
+            text += f", label_smoothing={self.label_smoothing}"
+        return text
 
 
 def _refuse_label_smoothing(layer: str, value) -> None:
@@ -64,16 +196,22 @@ def _refuse_label_smoothing(layer: str, value) -> None:
 
 # Docstring text of the parameters every layer (or every sampling layer) takes.
 COMMON_ARGS = """
-        bias: learn a bias `linear_bias` [V] (default True).
+        out_features: only () (one class id per row), torch.nn.LinearCrossEntropyLoss's
+            default; any other value is refused.
+        bias: learn a bias `linear.bias` [V] (default False, as torch's module).
         linear_weight: an existing nn.Parameter [V, D] to use as the output embedding (tie it
             with an input embedding: pass embedding.weight); default: a new one, N(0, 1/D).
+            Held as `linear.weight` of the nn.Linear `linear`, as in
+            torch.nn.LinearCrossEntropyLoss, whose state dicts load into this layer.
         weight: per-class rescaling [V] (a tensor), as in nn.CrossEntropyLoss: row i's loss
             is multiplied by weight[target_i] and 'mean' divides by the sum of those weights
             over the rows not ignored. Exact F.cross_entropy(weight=...) in eval. Needs one
             true class per row. Kept as the buffer `weight`.
         reduction: 'mean' (over the rows not ignored), 'sum' or 'none'.
-        ignore_index: target value whose rows contribute nothing (default -100).
-        device, dtype: of the parameters, as for torch.nn.Linear."""
+        ignore_index: target value whose rows contribute nothing (default None: -100).
+        options: only None; torch.nn.LinearCrossEntropyOptions is refused (the exact softmax
+            is streamed in blocks of `chunk_bytes` here).
+        device, dtype: of the parameters and buffers, as for torch.nn.Linear."""
 
 SAMPLER_ARGS = """
         sampler: a fastsoftmax Sampler over the V classes, or 'unigram' (counts ** power),

@@ -72,12 +72,22 @@ def check_label_smoothing(value) -> float:
     return float(value)
 
 
+def as_int(name: str, value) -> int:
+    """An integer as a Python int: every numbers.Integral (numpy and torch integer scalars
+    too, through __index__), never a bool or a float."""
+    try:
+        if isinstance(value, bool) or (isinstance(value, Tensor) and value.dtype == torch.bool):
+            raise TypeError
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})") \
+            from None
+
+
 def check_size(name: str, value) -> int:
     """A positive int: Python or numpy/torch integer scalars, never bools or floats."""
     try:
-        if isinstance(value, bool):
-            raise TypeError
-        value = operator.index(value)
+        value = as_int(name, value)
     except TypeError:
         raise ValueError(f"{name} must be a positive int, got {value!r}") from None
     if value <= 0:
@@ -86,19 +96,33 @@ def check_size(name: str, value) -> int:
 
 
 def check_count(value, name: str) -> int:
-    """A positive int (bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    """A positive int (any integer type but bool)."""
+    value = as_int(name, value)
     if value <= 0:
         raise ValueError(f"{name} must be positive, got {value}")
     return value
 
 
+def check_generator(generator) -> None:
+    """None or a CPU torch.Generator, checked where the caller gives it (also when this call
+    draws nothing with it): every fastsoftmax draw is a function of a seed taken from a CPU
+    generator, so CPU and CUDA draw the same ids."""
+    if generator is None:
+        return
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator (on the CPU) or None, got "
+                        f"{type(generator).__name__}")
+    if generator.device.type != "cpu":
+        raise ValueError(
+            "fastsoftmax samplers take a CPU torch.Generator on every device (the draw is a "
+            "function of a seed taken from it, so CPU and CUDA give the same ids); got a "
+            f"generator on {generator.device}")
+
+
 def target_2d(target: Tensor, lead: Tuple[int, ...], num_true: Optional[int]) -> Tensor:
     """target [*] or [*, T] -> [N, T]; num_true=None infers T from the shape."""
-    if num_true is not None and (isinstance(num_true, bool) or not isinstance(num_true, int)
-                                 or num_true < 1):
-        raise ValueError(f"num_true must be a positive int, got {num_true!r}")
+    if num_true is not None:
+        num_true = check_size("num_true", num_true)
     if tuple(target.shape) == lead and num_true in (None, 1):
         return target.reshape(math.prod(lead), 1)  # explicit N: reshape(-1, 0) is ambiguous
     if (target.dim() == len(lead) + 1 and tuple(target.shape[:-1]) == lead

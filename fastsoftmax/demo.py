@@ -85,7 +85,7 @@ def demo_losses():
     torch.manual_seed(0)
     v, n, d = 100_000, 2048, 256
     counts = (1e7 / torch.arange(1, v + 1, dtype=torch.float64) ** 1.07).round() + 1
-    layer = fs.SampledSoftmaxLoss(d, v, num_sampled=1024, counts=counts)
+    layer = fs.SampledSoftmaxLoss(d, v, num_sampled=1024, counts=counts, bias=True)
     h = torch.randn(n, d, requires_grad=True)
     target = fs.UnigramSampler(counts, power=1.0).sample(n)
 

@@ -11,7 +11,11 @@ and 'none' returns shape [*].
 Sampled softmax and NCE follow TensorFlow's `_compute_sampled_logits`: the logit of class c
 is input.weight[c] + bias[c] - log(expected_count(c)), for the row's true classes and for one
 candidate set shared by the batch; with `remove_accidental_hits` a sampled class equal to
-one of the row's true classes is left out of that row. Negative sampling (word2vec) draws K
+one of the row's true classes is left out of that row, at every position it holds. That is
+TensorFlow's result whenever the candidates are distinct (every draw of the layers, and
+`candidates(unique=True)`); with a class repeated among given candidates, TensorFlow's
+compute_accidental_hits masks only one of its positions (the last) and keeps the other copies
+as negatives of the row's own true class, which fastsoftmax does not. Negative sampling (word2vec) draws K
 negatives per row (or K shared) and needs neither bias nor log-Q.
 """
 
@@ -22,7 +26,7 @@ from torch import Tensor
 
 from . import ops
 from ._reduction import finish, loss_rows, mean_normalizer, refuse_full_softmax_extras
-from ._shapes import check_count, check_label_smoothing
+from ._shapes import check_count, check_generator, check_label_smoothing
 from ._smoothing import weighted_smoothed_loss
 from .samplers import LogUniformSampler, SampledValues, Sampler, UniformSampler
 
@@ -60,6 +64,7 @@ def _sampled_logits_loss(input, weight, target, bias, *, mode, num_sampled, samp
     functionals share. `weight`/`bias` here are the output embedding."""
     lead, t2, h, class_weight = loss_rows(input, weight, target, reduction, num_true,
                                           class_weight, normalizer)
+    check_generator(generator)
     V = weight.shape[0]
     label_smoothing = check_label_smoothing(label_smoothing)
     safe = torch.where(t2 == ignore_index, torch.zeros_like(t2), t2)
@@ -127,6 +132,11 @@ def sampled_softmax_loss(
     shared by the batch, unless `sampled` is given. `sparse` makes linear_weight's gradient a
     sparse tensor of the rows used (for SparseAdam or SGD on very large V).
 
+    `remove_accidental_hits` masks every candidate position equal to one of the row's true
+    classes. TensorFlow masks one position per (row, true class): the same with distinct
+    candidates, different when `sampled` repeats a true class (TF keeps the other copies as
+    negatives of the true class itself; masking them all is the sounder estimate).
+
     `weight` [V] rescales each row's loss by the weight of its true class and 'mean' then
     divides by the sum of those weights, as F.cross_entropy (one true class per row).
     `label_smoothing` spreads that mass uniformly over the row's candidates (its true
@@ -171,7 +181,9 @@ def nce_loss(
     sampled_softmax_loss. `weight` [V] scales each row's whole loss (its true and noise
     terms: the row is one example of its class) by the weight of its true class; 'mean'
     divides by the sum of those weights. NCE is not a cross entropy, so it has no
-    label_smoothing (nor z_loss or softcap). `normalizer` as in sampled_softmax_loss."""
+    label_smoothing (nor z_loss or softcap). `remove_accidental_hits` masks every hit
+    position, unlike TensorFlow when `sampled` repeats a true class (see
+    sampled_softmax_loss). `normalizer` as in sampled_softmax_loss."""
     return _sampled_logits_loss(
         input, linear_weight, target, linear_bias, mode=ops.MODE_NCE,
         num_sampled=num_sampled, sampler=sampler, sampled=sampled, num_true=num_true,
@@ -204,6 +216,7 @@ def negative_sampling_loss(
     class_weight, weight = weight, linear_weight
     lead, t2, h, class_weight = loss_rows(input, weight, target, reduction, None,
                                           class_weight, normalizer)
+    check_generator(generator)
     V = weight.shape[0]
     if negatives is None:
         if num_negatives is None:

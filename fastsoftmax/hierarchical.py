@@ -20,8 +20,8 @@ import torch
 from torch import Tensor, nn
 
 from . import ops
-from ._layer_parts import migrate_state_dict
-from ._shapes import check_class_weight, check_size
+from ._layer_parts import OutputLayer, migrate_state_dict
+from ._shapes import check_class_weight
 from .samplers import _weights_tensor
 from .tree import ClassTree
 
@@ -122,8 +122,8 @@ def _level_log_probs(tree: ClassTree, weight: Tensor, h: Tensor, dtype) -> Tenso
     return node
 
 
-class HierarchicalSoftmaxLoss(nn.Module):
-    """Hierarchical-softmax output layer over `num_classes` classes.
+class HierarchicalSoftmaxLoss(OutputLayer):
+    """Hierarchical-softmax output layer over `num_classes` classes (the 'hs' head).
 
     Args:
         in_features: D, the size of each input row.
@@ -140,37 +140,41 @@ class HierarchicalSoftmaxLoss(nn.Module):
         label_smoothing: only 0.0. A smoothed target needs every class's probability, which a
             hierarchical softmax does not compute in training; any other value is refused.
         reduction: 'mean' (over rows not ignored), 'sum' or 'none'.
-        ignore_index: target value whose rows contribute nothing.
+        ignore_index: target value whose rows contribute nothing (default None: -100).
         sparse: sparse COO gradient of `linear_weight` (touched inner nodes only).
-        device, dtype: of the parameters, as for torch.nn layers.
+        bias: only False: the tree has no bias (torch.nn.LinearCrossEntropyLoss's default).
+        out_features: only (), torch.nn.LinearCrossEntropyLoss's default.
+        options: only None, torch.nn.LinearCrossEntropyLoss's default.
+        device, dtype: of the parameters and buffers, as for torch.nn layers.
 
-    `linear_weight` [V - 1, D] (renamed from `weight` in 0.1) starts at zero, as word2vec.c's
-    syn1 (every class then has probability 2^-code length, the tree's own prior). The tree is
-    kept as the buffer `tree_links`, so it travels with `.to()` and is saved in the state dict (and checked
-    again when loaded). The loss is exact in training and evaluation alike; `log_prob` and
-    `predict` evaluate all classes, in chunks of rows."""
+    Not a drop-in for torch.nn.LinearCrossEntropyLoss: its parameters are one weight row per
+    inner node of the tree, `linear_weight` [V - 1, D] (no nn.Linear, no bias), so a state
+    dict of a [V, D] softmax layer is refused with a sentence, not loaded. It starts at zero,
+    as word2vec.c's syn1 (every class then has probability 2^-code length, the tree's own
+    prior). The tree is kept as the buffer `tree_links`, so it travels with `.to()` and is
+    saved in the state dict (and checked again when loaded). The loss is exact in training
+    and evaluation alike; `log_prob` and `predict` evaluate all classes, in chunks of rows."""
 
     chunk_bytes = 256 * 2**20
 
-    def __init__(self, in_features: int, num_classes: int, counts=None, *,
-                 tree: Optional[ClassTree] = None, vocab=None,
-                 weight: Optional[Tensor] = None, label_smoothing: float = 0.0,
-                 reduction: str = "mean", ignore_index: int = -100, sparse: bool = False,
-                 device=None, dtype=None):
-        # nn.Module's constructor only: fastsoftmax.nn registers a subclass that is also an
-        # OutputLayer (the head family), whose own constructor would build a [V, D] weight.
-        nn.Module.__init__(self)
-        in_features = check_size("in_features", in_features)
-        num_classes = check_size("num_classes", num_classes)
+    def __init__(self, in_features: int, num_classes: int, counts=None, *, out_features=(),
+                 bias: bool = False, device=None, dtype=None, reduction: str = "mean",
+                 weight: Optional[Tensor] = None, ignore_index: Optional[int] = None,
+                 label_smoothing: float = 0.0, options=None, tree: Optional[ClassTree] = None,
+                 vocab=None, sparse: bool = False):
         if label_smoothing != 0.0:
             raise ValueError(
                 "HierarchicalSoftmaxLoss does not support label_smoothing: a smoothed target "
                 "needs the probability of every class, which the tree does not compute per "
                 "row (use FullSoftmaxLoss or SampledSoftmaxLoss)")
+        if bias:
+            raise ValueError("HierarchicalSoftmaxLoss has no bias: each inner node of the tree "
+                             "owns one weight row and nothing else (bias must be False)")
+        super().__init__(in_features, num_classes, out_features=out_features, options=options,
+                         reduction=reduction, ignore_index=ignore_index, label_smoothing=0.0)
+        num_classes = self.num_classes
         if num_classes < 2:
             raise ValueError(f"a hierarchical softmax needs num_classes >= 2, got {num_classes}")
-        if reduction not in _REDUCTIONS:
-            raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
         if (counts is None) == (tree is None):
             raise ValueError("give exactly one of counts (to build a Huffman tree) or tree")
         if tree is None:
@@ -183,14 +187,10 @@ class HierarchicalSoftmaxLoss(nn.Module):
             raise TypeError(f"tree must be a fastsoftmax.ClassTree, got {type(tree).__name__}")
         elif tree.num_classes != num_classes:
             raise ValueError(f"tree has {tree.num_classes} classes, the layer {num_classes}")
-        self.in_features, self.num_classes = in_features, num_classes
-        self.reduction, self.ignore_index, self.sparse = reduction, ignore_index, bool(sparse)
-        self.linear_weight = nn.Parameter(torch.zeros(num_classes - 1, in_features,
+        self.sparse = bool(sparse)
+        self.linear_weight = nn.Parameter(torch.zeros(num_classes - 1, self.in_features,
                                                       device=device, dtype=dtype))
-        if weight is not None:
-            weight = check_class_weight(weight, num_classes, weight.device if isinstance(
-                weight, Tensor) else None).to(self.linear_weight.device)
-        self.register_buffer("weight", weight)
+        self._register_class_weight(weight, self.linear_weight)
         self.register_parameter("linear_bias", None)  # as every head of the family: no bias
         tree = tree.to(self.linear_weight.device)
         self.register_buffer("tree_links", tree.links)
@@ -205,25 +205,28 @@ class HierarchicalSoftmaxLoss(nn.Module):
         return self._tree
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        migrate_state_dict(state_dict, prefix)  # 'weight' [V - 1, D] before 0.1
+        if prefix + "linear.weight" in state_dict:
+            raise ValueError(
+                "this state dict holds a softmax layer's linear.weight [V, D] (e.g. "
+                "torch.nn.LinearCrossEntropyLoss's); a hierarchical softmax has one weight row "
+                "per inner node of its tree, linear_weight [V - 1, D], so it cannot be loaded "
+                "here (train the tree's weights, or use FullSoftmaxLoss)")
+        migrate_state_dict(state_dict, prefix, "linear_weight", "linear_bias")  # before 0.1
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         self._tree = ClassTree(self.tree_links)  # a loaded tree is checked like a new one
-
-    def forward(self, input: Tensor, target: Tensor, *,
-                generator: Optional[torch.Generator] = None) -> Tensor:
-        """The exact loss; `generator` is accepted as by every output layer, and unused (a
-        hierarchical softmax draws nothing)."""
-        return _hierarchical_softmax(input, self.linear_weight, target, self.tree,
-                                     self.reduction, self.ignore_index, self.sparse,
-                                     self.weight)
 
     def full_loss(self, input: Tensor, target: Tensor, *, reduction: Optional[str] = None
                   ) -> Tensor:
         """The exact loss with this layer's reduction (or the one given): for a hierarchical
-        softmax it is the training loss itself (`forward`)."""
+        softmax it is the training loss itself."""
         return _hierarchical_softmax(input, self.linear_weight, target, self.tree,
                                      self.reduction if reduction is None else reduction,
                                      self.ignore_index, self.sparse, self.weight)
+
+    def training_loss(self, input: Tensor, target: Tensor,
+                      generator: Optional[torch.Generator] = None) -> Tensor:
+        """The exact loss: a hierarchical softmax draws nothing (`generator` is unused)."""
+        return self.full_loss(input, target)
 
     def _rows_per_chunk(self) -> int:
         # Per row: V - 1 scores and two log-sigmoids, 2V - 1 node log-probabilities, V out.
@@ -264,9 +267,7 @@ class HierarchicalSoftmaxLoss(nn.Module):
         return out.reshape(input.shape[:-1])
 
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, num_classes={self.num_classes}, "
-                f"max_depth={self.tree.max_depth}, reduction={self.reduction!r}, "
-                f"sparse={self.sparse}")
+        return f"{super().extra_repr()}, max_depth={self.tree.max_depth}, sparse={self.sparse}"
 
 
 __all__ = ["HierarchicalSoftmaxLoss", "hierarchical_softmax_loss"]

@@ -2,16 +2,17 @@
 
 FullSoftmaxLoss, SampledSoftmaxLoss, NCELoss, NegativeSamplingLoss and HierarchicalSoftmaxLoss
 share one interface (OutputLayer) and a registry (`make_head(name, ...)`, `register_head`) from
-which every model takes its head by name. The argument names follow
-torch.nn.functional.linear_cross_entropy and nn.CrossEntropyLoss (renamed in 0.1): each module
-owns the output embedding `linear_weight` [V, D] (and `linear_bias` [V]) or shares a given
-Parameter (tying with an input embedding), and `weight` [V] is a per-class rescaling. Loading
-a state dict saved before 0.1 (keys 'weight' [V, D] and 'bias') migrates it.
+which every model takes its head by name. Each of the first four is a drop-in for
+torch.nn.LinearCrossEntropyLoss: the same positional arguments and keyword defaults (bias=False,
+ignore_index=None), the output embedding held as the nn.Linear `linear` (`linear.weight` [V, D],
+`linear.bias` [V]; also readable as `linear_weight`/`linear_bias`), or a given Parameter (tying
+with an input embedding), and state dicts that load both ways; `weight` [V] is a per-class
+rescaling. Older state dicts (keys 'linear_weight'/'linear_bias', or before 0.1 'weight' [V, D]
+and 'bias') migrate on load.
 
-In training mode `forward(input, target, *, generator=None)` draws samples (from `generator`
-when given) and returns the sampled loss; in eval mode it returns the exact full-softmax cross
-entropy with the same reduction, `weight` and `label_smoothing` as F.cross_entropy, so
-exp(eval loss) is a true perplexity. The full-softmax paths (`eval` loss, `log_prob`,
+In training mode `forward(input, target, *, generator=None)` returns the sampled loss (drawn
+with `generator` when given); in eval mode the exact full-softmax cross entropy with the same
+reduction, `weight` and `label_smoothing` as F.cross_entropy: exp(eval loss) is a perplexity. The full-softmax paths (`eval` loss, `log_prob`,
 `predict`) are the streaming functionals of fastsoftmax.functional (streaming_logsumexp): no
 block of logits larger than `chunk_bytes` exists at once, also for V in the millions.
 
@@ -30,58 +31,59 @@ import torch
 from torch import Tensor, nn
 
 from . import functional
-from ._layer_parts import (COMMON_ARGS, SAMPLER_ARGS, _refuse_label_smoothing,
-                           make_sampler, migrate_state_dict)
+from ._layer_parts import (COMMON_ARGS, SAMPLER_ARGS, OutputLayer, SamplerTables,
+                           _refuse_label_smoothing, make_sampler, migrate_state_dict)
 from ._reduction import check_softcap, check_z_loss
-from ._shapes import check_class_weight, check_label_smoothing, check_reduction, check_size
-from .sampler_fit import check_log_uniform_fit
+from ._shapes import check_size
+from .hierarchical import HierarchicalSoftmaxLoss
 from .samplers import Sampler
 
-class OutputLayer(nn.Module):
-    """The family's base: owns `linear_weight` [V, D] and `linear_bias` [V] (or None), the
-    per-class `weight` [V] (a buffer, or None) and every exact full-softmax path. A subclass
-    sets what training does (`training_loss`); in eval mode `forward` is always `full_loss`.
+
+class _LinearLayer(OutputLayer):
+    """A layer whose output embedding is the nn.Linear `linear` (weight [V, D], bias [V] or
+    None), as torch.nn.LinearCrossEntropyLoss's, with the exact full-softmax paths.
     `chunk_bytes` bounds the logits held at once."""
 
     chunk_bytes = functional.CHUNK_BYTES
     z_loss, softcap = 0.0, None  # full-softmax options; FullSoftmaxLoss takes them
 
-    def __init__(self, in_features: int, num_classes: int, *, bias: bool = True,
-                 linear_weight: Optional[nn.Parameter] = None, weight: Optional[Tensor] = None,
-                 label_smoothing: float = 0.0, reduction: str = "mean",
-                 ignore_index: int = -100, device=None, dtype=None):
-        super().__init__()
-        self.in_features = check_size("in_features", in_features)
-        self.num_classes = V = check_size("num_classes", num_classes)
-        check_reduction(reduction)
-        self.reduction, self.ignore_index = reduction, ignore_index
-        self.label_smoothing = check_label_smoothing(label_smoothing)
+    def __init__(self, in_features: int, num_classes: int, *, out_features=(),
+                 bias: bool = False, device=None, dtype=None, reduction: str = "mean",
+                 weight: Optional[Tensor] = None, ignore_index: Optional[int] = None,
+                 label_smoothing: float = 0.0, options=None,
+                 linear_weight: Optional[nn.Parameter] = None):
+        """torch.nn.LinearCrossEntropyLoss's arguments and `linear_weight` (for tying); the
+        layer's class docstring documents each."""
+        super().__init__(in_features, num_classes, out_features=out_features, options=options,
+                         reduction=reduction, ignore_index=ignore_index,
+                         label_smoothing=label_smoothing)
+        V, D = self.num_classes, self.in_features
+        # An empty shell on the meta device: its parameters are set below (a tied one kept).
+        self.linear = nn.Linear(D, V, bias=bias, device="meta", dtype=dtype)
         if linear_weight is None:
-            self.linear_weight = nn.Parameter(
-                torch.empty(V, self.in_features, device=device, dtype=dtype))
-            nn.init.normal_(self.linear_weight, std=1.0 / math.sqrt(self.in_features))
-        else:
-            if not isinstance(linear_weight, nn.Parameter):
-                raise TypeError("linear_weight must be an nn.Parameter (to tie, pass "
-                                "embedding.weight)")
-            if tuple(linear_weight.shape) != (V, self.in_features):
-                raise ValueError(
-                    f"linear_weight must have shape ({V}, {self.in_features}), "
-                    f"got {tuple(linear_weight.shape)}"
-                )
-            self.linear_weight = linear_weight
-        like = self.linear_weight
+            linear_weight = nn.Parameter(torch.empty(V, D, device=device, dtype=dtype))
+            nn.init.normal_(linear_weight, std=1.0 / math.sqrt(D))
+        elif not isinstance(linear_weight, nn.Parameter):
+            raise TypeError("linear_weight must be an nn.Parameter (to tie, pass "
+                            "embedding.weight)")
+        elif tuple(linear_weight.shape) != (V, D):
+            raise ValueError(f"linear_weight must have shape ({V}, {D}), "
+                             f"got {tuple(linear_weight.shape)}")
+        self.linear.weight = linear_weight
         if bias:
-            self.linear_bias = nn.Parameter(torch.zeros(V, dtype=like.dtype, device=like.device))
-        else:
-            self.register_parameter("linear_bias", None)
-        if weight is not None:
-            if isinstance(weight, Tensor):
-                weight = check_class_weight(weight, V, weight.device)
-                weight = weight.detach().to(device=like.device, dtype=like.dtype)
-            else:
-                check_class_weight(weight, V, like.device)  # raises: not a tensor
-        self.register_buffer("weight", weight)
+            self.linear.bias = nn.Parameter(torch.zeros(V, dtype=linear_weight.dtype,
+                                                        device=linear_weight.device))
+        self._register_class_weight(weight, linear_weight)
+
+    @property
+    def linear_weight(self) -> nn.Parameter:
+        """The output embedding [V, D]: `linear.weight`."""
+        return self.linear.weight
+
+    @property
+    def linear_bias(self) -> Optional[nn.Parameter]:
+        """The bias [V] (`linear.bias`), or None."""
+        return self.linear.bias
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         migrate_state_dict(state_dict, prefix)
@@ -110,37 +112,27 @@ class OutputLayer(nn.Module):
             reduction=self.reduction if reduction is None else reduction,
             chunk_bytes=self.chunk_bytes, z_loss=self.z_loss, softcap=self.softcap)
 
-    def training_loss(self, input: Tensor, target: Tensor,
-                      generator: Optional[torch.Generator] = None) -> Tensor:
-        raise NotImplementedError
 
-    def forward(self, input: Tensor, target: Tensor, *,
-                generator: Optional[torch.Generator] = None) -> Tensor:
-        """input [*, D], target int64 [*] (or [*, T]) -> the loss. Training mode: the layer's
-        sampled loss, its samples drawn with `generator` (a torch.Generator; default: the
-        global one); eval mode: the exact full-softmax loss."""
-        if not self.training:
-            return self.full_loss(input, target)
-        check_log_uniform_fit(self, target)  # warns once if ids are not sorted by frequency
-        if generator is None:  # a registered head may define training_loss(input, target)
-            return self.training_loss(input, target)
-        return self.training_loss(input, target, generator=generator)
-
-    def extra_repr(self) -> str:
-        text = (f"in_features={self.in_features}, num_classes={self.num_classes}, "
-                f"bias={self.linear_bias is not None}, reduction={self.reduction!r}")
-        if self.weight is not None:
-            text += ", weight=[per-class]"
-        if self.label_smoothing:
-            text += f", label_smoothing={self.label_smoothing}"
-        return text
+def _with_layer_keywords(cls: type) -> type:
+    """Gives a sampling layer, whose constructor passes torch.nn.LinearCrossEntropyLoss's
+    keywords on as `**layer`, the signature that names them (for inspect, help() and
+    make_head): its positional parameters, then those keywords, then its own."""
+    own = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    layer = [p for p in inspect.signature(_LinearLayer.__init__).parameters.values()
+             if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    cls.__signature__ = inspect.Signature(
+        [p for p in own if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD] + layer
+        + [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY])
+    return cls
 
 
-class FullSoftmaxLoss(OutputLayer):
+@_with_layer_keywords
+class FullSoftmaxLoss(_LinearLayer):
     __doc__ = """The exact softmax cross entropy in training and in eval (the baseline of the
     family), with the logits streamed in blocks of `chunk_bytes`. In training autograd keeps the
     blocks for backward; in eval (no grad) memory stays bounded for any V. It equals
-    F.linear_cross_entropy(input, linear_weight, target, linear_bias=, weight=,
+    torch.nn.LinearCrossEntropyLoss (same arguments, same state dict) and
+    F.linear_cross_entropy(input, linear.weight, target, linear_bias=, weight=,
     label_smoothing=, reduction=, ignore_index=).
 
     Args:
@@ -154,16 +146,9 @@ class FullSoftmaxLoss(OutputLayer):
             softmax, smoothing and z_loss (default None: off).
             See functional.full_softmax_loss.""" + COMMON_ARGS
 
-    num_samples_arg = None
-
-    def __init__(self, in_features: int, num_classes: int, *, bias: bool = True,
-                 linear_weight: Optional[nn.Parameter] = None, weight: Optional[Tensor] = None,
-                 label_smoothing: float = 0.0, reduction: str = "mean",
-                 ignore_index: int = -100, device=None, dtype=None, z_loss: float = 0.0,
-                 softcap: Optional[float] = None):
-        super().__init__(in_features, num_classes, bias=bias, linear_weight=linear_weight,
-                         weight=weight, label_smoothing=label_smoothing, reduction=reduction,
-                         ignore_index=ignore_index, device=device, dtype=dtype)
+    def __init__(self, in_features: int, num_classes: int, *, z_loss: float = 0.0,
+                 softcap: Optional[float] = None, **layer):
+        super().__init__(in_features, num_classes, **layer)
         self.z_loss, self.softcap = check_z_loss(z_loss), check_softcap(softcap)
 
     def training_loss(self, input: Tensor, target: Tensor,
@@ -171,24 +156,27 @@ class FullSoftmaxLoss(OutputLayer):
         return self.full_loss(input, target)  # draws nothing: generator is not needed
 
 
-class _SampledLayer(OutputLayer):
-    """A layer that trains on a sampled objective drawn from `self.sampler`."""
+class _SampledLayer(_LinearLayer):
+    """A layer that trains on a sampled objective drawn from `self.sampler`, whose tables are
+    the buffers of the submodule `sampler_tables` (saved and moved with the layer)."""
 
     def __init__(self, in_features, num_classes, num_samples, *, sampler, counts, vocab, power,
                  sparse, default_sampler, **layer):
         super().__init__(in_features, num_classes, **layer)
         self.num_samples = check_size(self.num_samples_arg, num_samples)
+        setattr(self, self.num_samples_arg, self.num_samples)
         self.sparse = bool(sparse)
-        self.sampler = make_sampler(sampler, counts, power, self.num_classes, default_sampler,
-                                    vocab=vocab, device=self.linear_weight.device)
+        sampler = make_sampler(sampler, counts, power, self.num_classes, default_sampler,
+                               vocab=vocab, device=self.linear_weight.device)
+        self.sampler_tables = SamplerTables(sampler.to(self.linear_weight.device))
 
-    def _sampler_on(self, device: torch.device) -> Sampler:
-        if self.sampler.device != device:
-            self.sampler = self.sampler.to(device)
-        return self.sampler
+    @property
+    def sampler(self) -> Sampler:
+        """The Sampler the layer draws from (its tables: the buffers of `sampler_tables`)."""
+        return self.sampler_tables.sampler
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, sampler={self.sampler!r}, sparse={self.sparse}"
+        return f"{super().extra_repr()}, sparse={self.sparse}"
 
 
 class SampledSoftmaxLoss(_SampledLayer):
@@ -205,7 +193,7 @@ class SampledSoftmaxLoss(_SampledLayer):
         num_classes: V, the number of classes.
         num_sampled: S, the candidates drawn per step (distinct, shared by the batch).
         remove_accidental_hits: leave a sampled class that equals a row's true class out of
-            that row (default True).
+            that row (default True; every such position, see sampled_softmax_loss).
         label_smoothing: eps (default 0.0). Eval: exactly F.cross_entropy's. Training: the
             row's target puts 1 - eps on its true class and spreads eps uniformly over its
             candidates (the true class and the sampled classes it keeps), with the
@@ -217,24 +205,18 @@ class SampledSoftmaxLoss(_SampledLayer):
 
     def __init__(self, in_features: int, num_classes: int, num_sampled: int, *,
                  sampler: Union[Sampler, str, None] = None, counts=None, vocab=None,
-                 power: float = 0.75, bias: bool = True,
-                 linear_weight: Optional[nn.Parameter] = None, weight: Optional[Tensor] = None,
-                 label_smoothing: float = 0.0, remove_accidental_hits: bool = True,
-                 reduction: str = "mean", ignore_index: int = -100, sparse: bool = False,
-                 device=None, dtype=None):
+                 power: float = 0.75, remove_accidental_hits: bool = True, sparse: bool = False,
+                 **layer):
         super().__init__(in_features, num_classes, num_sampled, sampler=sampler, counts=counts,
                          vocab=vocab, power=power, sparse=sparse, default_sampler="log_uniform",
-                         bias=bias, linear_weight=linear_weight, weight=weight,
-                         label_smoothing=label_smoothing, reduction=reduction,
-                         ignore_index=ignore_index, device=device, dtype=dtype)
-        self.num_sampled = self.num_samples
+                         **layer)
         self.remove_accidental_hits = remove_accidental_hits
 
     def training_loss(self, input, target, generator=None):
         return functional.sampled_softmax_loss(
             input, self.linear_weight, target, linear_bias=self.linear_bias,
             weight=self.weight, label_smoothing=self.label_smoothing,
-            num_sampled=self.num_sampled, sampler=self._sampler_on(input.device), num_true=None,
+            num_sampled=self.num_sampled, sampler=self.sampler, num_true=None,
             remove_accidental_hits=self.remove_accidental_hits, reduction=self.reduction,
             ignore_index=self.ignore_index, generator=generator, sparse=self.sparse)
 
@@ -244,9 +226,9 @@ class NCELoss(_SampledLayer):
     -log_z (self-normalised when 0); with `learn_log_z` it is a Parameter. In eval: the exact
     full softmax.
 
-    The bias starts at -log(num_classes), so that exp(logits) sums to about 1 from the first
-    step. With a zero bias every class starts num_classes times too likely and NCE spends its
-    first thousands of steps pushing all scores down (a 2x200 LSTM on PTB, 400 SGD steps:
+    With a bias, it starts at -log(num_classes), so that exp(logits) sums to about 1 from the
+    first step. With a zero bias every class starts num_classes times too likely and NCE spends
+    its first thousands of steps pushing all scores down (a 2x200 LSTM on PTB, 400 SGD steps:
     validation perplexity 132,836 from a zero bias, 558 from -log V).
 
     In training `weight` scales each row's whole NCE loss (true and noise terms: the row is
@@ -266,18 +248,12 @@ class NCELoss(_SampledLayer):
 
     def __init__(self, in_features: int, num_classes: int, num_sampled: int, *,
                  sampler: Union[Sampler, str, None] = None, counts=None, vocab=None,
-                 power: float = 0.75, bias: bool = True,
-                 linear_weight: Optional[nn.Parameter] = None, weight: Optional[Tensor] = None,
-                 label_smoothing: float = 0.0, log_z: float = 0.0, learn_log_z: bool = False,
-                 reduction: str = "mean", ignore_index: int = -100, sparse: bool = False,
-                 device=None, dtype=None):
-        _refuse_label_smoothing("NCELoss", label_smoothing)
+                 power: float = 0.75, log_z: float = 0.0, learn_log_z: bool = False,
+                 sparse: bool = False, **layer):
+        _refuse_label_smoothing("NCELoss", layer.get("label_smoothing", 0.0))
         super().__init__(in_features, num_classes, num_sampled, sampler=sampler, counts=counts,
                          vocab=vocab, power=power, sparse=sparse, default_sampler="log_uniform",
-                         bias=bias, linear_weight=linear_weight, weight=weight,
-                         label_smoothing=0.0, reduction=reduction, ignore_index=ignore_index,
-                         device=device, dtype=dtype)
-        self.num_sampled = self.num_samples
+                         **layer)
         if self.linear_bias is not None:
             nn.init.constant_(self.linear_bias, -math.log(self.num_classes))
         like = self.linear_weight
@@ -288,12 +264,17 @@ class NCELoss(_SampledLayer):
         else:
             self.register_buffer("log_z", value)
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # torch.nn.LinearCrossEntropyLoss has no log_z: its state dict keeps the layer's own.
+        state_dict.setdefault(prefix + "log_z", self.log_z.detach())
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def training_loss(self, input, target, generator=None):
         # Eval needs no override: NCE's normalised model is the softmax of the unshifted
         # logits (log_z cancels), which is what full_loss computes.
         return functional.nce_loss(
             input, self.linear_weight, target, linear_bias=self.linear_bias, weight=self.weight,
-            num_sampled=self.num_sampled, sampler=self._sampler_on(input.device), num_true=None,
+            num_sampled=self.num_sampled, sampler=self.sampler, num_true=None,
             log_z=self.log_z, reduction=self.reduction, ignore_index=self.ignore_index,
             generator=generator, sparse=self.sparse)
 
@@ -301,7 +282,7 @@ class NCELoss(_SampledLayer):
 class NegativeSamplingLoss(_SampledLayer):
     __doc__ = """word2vec's negative-sampling output layer: `num_negatives` negatives per row (or
     shared by the batch when `shared`), no bias. Default sampler: unigram^power when `counts`
-    are given, else uniform. In eval: the exact full softmax of linear_weight. There is no
+    are given, else uniform. In eval: the exact full softmax of linear.weight. There is no
     bias (word2vec has none). In training `weight` scales each row's whole loss by the weight
     of its true class.
 
@@ -312,30 +293,27 @@ class NegativeSamplingLoss(_SampledLayer):
         shared: draw one set of K negatives for the whole batch (default False: per row).
         label_smoothing: only 0.0; any other value is refused (a sum of logistic losses has
             no smoothed target).""" + SAMPLER_ARGS.format(default="uniform") + \
-        COMMON_ARGS.replace(
-            "        bias: learn a bias `linear_bias` [V] (default True).\n", "")
+        COMMON_ARGS.replace("bias: learn a bias `linear.bias` [V] (default False, as torch's "
+                            "module).", "bias: only False (word2vec's objective has no bias).")
 
     num_samples_arg = "num_negatives"
 
     def __init__(self, in_features: int, num_classes: int, num_negatives: int, *,
                  sampler: Union[Sampler, str, None] = None, counts=None, vocab=None,
-                 power: float = 0.75, linear_weight: Optional[nn.Parameter] = None,
-                 weight: Optional[Tensor] = None, label_smoothing: float = 0.0,
-                 shared: bool = False, reduction: str = "mean", ignore_index: int = -100,
-                 sparse: bool = False, device=None, dtype=None):
-        _refuse_label_smoothing("NegativeSamplingLoss", label_smoothing)
+                 power: float = 0.75, shared: bool = False, sparse: bool = False, **layer):
+        _refuse_label_smoothing("NegativeSamplingLoss", layer.get("label_smoothing", 0.0))
+        if layer.get("bias"):
+            raise ValueError("NegativeSamplingLoss has no bias: word2vec's objective, "
+                             "-log s(w_t.h) - sum_k log s(-w_k.h), has none (bias must be False)")
         super().__init__(in_features, num_classes, num_negatives, sampler=sampler, counts=counts,
                          vocab=vocab, power=power, sparse=sparse, default_sampler="uniform",
-                         bias=False, linear_weight=linear_weight, weight=weight,
-                         label_smoothing=0.0, reduction=reduction, ignore_index=ignore_index,
-                         device=device, dtype=dtype)
-        self.num_negatives, self.shared = self.num_samples, bool(shared)
+                         **layer)
+        self.shared = bool(shared)
 
     def training_loss(self, input, target, generator=None):
-        sampler = self._sampler_on(input.device)
         rows = input.numel() // self.in_features
         shape = (self.num_negatives,) if self.shared else (rows, self.num_negatives)
-        negatives = sampler.sample(*shape, generator=generator)
+        negatives = self.sampler.sample(*shape, generator=generator)
         if not self.shared:
             negatives = negatives.reshape(*input.shape[:-1], self.num_negatives)
         return functional.negative_sampling_loss(
@@ -343,19 +321,20 @@ class NegativeSamplingLoss(_SampledLayer):
             reduction=self.reduction, ignore_index=self.ignore_index, sparse=self.sparse)
 
 
-# ---------------------------------------------------------------------------------------
 # The registry: every model takes its output layer from here, by name.
-# ---------------------------------------------------------------------------------------
 HEADS = {
     "full": FullSoftmaxLoss,
     "sampled": SampledSoftmaxLoss,
     "nce": NCELoss,
     "neg": NegativeSamplingLoss,
+    "hs": HierarchicalSoftmaxLoss,  # in fastsoftmax.hierarchical: its weight is [V - 1, D]
 }
 
-# Options a model passes to whichever head it builds; a head whose constructor does not take
-# one (the full softmax samples nothing, negative sampling has no bias) does not get it.
-_SHARED_OPTIONS = ("sampler", "counts", "vocab", "power", "bias", "sparse")
+# Options a model may pass to whichever head it builds, with the value that asks nothing of
+# a head: a head that does not take one gets it only at that value (dropped); any other value
+# is refused, since the head would silently not do what was asked.
+_SHARED_OPTIONS = {"sampler": None, "counts": None, "vocab": None, "power": 0.75,
+                   "bias": False, "sparse": False, "tree": None}
 
 
 def register_head(name: str, cls: type) -> None:
@@ -369,26 +348,39 @@ def register_head(name: str, cls: type) -> None:
     HEADS[name] = cls
 
 
+def _unset(value, default) -> bool:
+    if default is None:
+        return value is None
+    return isinstance(value, (bool, int, float)) and value == default
+
+
 def make_head(name: str, in_features: int, num_classes: int, *,
               num_samples: Optional[int] = None, **options) -> OutputLayer:
-    """The registered head `name` ('full', 'sampled', 'nce', 'neg', ...) over `num_classes`
-    classes. `num_samples` is its sample count (num_sampled / num_negatives; ignored by heads
-    that draw none). sampler, counts, vocab, power, bias and sparse go to the heads that take
-    them; any other option (linear_weight, weight, label_smoothing, reduction, ignore_index,
-    device, dtype, ...) must be one the head takes, or None."""
+    """The registered head `name` ('full', 'sampled', 'nce', 'neg', 'hs', ...) over
+    `num_classes` classes. `num_samples` is its sample count (num_sampled / num_negatives;
+    ignored by heads that draw none). sampler, counts, vocab, power, bias, sparse and tree go
+    to the heads that take them; a head that does not take one accepts it only unset (None,
+    power 0.75, bias and sparse False), and refuses any other value with a ValueError. Any
+    other option (linear_weight, weight, label_smoothing, reduction, ignore_index, device,
+    dtype, ...) must be one the head takes, or None."""
     if name not in HEADS:
         raise ValueError(f"output must be one of {tuple(HEADS)}, got {name!r}")
     cls = HEADS[name]
     accepted = inspect.signature(cls).parameters
-    # An option the head does not take is dropped when it is a shared one or None (nothing is
-    # asked of the head); any other goes through, so that the constructor refuses it.
-    kwargs = {k: v for k, v in options.items()
-              if k in accepted or (k not in _SHARED_OPTIONS and v is not None)}
+    kwargs = {}
+    for key, value in options.items():
+        if key in accepted or (key not in _SHARED_OPTIONS and value is not None):
+            kwargs[key] = value  # the constructor refuses an option it does not take
+        elif key in _SHARED_OPTIONS and not _unset(value, _SHARED_OPTIONS[key]):
+            given = f"{key}={value!r}" if isinstance(value, (bool, int, float, str)) else key
+            raise ValueError(f"{given} was given, but output {name!r} ({cls.__name__}) does "
+                             f"not take {key}: it would be ignored")
     arg = getattr(cls, "num_samples_arg", None)
     if arg is not None:
         if num_samples is None:
             raise ValueError(f"output {name!r} needs a sample count ({arg})")
-        if isinstance(num_samples, int) and num_samples >= num_classes:
+        num_samples = check_size(arg, num_samples)
+        if num_samples >= num_classes:
             raise ValueError(
                 f"{arg} ({num_samples}) must be smaller than the number of classes "
                 f"({num_classes}); use output 'full' for so few classes"
@@ -397,45 +389,25 @@ def make_head(name: str, in_features: int, num_classes: int, *,
     return cls(in_features, num_classes, **kwargs)
 
 
+# help(Layer.__init__) shows the parameters too, not nn.Module's constructor text.
+for _layer in (SampledSoftmaxLoss, NCELoss, NegativeSamplingLoss):
+    _with_layer_keywords(_layer).__init__.__doc__ = _layer.__doc__
+HierarchicalSoftmaxLoss.__init__.__doc__ = HierarchicalSoftmaxLoss.__doc__
+
+# The two-tower retrieval loss lives in retrieval.py.
+from .retrieval import InBatchSoftmaxLoss  # noqa: E402
+
 __all__ = [
     "HEADS",
-    "make_sampler",
-    "migrate_state_dict",
     "FullSoftmaxLoss",
     "HierarchicalSoftmaxLoss",
+    "InBatchSoftmaxLoss",
     "NCELoss",
     "NegativeSamplingLoss",
     "OutputLayer",
     "SampledSoftmaxLoss",
     "make_head",
+    "make_sampler",
+    "migrate_state_dict",
     "register_head",
 ]
-
-# The hierarchical softmax lives in its own module (its weight is [V - 1, D], one row per inner
-# node of the tree); here it joins the family as the 'hs' head. It is exactly normalised, so
-# training and eval compute the same loss.
-from . import hierarchical as _hierarchical  # noqa: E402
-
-
-class HierarchicalSoftmaxLoss(_hierarchical.HierarchicalSoftmaxLoss, OutputLayer):
-    __doc__ = _hierarchical.HierarchicalSoftmaxLoss.__doc__
-    num_samples_arg = None
-
-    def training_loss(self, input: Tensor, target: Tensor,
-                      generator: Optional[torch.Generator] = None) -> Tensor:
-        return self.full_loss(input, target)
-
-
-register_head("hs", HierarchicalSoftmaxLoss)
-
-# help(Layer.__init__) shows the parameters too, not nn.Module's constructor text.
-for _layer in (FullSoftmaxLoss, SampledSoftmaxLoss, NCELoss, NegativeSamplingLoss,
-               HierarchicalSoftmaxLoss):
-    _layer.__init__.__doc__ = _layer.__doc__
-
-__all__ += ["HierarchicalSoftmaxLoss"]
-
-# The two-tower retrieval loss lives in retrieval.py.
-from .retrieval import InBatchSoftmaxLoss  # noqa: E402
-
-__all__ += ["InBatchSoftmaxLoss"]

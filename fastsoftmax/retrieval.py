@@ -16,12 +16,15 @@ Composed from torch ops: one matmul gives the [N, N + M] logits, and nothing [N,
 """
 
 import math
+import numbers
 from typing import Optional
 
 import torch
 import torch.nn.functional as TF
 from torch import Tensor, nn
 
+from ._layer_parts import SamplerTables
+from ._shapes import check_generator
 from .frequency import FrequencyEstimator
 from .samplers import Sampler
 
@@ -189,7 +192,8 @@ class InBatchSoftmaxLoss(nn.Module):
             mode it is read, not updated.
         num_extra: M extra negatives per step shared by every row, drawn (with replacement)
             from `sampler` and embedded by `item_encoder`.
-        sampler: a fastsoftmax Sampler over the item ids (needed when num_extra > 0).
+        sampler: a fastsoftmax Sampler over the item ids (needed when num_extra > 0); its
+            tables are buffers of `sampler_tables`, saved and moved with this module.
         item_encoder: callable ids int64 [M] -> [M, D], normally the item tower. It is not
             registered as a submodule: its parameters stay with your model.
         remove_accidental_hits, reduction: as in_batch_softmax_loss.
@@ -206,8 +210,10 @@ class InBatchSoftmaxLoss(nn.Module):
         super().__init__()
         if estimator is not None and not isinstance(estimator, FrequencyEstimator):
             raise TypeError(f"estimator must be a FrequencyEstimator, got {type(estimator).__name__}")
-        if isinstance(num_extra, bool) or not isinstance(num_extra, int) or num_extra < 0:
+        if isinstance(num_extra, bool) or not isinstance(num_extra, numbers.Integral) \
+                or num_extra < 0:
             raise ValueError(f"num_extra must be a non-negative int, got {num_extra!r}")
+        num_extra = int(num_extra)
         if num_extra:
             if not isinstance(sampler, Sampler):
                 raise TypeError("num_extra > 0 needs sampler= (a fastsoftmax Sampler over the "
@@ -220,12 +226,20 @@ class InBatchSoftmaxLoss(nn.Module):
             raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
         _check_temperature(temperature)
         self.temperature, self.estimator, self.num_extra = temperature, estimator, num_extra
-        self.sampler, self._item_encoder = sampler, [item_encoder]
+        # The sampler's tables are buffers, saved, loaded, copied and moved with the module.
+        self.sampler_tables = None if sampler is None else SamplerTables(sampler)
+        self._item_encoder = [item_encoder]
         self.remove_accidental_hits, self.reduction = bool(remove_accidental_hits), reduction
+
+    @property
+    def sampler(self) -> Optional[Sampler]:
+        """The sampler of the extra negatives (its tables: the buffers of `sampler_tables`)."""
+        return None if self.sampler_tables is None else self.sampler_tables.sampler
 
     def forward(self, query: Tensor, item: Tensor, item_ids: Optional[Tensor] = None, *,
                 log_q: Optional[Tensor] = None,
                 generator: Optional[torch.Generator] = None) -> Tensor:
+        check_generator(generator)
         if self.estimator is not None:
             if item_ids is None:
                 raise ValueError("an estimator needs item_ids to count the items")
@@ -239,7 +253,8 @@ class InBatchSoftmaxLoss(nn.Module):
                 raise ValueError("with num_extra > 0 the correction must cover the extra items "
                                  "too: use an estimator, or call in_batch_softmax_loss")
             if self.sampler.device != query.device:
-                self.sampler = self.sampler.to(query.device)
+                raise ValueError(f"the sampler is on {self.sampler.device} but query is on "
+                                 f"{query.device}: move the module with .to(device)")
             extra_ids = self.sampler.sample(self.num_extra, generator=generator)
             extra = self._item_encoder[0](extra_ids)
             if self.estimator is not None:

@@ -5,11 +5,12 @@ results repeat under torch.manual_seed and agree between CPU and CUDA. `candidat
 TensorFlow's candidate samplers (tf.random.*_candidate_sampler).
 """
 
+import copy
 import math
 import numbers
 import operator
 from collections.abc import Mapping
-from typing import NamedTuple, Optional, Tuple, Union
+from typing import Dict, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -244,14 +245,31 @@ class Sampler:
         device = torch.device(device)
         if device == self.device:
             return self
-        other = self.__class__.__new__(self.__class__)
-        other.__dict__.update(self.__dict__)
-        other.device = device
-        for name, value in self.__dict__.items():
+        return self._with_tensors({k: v.to(device) for k, v in self._tensors().items()})
+
+    def _tensors(self) -> Dict[str, Tensor]:
+        """Every tensor that defines the distribution, by name: the draw table and any tensor
+        attribute of a subclass. An output layer keeps them as buffers (SamplerTables), so
+        that its state_dict, .to(), copy.deepcopy and torch.save carry the sampler."""
+        tensors = {"prob_table": self._table[0], "alias_table": self._table[1]}
+        tensors.update((name.lstrip("_"), value) for name, value in vars(self).items()
+                       if isinstance(value, Tensor))
+        return tensors
+
+    def _with_tensors(self, tensors: Dict[str, Tensor]) -> "Sampler":
+        """The same kind of sampler drawing from `tensors` (named as by `_tensors`, all on one
+        device); nothing is rebuilt."""
+        other = copy.copy(self)
+        for name, value in vars(self).items():
             if isinstance(value, Tensor):
-                setattr(other, name, value.to(device))
-        other._table = tuple(t.to(device) for t in self._table)
+                setattr(other, name, tensors[name.lstrip("_")])
+        other._table = (tensors["prob_table"], tensors["alias_table"])
+        other.device = other._table[0].device
         return other
+
+    def _forget_derived(self) -> None:
+        """Drops what a subclass derived from its tensors, after new values were copied into
+        them (recomputed when next needed)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_classes={self.num_classes}, device={self.device})"
@@ -283,14 +301,7 @@ class AliasSampler(Sampler):
         self._table = ops.alias_build(weights)
         w = weights.double()
         self._probs = (w / w.sum()).float()
-        # Classes the table can draw: a positive weight below float32 resolution of its
-        # bucket gets none of the mass, and counting it would let unique draws chase it for
-        # 2^32 tries. c has mass when it keeps some of its own bucket or some bucket that
-        # does not keep all of its own passes to c (masks, not float64 masses: V can be 10^9).
-        prob, alias = self._table
-        possible = prob > 0
-        possible[alias[prob < 1].long()] = True
-        self._possible = int(possible.sum())
+        self._possible: Optional[int] = self._count_possible()
 
     @property
     def probs(self) -> Tensor:
@@ -306,9 +317,25 @@ class AliasSampler(Sampler):
     def _prob_of(self, ids: Tensor) -> Tensor:
         return self._probs[ids].double()
 
+    def _count_possible(self) -> int:
+        """Classes the table can draw: a positive weight below float32 resolution of its
+        bucket gets none of the mass, and counting it would let unique draws chase it for
+        2^32 tries. c has mass when it keeps some of its own bucket or some bucket that does
+        not keep all of its own passes to c (masks, not float64 masses: V can be 10^9). A host
+        sync: done when the table is built, and again after new values are loaded."""
+        prob, alias = self._table
+        possible = prob > 0
+        possible[alias[prob < 1].long()] = True
+        return int(possible.sum())
+
     @property
     def _num_possible(self) -> int:
+        if self._possible is None:
+            self._possible = self._count_possible()
         return self._possible
+
+    def _forget_derived(self) -> None:
+        self._possible = None
 
 
 class UnigramSampler(AliasSampler):

@@ -138,7 +138,7 @@ def test_micro_batches_sum_to_the_full_batch_mean(name, weighted):
 
 def test_full_softmax_layer_takes_the_options():
     h, w, b, target, _ = _case()
-    layer = fs.FullSoftmaxLoss(D, V, z_loss=0.03, softcap=2.5, dtype=torch.float64)
+    layer = fs.FullSoftmaxLoss(D, V, bias=True, z_loss=0.03, softcap=2.5, dtype=torch.float64)
     with torch.no_grad():
         layer.linear_weight.copy_(w)
         layer.linear_bias.copy_(b)

@@ -301,6 +301,25 @@ def test_module_mixed_negatives():
         fs.InBatchSoftmaxLoss(sampler=sampler)
 
 
+def test_module_carries_its_sampler():
+    """The mixed negatives' sampler is saved, loaded, copied and moved with the module."""
+    import copy
+
+    def module(counts):
+        return fs.InBatchSoftmaxLoss(num_extra=5, sampler=fs.UnigramSampler(counts),
+                                     item_encoder=torch.nn.Embedding(12, 4))
+
+    def draws(m):
+        return m.sampler.sample(40, generator=torch.Generator().manual_seed(2))
+
+    saved, fresh = module(torch.arange(12, 0, -1).double()), module(torch.ones(12))
+    assert not torch.equal(draws(saved), draws(fresh))
+    fresh.load_state_dict(saved.state_dict())
+    assert torch.equal(draws(fresh), draws(saved))
+    assert torch.equal(draws(copy.deepcopy(saved)), draws(saved))
+    assert saved.to("meta").sampler.device.type == "meta"
+
+
 def test_no_n_by_n_by_d_tensor():
     """The forward's largest saved tensor is [N, N + M] (or an input), never [N, N, D]."""
     n, d = 64, 32

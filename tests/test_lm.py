@@ -401,7 +401,7 @@ def test_command_line_eval_generate_compare(corpus_dir, tmp_path, capsys):
 # ---------------------------------------------------------------------------------------
 # Sampled heads: the adapter's wiring, with a stand-in module where the real one is missing
 # ---------------------------------------------------------------------------------------
-class _RecordingLoss(fastsoftmax.OutputLayer):
+class _RecordingLoss(fastsoftmax.FullSoftmaxLoss):
     """Stand-in head with negative sampling's constructor (no bias argument); its training
     loss is a full cross entropy + 1000, its eval path the family's exact softmax. Used only
     to test how the model wires a head taken from the registry."""
@@ -410,8 +410,7 @@ class _RecordingLoss(fastsoftmax.OutputLayer):
 
     def __init__(self, in_features, num_classes, num_sampled, *, sampler=None,
                  linear_weight=None, counts=None, power=0.75, **kw):
-        super().__init__(in_features, num_classes, bias=False, linear_weight=linear_weight,
-                         weight=None, label_smoothing=0.0, reduction="mean", ignore_index=-100)
+        super().__init__(in_features, num_classes, linear_weight=linear_weight)
         self.args = dict(num_sampled=num_sampled, kw=kw)
         self.sampler = fastsoftmax.nn.make_sampler(sampler, counts, power, num_classes, "uniform")
         self.calls = 0

@@ -312,7 +312,7 @@ def test_sampled_gradient_approaches_full_gradient():
 
 def test_nce_bias_starts_self_normalised():
     """NCE's scores start normalised: exp(logits) of a fresh layer sums to about 1 per row."""
-    m = fs.NCELoss(16, 5000, 8, sampler="uniform")
+    m = fs.NCELoss(16, 5000, 8, sampler="uniform", bias=True)
     x = torch.randn(32, 16) * 0.1
     log_z = torch.logsumexp(F.linear(x, m.linear_weight, m.linear_bias), dim=-1)
     assert log_z.abs().max() < 0.5
@@ -324,7 +324,7 @@ def test_nce_bias_starts_self_normalised():
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_full_softmax_loss_is_cross_entropy_in_training_and_eval(device, reduction):
     torch.manual_seed(0)
-    m = fs.FullSoftmaxLoss(D, V, reduction=reduction).to(device)
+    m = fs.FullSoftmaxLoss(D, V, reduction=reduction, bias=True).to(device)
     torch.nn.init.normal_(m.linear_bias)
     m.chunk_bytes = 4 * 15 * 7  # blocks of 7 classes for 15 rows
     x, t = data(device)
@@ -404,13 +404,15 @@ def test_full_softmax_loss_matches_reference_and_gradcheck():
 
 def test_head_registry_builds_every_model_head():
     counts = torch.arange(V, 0, -1).double()
-    common = dict(sampler="unigram", counts=counts, power=0.5, bias=True, sparse=False)
+    sampling = dict(sampler="unigram", counts=counts, power=0.5, sparse=False)
+    common = dict(sampler=None, counts=None, power=0.75, bias=True, sparse=False)  # unset
     for name, cls in (("full", fs.FullSoftmaxLoss), ("sampled", fs.SampledSoftmaxLoss),
                       ("nce", fs.NCELoss), ("neg", fs.NegativeSamplingLoss)):
-        head = fs.make_head(name, D, V, num_samples=6, **common)
+        head = fs.make_head(name, D, V, num_samples=6, bias=name != "neg",
+                            **(sampling if name != "full" else {}))
         assert type(head) is cls and head.linear_weight.shape == (V, D)
         assert (head.linear_bias is None) == (name == "neg")
-    assert fs.make_head("neg", D, V, num_samples=6, **common).num_negatives == 6
+    assert fs.make_head("neg", D, V, num_samples=6, **sampling).num_negatives == 6
     with pytest.raises(ValueError, match="output must be one of"):
         fs.make_head("no-such-head", D, V)
     with pytest.raises(ValueError, match="needs a sample count"):
@@ -425,10 +427,11 @@ def test_head_registry_builds_every_model_head():
             return 2 * self.full_loss(input, target)
 
     class Untied(fs.OutputLayer):  # a head that cannot share a weight
-        def __init__(self, in_features, num_classes, *, reduction="mean", ignore_index=-100):
-            super().__init__(in_features, num_classes, bias=False, linear_weight=None,
-                             weight=None, label_smoothing=0.0, reduction=reduction,
+        def __init__(self, in_features, num_classes, *, bias=True, reduction="mean",
+                     ignore_index=-100):
+            super().__init__(in_features, num_classes, reduction=reduction,
                              ignore_index=ignore_index)
+            self.linear_weight = torch.nn.Parameter(torch.zeros(num_classes, in_features))
 
     fs.register_head("doubled", Doubled)
     fs.register_head("untied", Untied)

@@ -10,8 +10,8 @@ import torch
 
 from fastsoftmax import ClassTree, UnigramSampler, ops
 from fastsoftmax.models import KeyedVectors, Word2Vec
-from fastsoftmax.models.w2v_batches import epoch_batches
-from fastsoftmax.models.word2vec import learning_rate
+from fastsoftmax.models.word2vec.data import epoch_batches
+from fastsoftmax.models.word2vec.training import learning_rate
 
 import reference as R
 
@@ -254,7 +254,7 @@ def test_learning_rate_schedule():
 
     m.progress = lambda s: seen.append((s["words_done"], s["words_total"], s["lr"]))
     m.batch_words = 1250  # 10,000 words per call: 8 jobs of 1,250 for the one worker
-    m.train(sentences, epochs=3, callbacks=[Callback()])
+    m.train(sentences, total_words=m.corpus_total_words, epochs=3, callbacks=[Callback()])
     assert events == ["begin", "end"] * 3
     total = 3 * 600 * 50
     assert [d for d, _, _ in seen] == [10000 * k for k in range(1, 10)]
@@ -327,6 +327,33 @@ def test_vocabulary_order_counts_and_pruning():
     assert m.wv.index_to_key == ["a", "d"] and m.wv.counts.tolist() == [3, 2]
 
 
+def test_word2vec_and_the_other_models_count_words_alike(tmp_path):
+    from fastsoftmax.models.textfiles import CorpusDecodeError, LineSentence, read_lines
+    from fastsoftmax.models.vocabulary import Vocabulary, rank_by_count
+
+    corpus = planted_corpus(sentences=200) + [["late", "early"], ["early", "late"]]
+    m = Word2Vec(vector_size=4, min_count=1)
+    m.build_vocab(corpus)
+    v = Vocabulary.build(corpus, required=("<unk>",))
+    counts = dict(zip(m.wv.index_to_key, m.wv.counts.tolist()))
+    assert {w: int(c) for w, c in zip(v.itos, v.counts.tolist()) if w != "<unk>"} == counts
+    # one ranking, three tie rules: first seen, later seen first (gensim), alphabetical
+    ties = {"b": 2, "c": 2, "a": 2, "z": 5}
+    assert rank_by_count(ties, "first") == ["z", "b", "c", "a"]
+    assert rank_by_count(ties, "last") == ["z", "a", "c", "b"]
+    assert rank_by_count(ties, "alphabetical") == ["z", "a", "b", "c"]
+    with pytest.raises(ValueError, match="ties"):
+        rank_by_count(ties, "random")
+    # one text reader: both views of a file report a bad byte with the file and the line
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("a b\ncaf\xe9 c\n".encode("latin-1"))
+    for read in (lambda: list(read_lines(str(path))), lambda: list(LineSentence(str(path)))):
+        with pytest.raises(CorpusDecodeError, match=f"{path}:2: not utf"):
+            read()
+    assert list(LineSentence(str(path), encoding="latin-1")) == [
+        line.split() for line in read_lines(str(path), encoding="latin-1")]
+
+
 @requires_gensim
 def test_vocabulary_and_keep_probabilities_match_gensim():
     from gensim.models import Word2Vec as GWord2Vec
@@ -361,7 +388,7 @@ def test_model_save_load_round_trip(small_model, tmp_path):
     assert np.array_equal(loaded.syn1neg, small_model.syn1neg)
     assert np.array_equal(loaded.wv.counts, small_model.wv.counts)
     assert loaded.window == small_model.window and loaded.sg == small_model.sg
-    loaded.train(planted_corpus(sentences=50), epochs=1)  # training continues
+    loaded.train(planted_corpus(sentences=50), total_examples=50, epochs=1)  # training continues
     assert not np.array_equal(loaded.wv.vectors, small_model.wv.vectors)
     kv_path = tmp_path / "kv.npz"
     small_model.wv.save(str(kv_path))

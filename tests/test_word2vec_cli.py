@@ -84,8 +84,8 @@ def test_cli_non_utf8_corpus(tmp_path, capsys):
     lines[41] += " caf\xe9"
     path.write_bytes("\n".join(lines).encode("latin-1"))
     out = tmp_path / "v.txt"
-    _fails(capsys, ["-train", str(path), "-output", str(out)] + SMALL, "latin1.txt, line 42",
-           "-encoding")
+    _fails(capsys, ["-train", str(path), "-output", str(out)] + SMALL,
+           "latin1.txt:42: not utf8 text", "-encoding")
     assert not out.exists()
     assert cli.main(["-train", str(path), "-output", str(out), "-quiet", "-encoding",
                      "latin-1"] + SMALL) == 0

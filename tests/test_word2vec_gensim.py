@@ -193,3 +193,111 @@ def test_predict_output_word_matches_gensim():
         assert [w for w, _ in a] == [w for w, _ in b]
         np.testing.assert_allclose([p for _, p in a], [p for _, p in b], rtol=1e-4)
     assert ours.predict_output_word(["nope"]) is None
+
+
+# ---------------------------------------------------------------------------------------
+# train(): whose callbacks fire, and what it needs to be told
+# ---------------------------------------------------------------------------------------
+
+_EVENTS = ("on_train_begin", "on_epoch_begin", "on_epoch_end", "on_train_end")
+
+
+def _recorder(name: str, log: list, base=object):
+    """A callback (subclass of `base`) that appends (name, event) to `log` on every event."""
+    methods = {event: (lambda self, model, event=event: log.append((name, event)))
+               for event in _EVENTS}
+    return type("Recorder", (base,), methods)()
+
+
+def _callback_log(cls, base=object) -> list:
+    """The events of a model built with callback A, trained again with [A, B], then with
+    none: gensim 4 fires only the callbacks of the call that trains."""
+    corpus = planted_corpus(sentences=40)
+    log: list = []
+    first, second = _recorder("A", log, base), _recorder("B", log, base)
+    m = cls(corpus, vector_size=4, min_count=1, epochs=2, workers=1, callbacks=[first])
+    log.append(("built", ""))
+    m.train(corpus, total_examples=m.corpus_count, epochs=1, callbacks=[first, second])
+    log.append(("trained", ""))
+    m.train(corpus, total_examples=m.corpus_count, epochs=1)
+    return log
+
+
+def test_train_fires_only_the_callbacks_it_is_given():
+    def run(names, epochs):
+        ends = [(n, "on_train_begin") for n in names]
+        for _ in range(epochs):
+            ends += [(n, e) for e in ("on_epoch_begin", "on_epoch_end") for n in names]
+        return ends + [(n, "on_train_end") for n in names]
+
+    expected = run("A", 2) + [("built", "")] + run("AB", 1) + [("trained", "")]
+    assert _callback_log(Word2Vec) == expected
+    with pytest.raises(TypeError, match="callbacks"):  # they would never fire
+        Word2Vec(vector_size=4, callbacks=[_recorder("A", [])])
+
+
+@requires_gensim
+def test_callbacks_fire_as_in_gensim():
+    from gensim.models import Word2Vec as GWord2Vec
+    from gensim.models.callbacks import CallbackAny2Vec
+
+    assert _callback_log(Word2Vec) == _callback_log(GWord2Vec, CallbackAny2Vec)
+
+
+def _train_errors(cls) -> list:
+    """The exception types of train() calls that leave out what gensim requires."""
+    corpus = [["a", "b", "a"]] * 3
+    m = cls(vector_size=4, min_count=1, workers=1)
+    m.build_vocab(corpus)
+    calls = [dict(total_examples=3, epochs=1),            # no corpus
+             dict(corpus_iterable=corpus, epochs=1),      # no corpus size
+             dict(corpus_iterable=corpus, total_examples=3),            # no epochs
+             dict(corpus_iterable=corpus, total_examples=3, epochs=0)]  # no pass at all
+    errors = []
+    for kw in calls:
+        with pytest.raises((TypeError, ValueError)) as info:
+            m.train(**kw)
+        errors.append((type(info.value), str(info.value)))
+    return errors
+
+
+def test_train_refuses_a_missing_corpus_size_or_epochs():
+    errors = _train_errors(Word2Vec)
+    assert [t for t, _ in errors] == [TypeError, ValueError, ValueError, ValueError]
+    for (_, text), word in zip(errors, ("corpus_iterable", "total_examples", "epochs",
+                                        "epochs")):
+        assert word in text
+
+
+@requires_gensim
+def test_train_refuses_what_gensim_refuses():
+    from gensim.models import Word2Vec as GWord2Vec
+
+    assert [t for t, _ in _train_errors(Word2Vec)] == [t for t, _ in _train_errors(GWord2Vec)]
+
+
+def _rates_after_train(cls) -> list:
+    """(alpha, min_alpha, epochs) of a model after train() calls with and without rates:
+    gensim keeps each call's start_alpha, end_alpha and epochs on the model, and a rate
+    of 0 or None leaves the model's own."""
+    corpus = [["a", "b", "c"], ["b", "c", "d"]] * 3
+    m = cls(vector_size=4, min_count=1, workers=1, alpha=0.03, min_alpha=0.001, epochs=4)
+    m.build_vocab(corpus)
+    seen = []
+    for start, end, epochs in ((0.05, 0.002, 2), (None, None, 1), (0.0, 0.0, 3)):
+        m.train(corpus, total_examples=m.corpus_count, epochs=epochs, start_alpha=start,
+                end_alpha=end)
+        seen.append((m.alpha, m.min_alpha, m.epochs))
+    return seen
+
+
+def test_train_keeps_its_rates_and_epochs_on_the_model():
+    assert _rates_after_train(Word2Vec) == [(0.05, 0.002, 2), (0.05, 0.002, 1),
+                                            (0.05, 0.002, 3)]
+
+
+@requires_gensim
+def test_train_rates_and_epochs_as_in_gensim():
+    from gensim.models import Word2Vec as GWord2Vec
+
+    assert _rates_after_train(Word2Vec) == _rates_after_train(GWord2Vec)

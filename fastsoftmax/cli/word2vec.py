@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from .._atomic import atomic_write
-from ..models.text import CorpusDecodeError, LineSentence
+from ..models.textfiles import CorpusDecodeError, LineSentence
 from ..models.word2vec import Word2Vec
 
 
@@ -178,7 +178,8 @@ def run(args) -> int:
     vocab_seconds = time.perf_counter() - started
     model.progress, close_bar = _progress_bar(args.quiet)
     try:
-        trained, raw = model.train(corpus, total_words=model.corpus_total_words)
+        trained, raw = model.train(corpus, total_words=model.corpus_total_words,
+                                   epochs=model.epochs)
     finally:
         close_bar()
     _write_atomically(args.output, lambda p: model.wv.save_word2vec_format(

@@ -1,10 +1,8 @@
 """Models built on fastsoftmax losses."""
 
-from .keyedvectors import KeyedVectors
 from .lm import RNNLanguageModel
 from .memn2n import MemN2N
-from .ppmi import PPMIVectors
 from .seq2seq import Seq2Seq
-from .word2vec import Word2Vec
+from .word2vec import KeyedVectors, PPMIVectors, Word2Vec
 
 __all__ = ["KeyedVectors", "MemN2N", "PPMIVectors", "RNNLanguageModel", "Seq2Seq", "Word2Vec"]

@@ -4,8 +4,8 @@
 numpy [V, D]), ``norms`` (float32 [V], filled on demand by ``fill_norms``) and per-key
 attributes (``get_vecattr``/``set_vecattr``; word2vec stores ``count`` there). The methods
 keep gensim's meaning, argument names and return types; tests hold them equal to gensim on the
-same vectors. Evaluation (word pairs, analogies) and the word2vec.c file formats live in
-``vectors_io.py`` and are exposed here as methods.
+same vectors. Evaluation (word pairs, analogies: ``evaluation.py``) and the file formats
+(word2vec.c's text and binary, and .npz: ``formats.py``) are exposed here as methods.
 
 A key may be given as its integer index wherever gensim accepts one; ``most_similar`` and
 ``get_mean_vector`` also take raw vectors (numpy arrays) among the keys.
@@ -18,7 +18,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from . import vectors_io
+from . import evaluation, formats
 
 logger = logging.getLogger(__name__)
 
@@ -319,39 +319,39 @@ class KeyedVectors:
     def rank(self, key1, key2) -> int:
         return len(self.closer_than(key1, key2)) + 1
 
-    # -- evaluation and files (vectors_io.py) ---------------------------------------------
+    # -- evaluation and files (evaluation.py, formats.py) --------------------------------
     def evaluate_word_pairs(self, pairs, delimiter: str = "\t", restrict_vocab: int = 300000,
                             case_insensitive: bool = True):
-        return vectors_io.evaluate_word_pairs(self, pairs, delimiter, restrict_vocab,
+        return evaluation.evaluate_word_pairs(self, pairs, delimiter, restrict_vocab,
                                               case_insensitive)
 
     def evaluate_word_analogies(self, analogies, restrict_vocab: int = 300000,
                                 case_insensitive: bool = True):
-        return vectors_io.evaluate_word_analogies(self, analogies, restrict_vocab,
+        return evaluation.evaluate_word_analogies(self, analogies, restrict_vocab,
                                                   case_insensitive)
 
     def save_word2vec_format(self, fname: str, binary: bool = False, write_header: bool = True):
-        vectors_io.save_word2vec_format(self, fname, binary, write_header)
+        formats.save_word2vec_format(self, fname, binary, write_header)
 
     @classmethod
     def load_word2vec_format(cls, fname: str, binary: bool = False, encoding: str = "utf8",
                              unicode_errors: str = "strict", limit: Optional[int] = None,
                              datatype=np.float32, no_header: bool = False):
-        return vectors_io.load_word2vec_format(cls, fname, binary, encoding, unicode_errors,
+        return formats.load_word2vec_format(cls, fname, binary, encoding, unicode_errors,
                                                limit, datatype, no_header)
 
     def save(self, path: str) -> None:
         """numpy .npz of plain arrays and JSON (loaded with allow_pickle=False)."""
-        vectors_io.save_npz(path, self._arrays(), {"class": "KeyedVectors"})
+        formats.save_npz(path, self._arrays(), {"class": "KeyedVectors"})
 
     @classmethod
     def load(cls, path: str):
-        arrays, meta = vectors_io.load_npz(path, ("KeyedVectors", "Word2Vec", "PPMIVectors"))
+        arrays, meta = formats.load_npz(path, ("KeyedVectors", "Word2Vec", "PPMIVectors"))
         return cls._from_arrays(arrays, "wv_" if meta["class"] != "KeyedVectors" else "")
 
     def _arrays(self, prefix: str = "") -> dict:
         out = {prefix + "vectors": np.ascontiguousarray(self.vectors, dtype=np.float32),
-               prefix + "keys": vectors_io.encode_json(self.index_to_key)}
+               prefix + "keys": formats.encode_json(self.index_to_key)}
         for attr, values in self.expandos.items():
             out[prefix + "attr_" + attr] = values
         return out
@@ -361,7 +361,7 @@ class KeyedVectors:
         vectors = np.array(arrays[prefix + "vectors"], dtype=np.float32)
         kv = cls(vectors.shape[1], 0)
         kv.vectors = vectors
-        kv.index_to_key = vectors_io.decode_json(arrays[prefix + "keys"])
+        kv.index_to_key = formats.decode_json(arrays[prefix + "keys"])
         kv.key_to_index = {k: i for i, k in enumerate(kv.index_to_key)}
         for name in arrays:
             if name.startswith(prefix + "attr_"):

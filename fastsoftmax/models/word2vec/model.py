@@ -1,70 +1,25 @@
-"""word2vec (skip-gram and CBOW with negative sampling, hierarchical softmax or both) with
-gensim 4's API and semantics.
-
-The training hot loop is the native op ``fastsoftmax::word2vec_train`` (csrc/cpu/word2vec.cpp,
-csrc/cuda/word2vec.cu): Hogwild SGD over a batch of sentences, multi-threaded on CPU and one
-warp per sentence on CUDA. Python scans the vocabulary (vocab.py) and feeds batches
-(w2v_batches.py). A corpus given as a list or tuple is encoded once and the ids reused by later
-epochs; any other iterable, and corpus_file, is streamed and re-encoded every epoch.
-
-Semantics, as gensim 4 (word2vec_inner.pyx) and word2vec.c:
-  * vocabulary: words kept by min_count / trim_rule / max_final_vocab, sorted by decreasing
-    count (ties: the word seen later first); ``build_vocab(..., update=True)`` adds the new
-    words at the end, adds the new counts to the old, keeps every trained vector and grows
-    syn1neg (zero rows) and the noise table; with hs=1 the Huffman tree is rebuilt from the
-    new counts and syn1 grows by zero rows, as in gensim;
-  * initial vectors: gensim 4's, uniform in [-1, 1) / vector_size from
-    ``numpy.random.default_rng(seed)`` over the [V, D] table (so the same seed starts from the
-    same vectors as gensim); syn1neg starts at zero;
-  * subsampling: keep probability (sqrt(c / (s T)) + 1) (s T) / c capped at 1, T the retained
-    corpus words; subsampled tokens are removed before windows are formed;
-  * windows: the half-window is drawn uniformly from 1..window (``shrink_windows=True``);
-  * skip-gram: each context word's input vector predicts the center word; CBOW: the mean
-    (``cbow_mean=1``) or sum (0) of the context vectors predicts it and every context vector
-    receives the same gradient (divided by the count for the sum);
-  * negatives: drawn from counts ** ns_exponent; a negative equal to the target is skipped;
-    a prediction whose score lies outside (-6, 6) updates nothing (gensim's MAX_EXP rule);
-  * hierarchical softmax (hs=1): a Huffman tree of the vocabulary counts (``hs_tree``),
-    gensim's by default (its heap: the same codes and inner-node ids) or, with
-    ``huffman="word2vec.c"``, word2vec.c's CreateBinaryTree, which breaks ties between equal
-    counts the other way (same code lengths, other groupings; on WikiText-2 it scored 0.02
-    lower on WS-353 for skip-gram, see docs/benchmarks.md); syn1 [V - 1, D] starting at zero; each
-    prediction walks the target's path root first, with
-    g = (1 - code - sigma(syn1[point] . h)) alpha, before its negatives when negative > 0
-    (word2vec.c's order; the input vector's update is applied after both);
-  * learning rate: linear from alpha to min_alpha over the raw words (OOV included) of all
-    epochs (or over sentences when train() gets total_examples but no total_words); each
-    sentence uses the rate of the progress made before it.
-
-Deviations, on purpose: the logistic is exact inside (-6, 6) (gensim reads a 1000-entry
-table); sentences longer than 10,000 words are split, not truncated; random numbers come from
-Philox keyed by ``seed`` and the token position, so one worker reproduces a run and CPU and
-CUDA draw the same samples; the training loss (compute_loss) counts every prediction;
-``evaluate_word_pairs`` returns floats without p-values; syn1 has V - 1 rows (gensim keeps an
-unused V-th).
-"""
+"""The Word2Vec model: gensim 4's constructor and keywords, the vocabulary (fresh and online
+update), the weights and the tables the native trainer reads, prediction and persistence.
+Training runs in training.py; the semantics are those of the package docstring."""
 
 from __future__ import annotations
 
 import logging
 import os
-import time
 from typing import Callable, Optional
 
 import numpy as np
 import torch
 
-from .. import ops
-from ..samplers import UnigramSampler
-from ..tree import ClassTree
-from . import vocab, word2vec_files
+from ... import ops
+from ...samplers import UnigramSampler
+from ...tree import ClassTree
+from ..textfiles import MAX_SENTENCE_WORDS
+from ..vocabulary import count_words
+from . import data, formats, training
 from .keyedvectors import KeyedVectors
-from .text import MAX_SENTENCE_WORDS, LineSentence
-from .w2v_batches import epoch_batches
 
 logger = logging.getLogger(__name__)
-
-__all__ = ["Word2Vec", "KeyedVectors", "LineSentence"]
 
 
 def _refuse(name: str, why: str):
@@ -73,10 +28,13 @@ def _refuse(name: str, why: str):
 
 class Word2Vec:
     """Skip-gram (sg=1) or CBOW (sg=0) with negative sampling (negative > 0), hierarchical
-    softmax (hs=1) or both: gensim 4's keywords with gensim's meaning (see the module
+    softmax (hs=1) or both: gensim 4's keywords with gensim's meaning (see the package
     docstring). Besides gensim's: ``device`` ("cpu" or "cuda") and ``huffman`` ("gensim" or
     "word2vec.c": whose Huffman tree hs=1 uses). A ``hashfxn`` other than ``hash`` is
-    refused (gensim 4 does not use it for training either)."""
+    refused (gensim 4 does not use it for training either). As in gensim 4, ``callbacks``
+    fire during the constructor's own training only and are not kept for later ``train()``
+    calls; given without a corpus they (like ``trim_rule``) would do nothing, so they are
+    refused, where gensim only warns."""
 
     def __init__(self, sentences=None, corpus_file=None, vector_size=100, alpha=0.025,
                  window=5, min_count=5, max_vocab_size=None, sample=1e-3, seed=1, workers=3,
@@ -122,7 +80,6 @@ class Word2Vec:
         self.null_word, self.sorted_vocab = int(bool(null_word)), int(bool(sorted_vocab))
         self.batch_words, self.compute_loss = int(batch_words), bool(compute_loss)
         self.shrink_windows, self.comment = bool(shrink_windows), comment
-        self.callbacks = tuple(callbacks)
         self.wv = KeyedVectors(self.vector_size)
         self.raw_vocab: dict = {}
         self.effective_min_count = self.min_count
@@ -139,35 +96,26 @@ class Word2Vec:
             self.build_vocab(sentences, corpus_file=corpus_file, trim_rule=trim_rule)
             self.train(sentences, corpus_file=corpus_file, total_examples=self.corpus_count,
                        total_words=self.corpus_total_words, epochs=self.epochs,
-                       compute_loss=self.compute_loss)
+                       compute_loss=self.compute_loss, callbacks=callbacks)
         elif trim_rule is not None:
             _refuse("trim_rule", "given without a corpus would be lost: pass it to "
                     "build_vocab instead")
+        elif callbacks:  # gensim 4 keeps no callbacks: each train() call fires its own
+            _refuse("callbacks", "given without a corpus would never fire: pass them to "
+                    "train() instead")
 
     # -- vocabulary -----------------------------------------------------------------------
-    @staticmethod
-    def _corpus(corpus_iterable, corpus_file, passes: int = 2):
-        if (corpus_iterable is None) == (corpus_file is None):
-            raise ValueError("give exactly one of corpus_iterable (sentences) or corpus_file")
-        if corpus_file is not None:
-            return LineSentence(corpus_file)
-        if isinstance(corpus_iterable, str):
-            raise TypeError("sentences must be an iterable of token lists, not a str "
-                            "(use corpus_file= for a file path)")
-        if passes > 1 and iter(corpus_iterable) is corpus_iterable:
-            raise TypeError("sentences must be re-iterable (a list or a class with __iter__), "
-                            "not a one-shot generator: training reads it once per epoch")
-        return corpus_iterable
-
     def build_vocab(self, corpus_iterable=None, corpus_file=None, update=False,
                     progress_per=10000, keep_raw_vocab=False, trim_rule=None, min_count=None,
                     sample=None, dry_run=False):
         """Scans the corpus and builds (or, with update=True, extends) the vocabulary, the
-        subsampling probabilities, the noise table and the weights (see the module docs)."""
+        subsampling probabilities, the noise table and the weights (see the package
+        docstring)."""
         if dry_run:
             _refuse("dry_run=True", "is not supported: call build_vocab on a copy instead")
-        corpus = self._corpus(corpus_iterable, corpus_file, passes=1)
-        counts, sentences, words = vocab.scan(corpus, self.max_vocab_size, progress_per)
+        corpus = data.corpus_of(corpus_iterable, corpus_file, passes=1)
+        counts, sentences, words = count_words(corpus, self.max_vocab_size,
+                                               progress_per=progress_per, log=logger)
         self.corpus_count, self.corpus_total_words = sentences, words
         self._prepare_vocab(counts, update, keep_raw_vocab, trim_rule, min_count, sample)
 
@@ -189,16 +137,16 @@ class Word2Vec:
         if not update:
             self.min_count = self.min_count if min_count is None else int(min_count)
             self.sample = self.sample if sample is None else float(sample)
-        mc = vocab.effective_min_count(counts, self.min_count, self.max_final_vocab)
+        mc = data.effective_min_count(counts, self.min_count, self.max_final_vocab)
         self.effective_min_count = mc
         if update:
             self._update_vocab(counts, mc, trim_rule)
         else:
-            keys, cnt = vocab.select(counts, mc, trim_rule, self.sorted_vocab)
+            keys, cnt = data.select(counts, mc, trim_rule, self.sorted_vocab)
             if not keys:
                 raise ValueError(f"no word occurs at least min_count={mc} times in the corpus "
                                  f"of {sum(counts.values())} words; lower min_count")
-            self._keep_np = vocab.keep_probabilities(cnt, int(cnt.sum()), self.sample)
+            self._keep_np = data.keep_probabilities(cnt, int(cnt.sum()), self.sample)
             logger.info("sample=%g downsamples %i most-common words", self.sample,
                         int((self._keep_np < 1).sum()))
             if self.null_word:  # padding word, never in a sentence (keep 0 as gensim's)
@@ -224,7 +172,7 @@ class Word2Vec:
         the new corpus (from its counts), new rows get fresh vectors, old rows keep theirs."""
         logger.info("Updating model with new vocabulary")
         kv, old_v = self.wv, len(self.wv)
-        retained = [w for w, c in counts.items() if vocab.keep_word(w, c, min_count, trim_rule)]
+        retained = [w for w, c in counts.items() if data.keep_word(w, c, min_count, trim_rule)]
         new = [w for w in retained if w not in kv.key_to_index]
         for w in new:
             kv.key_to_index[w] = len(kv.index_to_key)
@@ -235,7 +183,7 @@ class Word2Vec:
         total[rows] += added
         kv.counts = total
         keep = np.concatenate((self._keep_np, np.ones(len(new), dtype=np.float32)))
-        keep[rows] = vocab.keep_probabilities(added, int(added.sum()), self.sample)
+        keep[rows] = data.keep_probabilities(added, int(added.sum()), self.sample)
         self._keep_np = keep
         logger.info("added %i new unique words (%i pre-existing updated)", len(new),
                     len(retained) - len(new))
@@ -320,105 +268,39 @@ class Word2Vec:
         """Trains `epochs` passes, the rate decaying linearly from start_alpha (default alpha)
         to end_alpha (default min_alpha) over epochs x total_examples sentences when that is
         given (gensim's precedence, also when total_words is given too), else over epochs x
-        total_words raw words (default: the corpus seen by build_vocab; word2vec.c's unit). Logs progress every report_delay seconds in gensim's format. Returns
-        (words trained after subsampling, raw words)."""
+        total_words raw words (word2vec.c's unit). As in gensim, the corpus, its size
+        (total_examples or total_words: model.corpus_count after build_vocab on the same
+        corpus) and epochs must be given, and only this call's `callbacks` fire (those given
+        to the constructor served its own training only). The call's rates (when non-zero) and
+        epochs replace the model's alpha, min_alpha and epochs, as in gensim. Logs progress every report_delay
+        seconds in gensim's format. Returns (words trained after subsampling, raw words)."""
         if self._syn0 is None:
             raise RuntimeError("build the vocabulary first (build_vocab) before train")
         if word_count:
             _refuse("word_count", "(words already trained) must be 0")
-        epochs = self.epochs if epochs is None else int(epochs)
-        corpus = self._corpus(corpus_iterable, corpus_file, passes=epochs)
-        alpha = self.alpha if start_alpha is None else float(start_alpha)
-        min_alpha = self.min_alpha if end_alpha is None else float(end_alpha)
+        if corpus_iterable is None and corpus_file is None:
+            raise TypeError("train() needs the corpus: give corpus_iterable (sentences) or "
+                            "corpus_file")
+        if total_examples is None and total_words is None:
+            raise ValueError("train() needs the corpus size for the learning-rate schedule: "
+                             "give total_examples or total_words (after build_vocab on the "
+                             "same corpus, total_examples=model.corpus_count)")
+        if epochs is None or epochs <= 0:
+            raise ValueError(f"train() needs a positive epochs count, got {epochs!r} (the "
+                             "usual value is epochs=model.epochs)")
+        epochs = int(epochs)
+        corpus = data.corpus_of(corpus_iterable, corpus_file, passes=epochs)
+        # As gensim, the call's rates and epochs stay on the model (a rate of 0 or None
+        # keeps the model's), so a later train() or a saved model reports what ran last.
+        self.alpha = alpha = float(start_alpha or self.alpha)
+        self.min_alpha = min_alpha = float(end_alpha or self.min_alpha)
+        self.epochs = epochs
         by_sentence = bool(total_examples)  # gensim: examples first, words otherwise
-        per_epoch = int(total_examples if by_sentence else
-                        (total_words or self.corpus_total_words))
-        total = float(max(1, epochs * per_epoch))
+        per_epoch = int(total_examples if by_sentence else (total_words or 0))
         self.compute_loss = bool(compute_loss)  # per call, as gensim
-        callbacks = self.callbacks + tuple(callbacks)
-        self.running_training_loss = 0.0
-        trained = raw_total = 0
-        cache = [] if isinstance(corpus, (list, tuple)) else None
-        # Words per native call. CPU: eight jobs of batch_words per worker, so that the wait
-        # for the slowest worker at the end of a call (at most one run of ~2k tokens) stays
-        # small on a shared machine. CUDA: a warp per sentence needs tens of thousands.
-        limit = (self.batch_words * max(1, self.workers) * 8 if self.device.type == "cpu"
-                 else 1 << 21)
-        start = last_log = time.perf_counter()
-        logger.info("training model with %i workers on %i vocabulary and %i features, using "
-                    "sg=%s hs=%s sample=%s negative=%s window=%s shrink_windows=%s",
-                    self.workers, len(self.wv), self.vector_size, self.sg, self.hs, self.sample,
-                    self.negative, self.window, self.shrink_windows)
-        for cb in callbacks:
-            getattr(cb, "on_train_begin", lambda m: None)(self)
-        for epoch in range(epochs):
-            for cb in callbacks:
-                getattr(cb, "on_epoch_begin", lambda m: None)(self)
-            epoch_start, epoch_raw, epoch_trained = time.perf_counter(), 0, 0
-            epoch_loss = epoch_examples = 0.0
-            for b in epoch_batches(self.wv.key_to_index, corpus, limit,
-                                   queue_factor * self.workers, cache):
-                before = b["sentences_before"] if by_sentence else b["words_before"]
-                before = before + epoch * per_epoch
-                stats = self._train_batch(b, before, alpha, min_alpha, total)
-                epoch_raw += b["raw"]
-                epoch_trained += int(stats[2])
-                epoch_loss += stats[0]
-                epoch_examples += stats[1]
-                if self.compute_loss:
-                    self.running_training_loss += stats[0]
-                # progress once this batch is done, in the schedule's unit
-                if not len(before):
-                    done = float(epoch * per_epoch)
-                elif by_sentence:
-                    done = float(before[-1] + 1)
-                else:
-                    done = float(before[0] + b["raw"])
-                now = time.perf_counter()
-                if now - last_log >= report_delay:
-                    last_log = now
-                    logger.info("EPOCH %i - PROGRESS: at %.2f%% %s, %.0f words/s, in_qsize "
-                                "%i, out_qsize %i", epoch, 100.0 * (done - epoch * per_epoch)
-                                / max(per_epoch, 1), "examples" if by_sentence else "words",
-                                epoch_trained / max(now - epoch_start, 1e-9), -1, -1)
-                if self.progress is not None:
-                    self.progress({
-                        "epoch": epoch, "epochs": epochs, "words_done": done,
-                        "words_total": total, "raw_words": raw_total + epoch_raw,
-                        "seconds": now - start, "lr": learning_rate(alpha, min_alpha, done, total),
-                        "loss": epoch_loss / max(epoch_examples, 1.0),
-                    })
-            raw_total += epoch_raw
-            trained += epoch_trained
-            elapsed = max(time.perf_counter() - epoch_start, 1e-9)
-            logger.info("EPOCH %i: training on %i raw words (%i effective words) took %.1fs, "
-                        "%.0f effective words/s", epoch, epoch_raw, epoch_trained, elapsed,
-                        epoch_trained / elapsed)
-            self._sync_vectors()
-            for cb in callbacks:
-                getattr(cb, "on_epoch_end", lambda m: None)(self)
-        self.train_seconds = time.perf_counter() - start
-        logger.info("Word2Vec lifecycle event {'msg': 'training on %i raw words (%i effective "
-                    "words) took %.1fs, %.0f effective words/s'}", raw_total, trained,
-                    self.train_seconds, trained / max(self.train_seconds, 1e-9))
-        self._sync_vectors()
-        for cb in callbacks:
-            getattr(cb, "on_train_end", lambda m: None)(self)
-        return trained, raw_total
-
-    def _train_batch(self, b: dict, before: np.ndarray, alpha, min_alpha, total) -> list:
-        dev = self.device
-        hs = dict(syn1=self._syn1, hs_paths=self._hs_paths,
-                  hs_offsets=self._hs_offsets) if self.hs else {}
-        syn1neg = self._syn1neg if self.negative else self._syn0.new_empty(0, self.vector_size)
-        stats = ops.word2vec_train(
-            self._syn0, syn1neg, torch.from_numpy(b["tokens"]).to(dev),
-            torch.from_numpy(b["ends"]).to(dev), torch.from_numpy(before).to(dev), self._keep,
-            self._ns_prob, self._ns_alias, self.seed & ((1 << 63) - 1), self._tokens_trained,
-            bool(self.sg), bool(self.cbow_mean), self.window, self.negative,
-            self.shrink_windows, alpha, min_alpha, total, self.workers, **hs).tolist()
-        self._tokens_trained += len(b["tokens"])
-        return stats
+        callbacks = tuple(callbacks)
+        return training.train_epochs(self, corpus, epochs, alpha, min_alpha, by_sentence,
+                                     per_epoch, queue_factor, report_delay, callbacks)
 
     def get_latest_training_loss(self) -> float:
         """Sum of -log sigma over every prediction of the last train() call (0 unless
@@ -450,23 +332,16 @@ class Word2Vec:
     # -- persistence ----------------------------------------------------------------------
     _CONFIG = ("vector_size", "window", "min_count", "sg", "hs", "huffman", "negative",
                "ns_exponent", "cbow_mean", "sample", "alpha", "min_alpha", "epochs", "seed",
-               "workers", "max_vocab_size", "max_final_vocab", "null_word", "sorted_vocab", "batch_words",
-               "compute_loss", "comment", "shrink_windows", "corpus_count",
+               "workers", "max_vocab_size", "max_final_vocab", "null_word", "sorted_vocab",
+               "batch_words", "compute_loss", "comment", "shrink_windows", "corpus_count",
                "corpus_total_words", "_tokens_trained")
 
     def save(self, path: str) -> None:
         """All state (vectors, output weights syn1neg and/or syn1 with its Huffman tree,
         vocabulary, keep probabilities, settings) as a numpy .npz of plain arrays and JSON;
-        loading never unpickles (word2vec_files.py)."""
-        word2vec_files.save_model(self, path)
+        loading never unpickles (formats.py)."""
+        formats.save_model(self, path)
 
     @classmethod
     def load(cls, path: str, device=None):
-        return word2vec_files.load_model(cls, path, device)
-
-
-def learning_rate(alpha: float, min_alpha: float, done: float, total: float) -> float:
-    """The schedule of csrc/common/word2vec.h: linear from alpha to min_alpha, clamped."""
-    progress = done / total if total > 0 else 0.0
-    return max(min_alpha, alpha - (alpha - min_alpha) * progress)
-
+        return formats.load_model(cls, path, device)

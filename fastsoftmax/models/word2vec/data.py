@@ -1,0 +1,168 @@
+"""word2vec's data: the corpus (sentences or a file), gensim 4's vocabulary steps on top of
+the shared counting scan (the words kept by min_count, trim_rule and max_final_vocab, their
+order, the subsampling keep probabilities), and the batches that feed the native trainer.
+
+A batch is a run of sentences encoded as int32 ids of their in-vocabulary words with
+per-sentence offsets and progress counters. A reader thread encodes while the native op (which
+releases the GIL) trains:
+
+    corpus -> sentences cut into pieces of <= 10,000 words -> batches of ~limit raw words
+    reader thread: encode(batch) -> queue -> training thread: ops.word2vec_train(batch)
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from itertools import chain, repeat
+from typing import Optional
+
+import numpy as np
+
+from ..textfiles import LineSentence
+from ..textfiles import pieces as sentence_pieces
+from ..vocabulary import rank_by_count
+
+logger = logging.getLogger(__name__)
+
+# trim_rule return values (gensim.utils.RULE_*).
+RULE_DEFAULT, RULE_DISCARD, RULE_KEEP = 0, 1, 2
+
+
+def corpus_of(corpus_iterable, corpus_file, passes: int):
+    """The corpus to read `passes` times: `corpus_iterable` (sentences: token lists) or a
+    LineSentence over `corpus_file`; exactly one must be given (TypeError, as gensim)."""
+    if (corpus_iterable is None) == (corpus_file is None):
+        raise TypeError("give exactly one of corpus_iterable (sentences) or corpus_file")
+    if corpus_file is not None:
+        return LineSentence(corpus_file)
+    if isinstance(corpus_iterable, str):
+        raise TypeError("sentences must be an iterable of token lists, not a str "
+                        "(use corpus_file= for a file path)")
+    if passes > 1 and iter(corpus_iterable) is corpus_iterable:
+        raise TypeError("sentences must be re-iterable (a list or a class with __iter__), "
+                        "not a one-shot generator: training reads it once per epoch")
+    return corpus_iterable
+
+
+def keep_word(word, count, min_count, trim_rule) -> bool:
+    if trim_rule is not None:
+        rule = trim_rule(word, count, min_count)
+        if rule == RULE_DISCARD:
+            return False
+        if rule == RULE_KEEP:
+            return True
+    return count >= min_count
+
+
+def effective_min_count(counts: dict, min_count: int, max_final_vocab) -> int:
+    """min_count, raised so that at most max_final_vocab words survive (gensim: one more
+    than the count of the (max_final_vocab + 1)-th most frequent word)."""
+    if not max_final_vocab or max_final_vocab >= len(counts):
+        return min_count
+    ranked = sorted(counts.values(), reverse=True)
+    return max(min_count, ranked[max_final_vocab] + 1)
+
+
+def keep_probabilities(counts: np.ndarray, retained_total: int, sample: float) -> np.ndarray:
+    """float32: word2vec.c's keep probability (sqrt(c / t) + 1) t / c capped at 1, with
+    t = sample x retained words (sample < 1) or gensim's absolute threshold for sample >= 1."""
+    c = np.asarray(counts, dtype=np.float64)
+    if not sample:
+        return np.ones(len(c), dtype=np.float32)
+    t = sample * retained_total if sample < 1.0 else int(sample * (3 + np.sqrt(5)) / 2)
+    p = (np.sqrt(c / t) + 1.0) * (t / c)
+    return np.minimum(p, 1.0).astype(np.float32)
+
+
+def select(counts: dict, min_count: int, trim_rule, sorted_vocab: bool):
+    """(kept words, their counts as int64) of a fresh vocabulary; by decreasing count (ties:
+    the word seen later first, as gensim) when sorted_vocab, else in first-seen order."""
+    kept = {w: c for w, c in counts.items() if keep_word(w, c, min_count, trim_rule)}
+    logger.info("effective_min_count=%d retains %i unique words (%.2f%% of original %i, drops "
+                "%i)", min_count, len(kept), 100.0 * len(kept) / max(len(counts), 1),
+                len(counts), len(counts) - len(kept))
+    words = rank_by_count(kept, ties="last") if sorted_vocab else list(kept)
+    return words, np.array([kept[w] for w in words], dtype=np.int64)
+
+
+def token_ids(key_to_index: dict, pieces: list):
+    """(ids int64 [N]: every word of `pieces` (word lists), -1 where out of vocabulary;
+    lengths int64 [S]: the words of each piece)."""
+    lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+    flat = list(chain.from_iterable(pieces))
+    ids = np.fromiter(map(key_to_index.get, flat, repeat(-1)), dtype=np.int64,
+                      count=len(flat))
+    return ids, lengths
+
+
+def encode(key_to_index: dict, pieces: list, raw: int, offset: int, first_sentence: int):
+    """A batch of sentences (word lists) as a dict: tokens int32 [N] (in-vocabulary ids),
+    ends int64 [S] (sentence ends in tokens), words_before / sentences_before int64 [S] (raw
+    words / sentences of the epoch before each sentence), raw (raw words of the batch)."""
+    ids, lengths = token_ids(key_to_index, pieces)
+    known = ids >= 0
+    in_vocab_before = np.concatenate(([0], np.cumsum(known)))
+    raw_ends = np.cumsum(lengths)
+    return {
+        "tokens": ids[known].astype(np.int32),
+        "ends": in_vocab_before[raw_ends],
+        "words_before": offset + raw_ends - lengths,
+        "sentences_before": first_sentence + np.arange(len(pieces), dtype=np.int64),
+        "raw": raw,
+    }
+
+
+def _reader(key_to_index, corpus, limit: int, out: queue.Queue, stop: threading.Event):
+    """Reader thread: cuts the corpus into batches of about `limit` raw words and encodes
+    them; puts None at the end, or the exception raised."""
+    pieces: list = []
+    raw = offset = sentences = 0
+    try:
+        for sentence in corpus:
+            if stop.is_set():
+                return
+            for piece in sentence_pieces(sentence):
+                pieces.append(piece)
+                raw += len(piece)
+                if raw >= limit:
+                    out.put(encode(key_to_index, pieces, raw, offset, sentences))
+                    offset += raw
+                    sentences += len(pieces)
+                    pieces, raw = [], 0
+        if pieces:
+            out.put(encode(key_to_index, pieces, raw, offset, sentences))
+        out.put(None)
+    except BaseException as e:  # surfaced in the training thread
+        out.put(e)
+
+
+def epoch_batches(key_to_index, corpus, limit: int, queue_size: int, cache: Optional[list]):
+    """Encoded batches of one pass. With a `cache` list (an in-memory corpus) the batches of
+    the first pass are kept and replayed by later epochs; otherwise the corpus is re-read."""
+    if cache:
+        yield from cache
+        return
+    q: queue.Queue = queue.Queue(maxsize=max(1, queue_size))
+    stop = threading.Event()
+    reader = threading.Thread(target=_reader, args=(key_to_index, corpus, limit, q, stop),
+                              daemon=True)
+    reader.start()
+    try:
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            if cache is not None:
+                cache.append(item)
+            yield item
+    finally:
+        stop.set()
+        while reader.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                reader.join(0.01)
