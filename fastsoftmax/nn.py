@@ -140,14 +140,10 @@ class FullSoftmaxLoss(_LinearLayer):
         num_classes: V, the number of classes.
         label_smoothing: as F.cross_entropy: the target puts 1 - eps on the true class and
             spreads eps uniformly over all V classes (default 0.0).
-        z_loss: PaLM's auxiliary loss, z_loss * logsumexp(logits)² added to each row
-            (default 0.0: off).
-        softcap: Gemma 2's cap, logits -> softcap * tanh(logits / softcap), before the
-            softmax, smoothing and z_loss (default None: off).
-            See functional.full_softmax_loss.""" + COMMON_ARGS
+        z_loss: PaLM's z-loss, z_loss * lse² per row (default 0.0; see full_softmax_loss).
+        softcap: Gemma 2's cap, logits -> softcap * tanh(logits / softcap).""" + COMMON_ARGS
 
-    def __init__(self, in_features: int, num_classes: int, *, z_loss: float = 0.0,
-                 softcap: Optional[float] = None, **layer):
+    def __init__(self, in_features: int, num_classes: int, *, z_loss=0.0, softcap=None, **layer):
         super().__init__(in_features, num_classes, **layer)
         self.z_loss, self.softcap = check_z_loss(z_loss), check_softcap(softcap)
 
