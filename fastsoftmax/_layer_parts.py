@@ -3,6 +3,7 @@ the sampler kept as module buffers (SamplerTables), sampler construction, argume
 the state-dict migration of older names, and the docstring text of their common constructor
 parameters."""
 
+import inspect
 from typing import Optional
 
 import torch
@@ -222,3 +223,20 @@ SAMPLER_ARGS = """
         power: exponent of the unigram counts (default 0.75, as word2vec).
         sparse: sparse COO gradient of linear_weight (the rows used), for SparseAdam or SGD on
             very large V."""
+
+
+def keywords_after_positionals(base: type):
+    """A class decorator for a layer whose constructor passes `base`'s keyword-only
+    parameters (torch.nn.LinearCrossEntropyLoss's) on as `**layer`: it gives the class the
+    signature that names them, for inspect, help() and make_head: the layer's positional
+    parameters, then base's keywords, then the layer's own."""
+    layer = [p for p in inspect.signature(base.__init__).parameters.values()
+             if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+    def named(cls: type) -> type:
+        own = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        cls.__signature__ = inspect.Signature(
+            [p for p in own if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD] + layer
+            + [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY])
+        return cls
+    return named

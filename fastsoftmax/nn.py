@@ -32,7 +32,8 @@ from torch import Tensor, nn
 
 from . import functional
 from ._layer_parts import (COMMON_ARGS, SAMPLER_ARGS, OutputLayer, SamplerTables,
-                           _refuse_label_smoothing, make_sampler, migrate_state_dict)
+                           _refuse_label_smoothing, keywords_after_positionals, make_sampler,
+                           migrate_state_dict)
 from ._reduction import check_softcap, check_z_loss
 from ._shapes import check_size
 from .hierarchical import HierarchicalSoftmaxLoss
@@ -113,17 +114,7 @@ class _LinearLayer(OutputLayer):
             chunk_bytes=self.chunk_bytes, z_loss=self.z_loss, softcap=self.softcap)
 
 
-def _with_layer_keywords(cls: type) -> type:
-    """Gives a sampling layer, whose constructor passes torch.nn.LinearCrossEntropyLoss's
-    keywords on as `**layer`, the signature that names them (for inspect, help() and
-    make_head): its positional parameters, then those keywords, then its own."""
-    own = list(inspect.signature(cls.__init__).parameters.values())[1:]
-    layer = [p for p in inspect.signature(_LinearLayer.__init__).parameters.values()
-             if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    cls.__signature__ = inspect.Signature(
-        [p for p in own if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD] + layer
-        + [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY])
-    return cls
+_with_layer_keywords = keywords_after_positionals(_LinearLayer)
 
 
 @_with_layer_keywords

@@ -1,0 +1,130 @@
+"""The plain reference of fastsoftmax::word2vec_train, re-exported by tests/reference.py."""
+
+import math
+
+import numpy as np
+
+from reference import draw_reference, philox4x32_10
+
+# A plain, one-prediction-at-a-time definition of fastsoftmax::word2vec_train with one
+# worker: the same Philox counters (csrc/common/word2vec.h), the same order of updates, in
+# float64. Slow; for corpora of a few hundred tokens.
+
+W2V_STREAM_TOKEN, W2V_STREAM_NEGATIVE = 2, 3
+
+
+def _philox_words(stream: int, seed: int, index: int):
+    w = philox4x32_10(np.array([index & 0xFFFFFFFF], dtype=np.uint64),
+                      np.array([index >> 32], dtype=np.uint64), stream, seed)
+    return [int(x[0]) for x in w]
+
+
+def w2v_token_draws(seed: int, t: int, window: int, shrink: bool):
+    """(subsampling coin in [0, 1), effective half-window in 1..window) of global token t."""
+    w0, w1, w2, w3 = _philox_words(W2V_STREAM_TOKEN, seed, t)
+    coin = ((w0 << 21) | (w1 >> 11)) * (1.0 / 9007199254740992.0)
+    reduce = (((w2 << 32) | w3) * window) >> 64
+    return coin, (window - reduce) if shrink else window
+
+
+def w2v_negatives(seed: int, first: int, count: int, prob, alias) -> np.ndarray:
+    return draw_reference(0, seed, W2V_STREAM_NEGATIVE, first, count, len(prob), prob, alias)
+
+
+def w2v_learning_rate(alpha, min_alpha, words_before, total_words):
+    progress = words_before / total_words if total_words > 0 else 0.0
+    return max(min_alpha, alpha - (alpha - min_alpha) * progress)
+
+
+def _sigmoid(f):
+    return 1.0 / (1.0 + math.exp(-f))
+
+
+def _logistic_unit(h, row, label, lr, grad_h):
+    """One logistic SGD step: h should score `row` (updated in place) as label; adds the
+    update for h to grad_h and returns the loss. A score outside (-6, 6) updates nothing
+    (gensim, word2vec_inner.pyx, and word2vec.c's hierarchical softmax skip it); its loss
+    still counts."""
+    f = float(h @ row)
+    loss = -math.log(_sigmoid(f if label else -f))
+    if abs(f) < 6.0:
+        g = (label - _sigmoid(f)) * lr
+        grad_h += g * row
+        row += g * h
+    return loss
+
+
+def _w2v_step(h, center, negatives, syn1, lr, hs=None):
+    """One prediction of `center` at hidden vector h, word2vec.c's order: with hs = (syn1_hs,
+    codes, points) first the center's Huffman path, root first (inner node points[c][j]
+    should score 1 - codes[c][j]), then with syn1 the center (label 1) and each negative
+    (label 0; one equal to the center is skipped). Updates the tables in place, returns the
+    update for h and the loss."""
+    grad_h, loss = np.zeros_like(h), 0.0
+    if hs is not None:
+        syn1_hs, codes, points = hs
+        for code, point in zip(codes[center], points[center]):
+            loss += _logistic_unit(h, syn1_hs[point], 1.0 - code, lr, grad_h)
+    if syn1 is None:
+        return grad_h, loss
+    for target, label in [(center, 1.0)] + [(int(n), 0.0) for n in negatives]:
+        if label == 0.0 and target == center:
+            continue
+        loss += _logistic_unit(h, syn1[target], label, lr, grad_h)
+    return grad_h, loss
+
+
+def w2v_train_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob, alias, *,
+                        seed, first_token, sg, cbow_mean, window, negative, shrink, alpha,
+                        min_alpha, total_words, syn1_hs=None, codes=None, points=None):
+    """Returns (syn0, syn1neg, loss, examples, kept) after training `sentences` (lists of ids)
+    in order, and syn1_hs last with hierarchical softmax. syn0/syn1neg: float64 numpy [V, D]
+    (copied; syn1neg None when negative = 0). Hierarchical softmax: syn1_hs [V - 1, D] with
+    each word's codes and points (lists, root first, word2vec.c's)."""
+    syn0 = syn0.astype(np.float64).copy()
+    syn1 = None if negative == 0 else syn1neg.astype(np.float64).copy()
+    hs = None if syn1_hs is None else (syn1_hs.astype(np.float64).copy(), codes, points)
+    loss, examples, kept_total = 0.0, 0, 0
+    t = first_token
+    for sentence, before in zip(sentences, words_before):
+        lr = w2v_learning_rate(alpha, min_alpha, before, total_words)
+        kept, ids, wins = [], [], []
+        for w in sentence:
+            coin, b = w2v_token_draws(seed, t, window, shrink)
+            if coin < float(keep_prob[w]):
+                kept.append(w)
+                ids.append(t)
+                wins.append(b)
+            t += 1
+        kept_total += len(kept)
+        for i, center in enumerate(kept):
+            ctx = [j for j in range(max(0, i - wins[i]), min(len(kept), i + wins[i] + 1))
+                   if j != i]
+            if not ctx:
+                continue
+            if sg:
+                negs = w2v_negatives(seed, ids[i] * 2 * window * negative, len(ctx) * negative,
+                                     prob, alias) if negative else []
+                for c, j in enumerate(ctx):
+                    h = syn0[kept[j]]
+                    grad_h, step_loss = _w2v_step(h, center, negs[c * negative:(c + 1) * negative],
+                                                  syn1, lr, hs)
+                    loss += step_loss
+                    syn0[kept[j]] += grad_h
+                    examples += 1
+            else:
+                h = sum(syn0[kept[j]] for j in ctx)
+                if cbow_mean:
+                    h = h / len(ctx)
+                negs = w2v_negatives(seed, ids[i] * negative, negative, prob, alias) \
+                    if negative else []
+                grad_h, step_loss = _w2v_step(h, center, negs, syn1, lr, hs)
+                loss += step_loss
+                if not cbow_mean:
+                    grad_h /= len(ctx)
+                for j in ctx:
+                    syn0[kept[j]] += grad_h
+                examples += 1
+    if hs is not None:
+        return syn0, syn1, loss, examples, kept_total, hs[0]
+    return syn0, syn1, loss, examples, kept_total
