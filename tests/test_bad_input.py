@@ -270,7 +270,7 @@ ROWS = [
     api("an unknown keyword", "Word2Vec", lambda f: Word2Vec(vector_dim=10), TypeError,
         "vector_dim"),
     api("sentences and corpus_file both", "Word2Vec",
-        lambda f: Word2Vec([["a"]], corpus_file=f["corpus.txt"]), ValueError, "not both"),
+        lambda f: Word2Vec([["a"]], corpus_file=f["corpus.txt"]), TypeError, "not both"),
     api("a model with no vocabulary (no file)", "Word2Vec.save",
         lambda f: Word2Vec(vector_size=4).save(f.out("existing.npz")), RuntimeError,
         "nothing to save"),

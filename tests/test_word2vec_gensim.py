@@ -301,3 +301,17 @@ def test_train_rates_and_epochs_as_in_gensim():
     from gensim.models import Word2Vec as GWord2Vec
 
     assert _rates_after_train(Word2Vec) == _rates_after_train(GWord2Vec)
+
+
+@requires_gensim
+def test_both_corpus_kinds_refused_as_in_gensim(tmp_path):
+    from gensim.models import Word2Vec as GWord2Vec
+
+    path = tmp_path / "corpus.txt"
+    path.write_text("a b\n")
+    kinds = []
+    for cls in (Word2Vec, GWord2Vec):
+        with pytest.raises(Exception) as info:
+            cls([["a", "b"]], corpus_file=str(path), min_count=1)
+        kinds.append(type(info.value))
+    assert kinds == [TypeError, TypeError]

@@ -44,7 +44,7 @@ class Word2Vec:
                  comment=None, max_final_vocab=None, shrink_windows=True, *, device="cpu",
                  huffman="gensim"):
         if sentences is not None and corpus_file is not None:
-            raise ValueError("give either sentences or corpus_file, not both")
+            raise TypeError("give either sentences or corpus_file, not both")  # as gensim
         if hashfxn is not hash:
             _refuse("hashfxn", "is not used: initial vectors come from seed (as in gensim 4, "
                     "which ignores it too); leave it at the default")

@@ -58,7 +58,7 @@ class PPMIVectors:
         if (sentences is None) != (corpus_file is None):
             self.build(sentences, corpus_file=corpus_file)
         elif sentences is not None:
-            raise ValueError("give either sentences or corpus_file, not both")
+            raise TypeError("give either sentences or corpus_file, not both")  # as gensim
 
     def build(self, corpus_iterable=None, corpus_file=None) -> "PPMIVectors":
         """Counts the vocabulary, builds co-occurrences, PPMI and the SVD vectors."""
