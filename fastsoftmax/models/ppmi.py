@@ -1,5 +1,5 @@
 """PPMI and a truncated SVD of sparse co-occurrence counts, shared by word2vec's count-based
-vectors (word2vec/ppmi_vectors.py) and the language model's context tree (lm/hs_tree.py).
+vectors (word2vec/ppmi_vectors.py) and the language model's context tree (lm/hs_tree.py)::
 
   PMI      log( #(w, c) D / (#(w) P_a(c) D) ), #(w) and D the row and grand sums, and
            P_a(c) = #(c)^a / sum_c' #(c')^a the context distribution raised to `cds_alpha`
