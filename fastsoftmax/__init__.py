@@ -5,7 +5,8 @@ softmax, NCE, negative sampling; functional and nn.Module forms) with native CPU
 kernels, registered as torch ops.
 """
 
-from . import _loader, functional, ops
+# ops is imported for its registrations; fastsoftmax.ops is public.
+from . import _loader, functional, ops  # noqa: F401
 from .functional import (
     full_softmax_loss,
     nce_loss,
