@@ -465,10 +465,11 @@ def _torchrun_train(argv):
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("head", ["full", "sampled"])
+@pytest.mark.parametrize("head", ["full"])
 def test_ddp_two_processes_match_single_process_step(corpus_dir, tmp_path, head):
     """One SGD step (lr 1, no clipping) on a global batch of 4 streams: 2 gloo processes with
-    2 streams each must move every parameter exactly as one process with all 4 does."""
+    2 streams each must move every parameter exactly as one process with all 4 does. (A
+    sampled head cannot: each rank draws its own candidates, tests/test_trainer.py.)"""
     common = [
         "--data",
         corpus_dir,
