@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 def run_epoch(step_loss: Callable, batches: Iterable, optimizer, *, parameters=None,
               clip: float = 0.0, after_step: Optional[Callable] = None, totals=None,
               max_steps: Optional[int] = None, progress=None, log_every: int = 50,
-              on_step: Optional[Callable] = None) -> dict:
+              on_step: Optional[Callable] = None, unit: str = "ex") -> dict:
     """One pass over `batches`: for each, `step_loss(batch)` → (loss, examples), then
     backward, clipping of `parameters`' global gradient norm to `clip` (> 0; sparse gradients
     included), the optimiser step and `after_step()`.
@@ -35,7 +35,8 @@ def run_epoch(step_loss: Callable, batches: Iterable, optimizer, *, parameters=N
     interrupted; the epoch ends once totals["steps"] reaches `max_steps`. `on_step(steps,
     totals)` runs after every step, `totals` being a function that returns the running totals
     (it reads the loss back from the device: call it only when they are needed). `progress` is
-    a tqdm bar, closed at the end. Returns the totals with `loss`, the mean training loss."""
+    a tqdm bar, closed at the end, showing `unit`s (examples) per second and the mean loss.
+    Returns the totals with `loss`, the mean training loss."""
     totals = dict(totals or dict(loss_sum=0.0, steps=0, examples=0, seconds=0.0))
     start = time.perf_counter() - totals["seconds"]
     loss_sum = totals["loss_sum"]  # becomes a float64 device tensor at the first step
@@ -44,6 +45,12 @@ def run_epoch(step_loss: Callable, batches: Iterable, optimizer, *, parameters=N
     def current() -> dict:
         return dict(loss_sum=float(loss_sum), steps=steps, examples=examples,
                     seconds=time.perf_counter() - start)
+
+    def show(now: dict) -> None:
+        rate = now["examples"] / max(now["seconds"], 1e-9)
+        progress.set_postfix_str(
+            f"{rate:,.0f} {unit}/s loss {now['loss_sum'] / max(now['steps'], 1):.4f}",
+            refresh=False)
 
     if progress is not None:
         progress.update(steps)
@@ -64,15 +71,13 @@ def run_epoch(step_loss: Callable, batches: Iterable, optimizer, *, parameters=N
         if progress is not None:
             progress.update(1)
             if steps % log_every == 0:  # one host sync per interval
-                now = current()
-                rate = examples / max(now["seconds"], 1e-9)
-                progress.set_postfix_str(f"{rate:,.0f}/s loss {now['loss_sum'] / steps:.4f}",
-                                         refresh=False)
+                show(current())
         if on_step is not None:
             on_step(steps, current)
-    if progress is not None:
-        progress.close()
     out = current()
+    if progress is not None:
+        show(out)
+        progress.close()
     return dict(out, loss=out["loss_sum"] / max(steps, 1))
 
 

@@ -55,7 +55,7 @@ def train_epoch(model: nn.Module, data: Tensor, optimizer, *, bptt: int, clip: f
         lambda steps, current: on_step(steps, state["hidden"], lambda: as_lm_totals(current())))
     out = run_epoch(step_loss, bptt_batches(data[:, totals["steps"] * bptt :], bptt), optimizer,
                     parameters=list(core.parameters()), clip=clip, max_steps=max_steps,
-                    progress=progress, log_every=log_every, on_step=step_hook,
+                    progress=progress, log_every=log_every, on_step=step_hook, unit="tok",
                     totals=dict(loss_sum=totals["loss_sum"], steps=totals["steps"],
                                 examples=totals["tokens"], seconds=totals["seconds"]))
     return dict(loss=out["loss"], tokens=out["examples"], seconds=out["seconds"],
@@ -257,7 +257,7 @@ def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> d
             if not config.save_every or step % config.save_every or step >= steps_per_epoch:
                 return
             hidden = _map_hidden(hidden, lambda h: _gather_streams(h.detach(), world).cpu())
-            checkpoint(epoch - 1, dict(epoch=epoch, step=step, hidden=hidden, totals=dict(totals)))
+            checkpoint(epoch - 1, dict(epoch=epoch, step=step, hidden=hidden, totals=totals()))
 
         stats = train_epoch(runner, train_data, optimizer, bptt=config.bptt, clip=config.clip,
                             max_steps=budget, world_size=world, progress=bar,
