@@ -8,9 +8,11 @@ The loop keeps the running loss on the device and reads it back once per `log_ev
 and once per epoch: a per-batch `loss.item()` would stall a CUDA device at every step.
 """
 
+import dataclasses
 import hashlib
 import logging
 import time
+from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
 from torch import nn
@@ -21,6 +23,23 @@ from .checkpoints import rng_state, set_rng_state
 from .progress import progress_bar
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunOptions:
+    """What every model's TrainConfig holds beside its own options: the device (None: cuda
+    when available), the checkpoint file (None: a new one in the working directory), the
+    checkpoint to resume, whether to overwrite files (force) and the progress bar (None: only
+    on a terminal)."""
+
+    device: Optional[str] = None
+    checkpoint: Optional[str] = None
+    resume: Optional[str] = None
+    force: bool = False
+    progress: Optional[bool] = None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
 
 
 def run_epoch(step_loss: Callable, batches: Iterable, optimizer, *, parameters=None,

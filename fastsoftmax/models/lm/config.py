@@ -1,10 +1,10 @@
 """What a language-model training run is: every option of `fastsoftmax-lm train`, and the
 rules that settle them against a checkpoint when a run resumes."""
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from ..trainer import RunOptions
 from ..checkpoints import changed_from_defaults, default_path, refuse_overwrite, resume_values
 
 # Options that belong to this invocation, not to the model or its training: never compared.
@@ -17,7 +17,7 @@ MAY_CHANGE_ON_RESUME = ("epochs", "max_steps", "save_every", "lr_decay", "decay_
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(RunOptions):
     """Every option of a run (the command line's flags, with - for _). Notable ones:
 
     Args:
@@ -38,6 +38,7 @@ class TrainConfig:
             each word); see lm/hs_tree.py.
     """
 
+    # the data and the model
     data: Optional[str] = None
     output: str = "full"
     rnn: str = "lstm"
@@ -54,6 +55,7 @@ class TrainConfig:
     hs_tree_model: Optional[str] = None
     init_range: float = 0.1
     sparse: bool = False
+    # its training
     optimizer: str = "sgd"
     lr: Optional[float] = None
     lr_decay: float = 2.0
@@ -68,15 +70,7 @@ class TrainConfig:
     max_steps: Optional[int] = None
     seed: int = 1234
     encoding: str = "utf-8"
-    device: Optional[str] = None
-    checkpoint: Optional[str] = None
-    resume: Optional[str] = None
-    force: bool = False
     plot: Optional[str] = None
-    progress: Optional[bool] = None
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def resolve(config: TrainConfig, resume: Optional[dict], given: Optional[Iterable[str]] = None

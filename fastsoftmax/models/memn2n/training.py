@@ -7,7 +7,6 @@ validation loss stops falling, at most `linear_start` epochs) and random noise (
 empty memories added to training stories, for the temporal encoding).
 """
 
-import dataclasses
 import logging
 import math
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ import torch
 from .. import checkpoints
 from ..checkpoints import (changed_from_defaults, default_path, refuse_overwrite,
                            resume_values, rng_state)
-from ..trainer import Trainer, run_epoch
+from ..trainer import RunOptions, Trainer, run_epoch
 from ..vocabulary import Vocabulary
 from .data import World, answer_words, batches, build_vocabulary, encode, make_task
 from .model import MemN2N
@@ -33,7 +32,7 @@ WORLD_KEYS = ("entities", "locations", "objects", "distractors")
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(RunOptions):
     """Every option of a run (the command line's flags, with - for _). Notable ones:
 
     Args:
@@ -46,6 +45,7 @@ class TrainConfig:
         checkpoint: written after every epoch; None picks a new memn2n-<output>-<time>.pt here.
     """
 
+    # the stories
     task: str = "single"
     entities: int = 4
     locations: int = 6
@@ -54,6 +54,7 @@ class TrainConfig:
     train_size: int = 10000
     test_size: int = 1000
     valid_fraction: float = 0.1
+    # the model
     answers: str = "task"
     output: str = "full"
     num_sampled: int = 16
@@ -65,6 +66,7 @@ class TrainConfig:
     temporal_encoding: bool = True
     supporting_facts: bool = False
     support_weight: float = 1.0
+    # its training
     optimizer: str = "adam"
     lr: float = 0.01
     anneal_every: int = 5
@@ -74,15 +76,7 @@ class TrainConfig:
     linear_start: int = 0
     noise: float = 0.1
     seed: int = 0
-    device: Optional[str] = None
-    checkpoint: Optional[str] = None
-    resume: Optional[str] = None
-    force: bool = False
-    progress: Optional[bool] = None
     plot: Optional[str] = None
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
     def world(self) -> World:
         return World(**{k: getattr(self, k) for k in WORLD_KEYS})

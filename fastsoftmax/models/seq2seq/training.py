@@ -3,7 +3,6 @@ bench/bench_seq2seq.py drive, and its checkpoints (kind 'seq2seq')."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ import torch
 from .. import checkpoints
 from ..checkpoints import (changed_from_defaults, default_path, refuse_overwrite,
                            resume_values, rng_state)
-from ..trainer import Trainer, run_epoch
+from ..trainer import RunOptions, Trainer, run_epoch
 from ..vocabulary import Vocabulary
 from .data import batches, load_task, target_counts
 from . import hard_attention as hard
@@ -28,7 +27,7 @@ MAY_CHANGE_ON_RESUME = ("epochs", "beam_size", "encoding")
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(RunOptions):
     """Every option of a run (the command line's flags, with - for _). checkpoint: written
     after every epoch; None picks a new seq2seq-<output>-<time>.pt in the working directory,
     and an existing file other than the resumed one is never overwritten unless force.
@@ -38,6 +37,7 @@ class TrainConfig:
 
     data: Optional[str] = None
     task: str = "pairs"
+    # the model
     attention: Optional[str] = "general"
     attention_mode: str = "soft"
     baseline: Optional[str] = None
@@ -51,6 +51,7 @@ class TrainConfig:
     reverse_source: bool = False
     peeky: bool = False
     dropout: float = 0.0
+    # its training
     epochs: int = 10
     batch_size: int = 64
     lr: float = 1e-3
@@ -63,14 +64,7 @@ class TrainConfig:
     seed: int = 0
     beam_size: int = 1
     encoding: str = "utf-8"
-    device: str = "cpu"
-    checkpoint: Optional[str] = None
-    resume: Optional[str] = None
-    force: bool = False
-    progress: Optional[bool] = None
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    device: Optional[str] = "cpu"
 
 
 MODEL_KEYS = ("embed_dim", "hidden_size", "num_layers", "bidirectional", "reverse_source",
