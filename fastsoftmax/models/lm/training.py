@@ -5,7 +5,7 @@ drive (data-parallel under torchrun: gloo on CPU, nccl on GPU)."""
 import logging
 import math
 import os
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -14,12 +14,42 @@ from ...optim import clip_grad_norm, make_optimizer
 from ..progress import progress_bar
 from ..trainer import rank_seed, run_epoch
 from .config import TrainConfig, resolve
-from .checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint, set_rng_state
+from .. import checkpoints
+from ..checkpoints import rng_state, set_rng_state
+from ..vocabulary import Vocabulary
 from .hs_tree import TREES, build_tree
 from .data import Corpus, batchify, bptt_batches, num_bptt_batches, shard_rows
 from .model import Hidden, RNNLanguageModel, detach_hidden
 
 logger = logging.getLogger(__name__)
+KIND = "lm"
+
+
+def save_checkpoint(path: str, *, model: RNNLanguageModel, vocab: Vocabulary, optimizer=None,
+                    schedule=None, epoch: int = 0, history: Optional[list] = None,
+                    train_config: Optional[dict] = None, position: Optional[dict] = None) -> str:
+    """The model, its vocabulary (with the counts that rebuild the sampler exactly), optimiser,
+    schedule, history, training configuration and every RNG stream, in the one checkpoint
+    format (fastsoftmax.models.checkpoints, kind 'lm'). `epoch` counts finished epochs; a
+    mid-epoch checkpoint adds `position` (the epoch under way, steps taken, the carried
+    hidden state and the running totals of train_epoch)."""
+    return checkpoints.save_checkpoint(path, KIND, dict(
+        model_config=model.config, model=model.state_dict(), vocab=vocab.state_dict(),
+        optimizer=None if optimizer is None else optimizer.state_dict(),
+        schedule=None if schedule is None else schedule.state_dict(), epoch=epoch,
+        history=list(history or []), train_config=dict(train_config or {}), position=position,
+        rng=rng_state()))
+
+
+def load_checkpoint(path: str, map_location="cpu") -> dict:
+    return checkpoints.load_checkpoint(path, KIND, map_location)
+
+
+def model_from_checkpoint(state: dict) -> Tuple[RNNLanguageModel, Vocabulary]:
+    vocab = Vocabulary.from_state_dict(state["vocab"])
+    model = RNNLanguageModel(counts=vocab.counts, **state["model_config"])
+    model.load_state_dict(state["model"])
+    return model, vocab
 
 
 def train_epoch(model: nn.Module, data: Tensor, optimizer, *, bptt: int, clip: float = 0.0,
