@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from ..trainer import RunOptions
-from ..checkpoints import changed_from_defaults, default_path, refuse_overwrite, resume_values
+from ..checkpoints import claim_files, run_values
 
 # Options that belong to this invocation, not to the model or its training: never compared.
 RUN_OPTIONS = ("resume", "force", "device", "progress", "plot", "checkpoint")
@@ -79,21 +79,11 @@ def resolve(config: TrainConfig, resume: Optional[dict], given: Optional[Iterabl
     (default: those differing from TrainConfig's defaults) applied where they may change and
     refused, naming the flag, where they conflict. Fills in lr and the checkpoint path and
     refuses to overwrite an existing checkpoint or plot."""
-    given = set(changed_from_defaults(config) if given is None else given)
-    values = config.to_dict()
-    if resume is not None:
-        values = resume_values(values, given, dict(resume.get("train_config") or {}),
-                               resume=config.resume, may_change=MAY_CHANGE_ON_RESUME,
-                               run_options=RUN_OPTIONS)
-        if values["checkpoint"] is None:
-            values["checkpoint"] = config.resume
+    values = run_values(config, resume, given, may_change=MAY_CHANGE_ON_RESUME,
+                        run_options=RUN_OPTIONS)
     if values["data"] is None:
         raise ValueError("training needs --data (a folder with train/valid/test files)")
     if values["lr"] is None:
         values["lr"] = 20.0 if values["optimizer"] == "sgd" else 1e-3
-    if values["checkpoint"] is None:
-        values["checkpoint"] = default_path("lm", values["output"])
-    refuse_overwrite(values["checkpoint"], "checkpoint", "--checkpoint", config.force,
-                     config.resume)
-    refuse_overwrite(values["plot"], "plot", "--plot", config.force)
+    claim_files(values, "lm", config)
     return TrainConfig(**values)

@@ -10,7 +10,7 @@ from typing import Callable, Dict, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from ...optim import clip_grad_norm, make_optimizer
+from ...optim import make_optimizer
 from ..progress import progress_bar
 from ..trainer import rank_seed, run_epoch
 from .config import TrainConfig, resolve

@@ -15,8 +15,7 @@ from typing import Callable, Iterable, Optional
 import torch
 
 from .. import checkpoints
-from ..checkpoints import (changed_from_defaults, default_path, refuse_overwrite,
-                           resume_values, rng_state)
+from ..checkpoints import claim_files, rng_state, run_values
 from ..trainer import RunOptions, Trainer, run_epoch
 from ..vocabulary import Vocabulary
 from .data import World, answer_words, batches, build_vocabulary, encode, make_task
@@ -107,25 +106,15 @@ def model_from_checkpoint(state: dict):
 
 def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterable[str]]
              ) -> TrainConfig:
-    if given is None:
-        given = changed_from_defaults(config)
-    values = config.to_dict()
-    if state is not None:
-        values = resume_values(values, set(given), state["train_config"], resume=config.resume,
-                               may_change=MAY_CHANGE_ON_RESUME, run_options=RUN_OPTIONS)
-        if values["checkpoint"] is None:
-            values["checkpoint"] = config.resume
+    values = run_values(config, state, given, may_change=MAY_CHANGE_ON_RESUME,
+                        run_options=RUN_OPTIONS)
     if values["answers"] not in ("task", "vocabulary"):
         raise ValueError(f"answers must be 'task' or 'vocabulary', got {values['answers']!r}")
     if values["optimizer"] not in ("sgd", "adam"):
         raise ValueError(f"optimizer must be 'sgd' or 'adam', got {values['optimizer']!r}")
     if values["device"] is None:
         values["device"] = "cuda" if torch.cuda.is_available() else "cpu"
-    if values["checkpoint"] is None:
-        values["checkpoint"] = default_path(KIND, values["output"])
-    refuse_overwrite(values["checkpoint"], "checkpoint", "--checkpoint", config.force,
-                     config.resume)
-    refuse_overwrite(values["plot"], "plot", "--plot", config.force)
+    claim_files(values, KIND, config)
     return TrainConfig(**values)
 
 

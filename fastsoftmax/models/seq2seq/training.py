@@ -11,8 +11,7 @@ from typing import Callable, Iterable, Optional
 import torch
 
 from .. import checkpoints
-from ..checkpoints import (changed_from_defaults, default_path, refuse_overwrite,
-                           resume_values, rng_state)
+from ..checkpoints import claim_files, rng_state, run_values
 from ..trainer import RunOptions, Trainer, run_epoch
 from ..vocabulary import Vocabulary
 from .data import batches, load_task, target_counts
@@ -93,15 +92,8 @@ def load_checkpoint(path: str, device="cpu"):
 
 def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterable[str]],
              has_data: bool) -> TrainConfig:
-    if given is None:
-        given = changed_from_defaults(config)
-    values = config.to_dict()
-    if state is not None:
-        saved = dict(ADDED_OPTIONS, **state["train_config"])
-        values = resume_values(values, set(given), saved, resume=config.resume,
-                               may_change=MAY_CHANGE_ON_RESUME, run_options=RUN_OPTIONS)
-        if values["checkpoint"] is None:
-            values["checkpoint"] = config.resume
+    values = run_values(config, state, given, may_change=MAY_CHANGE_ON_RESUME,
+                        run_options=RUN_OPTIONS, added=ADDED_OPTIONS)
     if values["device"] is None:
         values["device"] = "cuda" if torch.cuda.is_available() else "cpu"
     # The checkpoint keeps the baseline and bonus a hard run trains with, defaults filled in,
@@ -111,10 +103,7 @@ def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterabl
         values["attention_mode"], values["baseline"], values["entropy_bonus"])
     if values["data"] is None and not has_data:
         raise ValueError("training needs --data (a pair file)")
-    if values["checkpoint"] is None:
-        values["checkpoint"] = default_path(KIND, values["output"])
-    refuse_overwrite(values["checkpoint"], "checkpoint", "--checkpoint", config.force,
-                     config.resume)
+    claim_files(values, KIND, config)
     return TrainConfig(**values)
 
 
