@@ -304,16 +304,18 @@ class _Interrupted(Exception):
 def _train_killed_after_save(monkeypatch, argv, epoch, step):
     """Run `cli.main(argv)` as if killed right after the mid-epoch checkpoint at (epoch,
     step); returns the positions of every checkpoint written until then."""
-    save, saved = lm.training.save_checkpoint, []
+    from fastsoftmax.models import checkpoints
 
-    def save_then_die(path, **kw):
-        save(path, **kw)
-        saved.append(kw.get("position"))
+    save, saved = checkpoints.save_checkpoint, []
+
+    def save_then_die(path, kind, state):
+        save(path, kind, state)
+        saved.append(state.get("position"))
         if saved[-1] and (saved[-1]["epoch"], saved[-1]["step"]) == (epoch, step):
             raise _Interrupted
 
     with monkeypatch.context() as m:
-        m.setattr(lm.training, "save_checkpoint", save_then_die)
+        m.setattr(checkpoints, "save_checkpoint", save_then_die)
         with pytest.raises(_Interrupted):
             cli.main(argv)
     return saved

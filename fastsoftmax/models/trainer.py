@@ -105,12 +105,14 @@ class Trainer:
     epochs, and the checkpoint of kind `kind` at `path`, written after every epoch with
     `state()` (the model's own entries) beside the optimiser, history, epoch, the training
     configuration `config` and every random stream. `log` (default: the logger of the model's
-    module) receives the progress lines; `None` from rank > 0 of a data-parallel run."""
+    module) receives the progress lines. Only the trainer that `saves` (rank 0 of a
+    data-parallel run) writes the checkpoint."""
 
     def __init__(self, kind: str, model: nn.Module, optimizer, config, *, state: Callable,
-                 log: Optional[Callable] = None, module_logger: logging.Logger = logger):
+                 log: Optional[Callable] = None, module_logger: logging.Logger = logger,
+                 saves: bool = True):
         self.kind, self.model, self.optimizer, self.config = kind, model, optimizer, config
-        self.state = state
+        self.state, self.saves = state, saves
         self.log = log if log is not None else module_logger.info
         self.history, self.epoch = [], 0
 
@@ -122,7 +124,10 @@ class Trainer:
         self.history, self.epoch = list(saved["history"]), saved["epoch"]
         set_rng_state(saved["rng"])
 
-    def save(self, **extra) -> str:
+    def save(self, **extra) -> Optional[str]:
+        """Write the checkpoint; `extra` entries go beside (a mid-epoch `position`)."""
+        if not self.saves:
+            return None
         return checkpoints.save_checkpoint(self.config.checkpoint, self.kind, dict(
             self.state(), optimizer=self.optimizer.state_dict(), epoch=self.epoch,
             history=self.history, train_config=self.config.to_dict(), rng=rng_state(), **extra))

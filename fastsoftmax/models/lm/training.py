@@ -12,10 +12,10 @@ from torch import Tensor, nn
 
 from ...optim import make_optimizer
 from ..progress import progress_bar
-from ..trainer import rank_seed, run_epoch
+from ..trainer import Trainer, rank_seed, run_epoch
 from .config import TrainConfig, resolve
 from .. import checkpoints
-from ..checkpoints import rng_state, set_rng_state
+from ..checkpoints import rng_state
 from ..vocabulary import Vocabulary
 from .hs_tree import TREES, build_tree
 from .data import Corpus, batchify, bptt_batches, num_bptt_batches, shard_rows
@@ -227,20 +227,22 @@ def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> d
     model.to(device)
     optimizer = make_optimizer(model, config.optimizer, config.lr, model.sparse_parameters())
     schedule = LRSchedule(config.lr, config.lr_decay, config.decay_after)
-    history, start_epoch, position = [], 0, None
+    trainer = Trainer(KIND, model, optimizer, config, log=say, saves=rank == 0,
+                      state=lambda: dict(model_config=model.config, model=model.state_dict(),
+                                         vocab=vocab.state_dict(), position=None,
+                                         schedule=schedule.state_dict()))
+    position = None
     if resume is not None:
-        optimizer.load_state_dict(resume["optimizer"])
+        trainer.resume(resume)
         schedule.load_state_dict(resume["schedule"])
-        history, start_epoch = resume["history"], resume["epoch"]
         position = resume.get("position")
-        set_rng_state(resume["rng"])
     schedule.apply(optimizer)
     if rank > 0:
         # Every rank built the same model from config.seed; from here on each draws its own
         # candidates and dropout masks. Rank 0 goes on with the seeded stream (the one
         # checkpoints keep); the others derive theirs from the seed, their rank and the steps
         # already taken, so a rerun or a resume draws them again.
-        steps_taken = sum(h.get("steps", 0) for h in history) + (
+        steps_taken = sum(h.get("steps", 0) for h in trainer.history) + (
             position["totals"]["steps"] if position else 0)
         torch.manual_seed(rank_seed(config.seed, rank, steps_taken))
 
@@ -259,18 +261,13 @@ def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> d
             f"output {config.output}  processes {world}  device {device}")
     say(f"checkpoint: {config.checkpoint}")
     steps_per_epoch = num_bptt_batches(train_data, config.bptt)
-    steps_done = sum(h.get("steps", 0) for h in history)
+    steps_done = sum(h.get("steps", 0) for h in trainer.history)
 
-    def checkpoint(finished_epochs: int, position: Optional[dict] = None) -> None:
-        if rank == 0:
-            save_checkpoint(config.checkpoint, model=model, vocab=vocab, optimizer=optimizer,
-                            schedule=schedule, epoch=finished_epochs, history=history,
-                            train_config=config.to_dict(), position=position)
-
-    for epoch in range(start_epoch + 1, config.epochs + 1):
+    def one_epoch(epoch: int) -> Optional[dict]:
+        nonlocal position, steps_done
         if config.max_steps is not None and steps_done >= config.max_steps:
             say(f"stopping: the {config.max_steps} steps of --max-steps are done")
-            break
+            return None
         budget = None if config.max_steps is None else config.max_steps - steps_done
         if budget is not None and position is not None:
             budget += position["totals"]["steps"]
@@ -283,11 +280,11 @@ def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> d
                 h, rank, world, dim=1).contiguous().to(device)), totals=position["totals"])
             position = None
 
-        def save_mid_epoch(step, hidden, totals, epoch=epoch):
+        def save_mid_epoch(step, hidden, totals):
             if not config.save_every or step % config.save_every or step >= steps_per_epoch:
                 return
             hidden = _map_hidden(hidden, lambda h: _gather_streams(h.detach(), world).cpu())
-            checkpoint(epoch - 1, dict(epoch=epoch, step=step, hidden=hidden, totals=totals()))
+            trainer.save(position=dict(epoch=epoch, step=step, hidden=hidden, totals=totals()))
 
         stats = train_epoch(runner, train_data, optimizer, bptt=config.bptt, clip=config.clip,
                             max_steps=budget, world_size=world, progress=bar,
@@ -299,12 +296,16 @@ def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> d
         row = dict(epoch=epoch, train_loss=stats["loss"], val_ppl=val_ppl, lr=schedule.lr,
                    seconds=stats["seconds"], steps=stats["steps"],
                    tokens_per_s=stats["tokens"] / max(stats["seconds"], 1e-9))
-        history.append(row)
-        say(f"epoch {epoch:3d} | train loss {stats['loss']:.3f} | valid ppl {val_ppl:9.2f} | "
-            f"lr {row['lr']:.4g} | {stats['seconds']:.1f} s | {row['tokens_per_s']:,.0f} tok/s")
         schedule.step(epoch, val_ppl)
         schedule.apply(optimizer)
-        checkpoint(epoch)
+        return row
+
+    def describe(row: dict) -> str:
+        return (f"epoch {row['epoch']:3d} | train loss {row['train_loss']:.3f} | valid ppl "
+                f"{row['val_ppl']:9.2f} | lr {row['lr']:.4g} | {row['seconds']:.1f} s | "
+                f"{row['tokens_per_s']:,.0f} tok/s")
+
+    history = trainer.fit(config.epochs, one_epoch, describe)
     test_ppl = evaluate(model, test_data, config.eval_bptt or config.bptt)
     say(f"test ppl {test_ppl:.2f}")
     say(f"saved {config.checkpoint}")
