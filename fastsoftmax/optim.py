@@ -7,48 +7,66 @@ import torch
 from torch import nn
 
 
-def clip_grad_norm(parameters: Iterable[torch.Tensor], max_norm: float) -> float:
+def clip_grad_norm(parameters: Iterable[torch.Tensor], max_norm: float) -> torch.Tensor:
     """Scale all gradients so that their global L2 norm is at most `max_norm`; returns the
-    norm before clipping. Unlike `torch.nn.utils.clip_grad_norm_` it accepts sparse gradients
+    norm before clipping, a tensor on the gradients' device (as torch's does: reading it back
+    is a host sync, left to the caller). Unlike `torch.nn.utils.clip_grad_norm_` it accepts sparse gradients
     (the norm of a sparse gradient is that of its coalesced values)."""
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
-        return 0.0
+        return torch.zeros(())
     norms = [(g.coalesce().values() if g.is_sparse else g).detach().float().norm() for g in grads]
     total = torch.stack([n.to(norms[0].device) for n in norms]).norm()
     coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
     for g in grads:
         g.mul_(coef.to(g.device, g.dtype))
-    return float(total)
+    return total
 
 
-class CombinedOptimizer:
+class CombinedOptimizer(torch.optim.Optimizer):
     """Several optimisers stepped as one (Adam for dense parameters, SparseAdam for sparse
-    ones). `param_groups` lists every group, so a schedule that sets group["lr"] reaches all."""
+    ones), itself a torch.optim.Optimizer: LR schedulers and state-dict tools take it.
+
+    Its `param_groups` are the inner optimisers' own group dicts (a schedule setting
+    group["lr"] reaches them) and its `state` is one dict that the inner optimisers share (their
+    parameters are disjoint), so Optimizer's own state_dict/load_state_dict cover them all."""
 
     def __init__(self, optimizers: List[torch.optim.Optimizer]):
         self.optimizers = [o for o in optimizers if o is not None]
+        super().__init__([g for o in self.optimizers for g in o.param_groups], defaults={})
+        self._share()
 
-    @property
-    def param_groups(self) -> list:
-        return [g for o in self.optimizers for g in o.param_groups]
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
+    def _share(self) -> None:
+        """Point the inner optimisers at this one's groups and state (load_state_dict makes
+        new ones)."""
+        groups = iter(self.param_groups)
         for o in self.optimizers:
-            o.zero_grad(set_to_none=set_to_none)
+            o.param_groups = [next(groups) for _ in o.param_groups]
+            o.state = self.state
 
-    def step(self) -> None:
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None if closure is None else torch.enable_grad()(closure)()
         for o in self.optimizers:
             o.step()
+        return loss
 
-    def state_dict(self) -> dict:
-        return dict(combined=[o.state_dict() for o in self.optimizers])
-
-    def load_state_dict(self, state: dict) -> None:
-        if "combined" not in state or len(state["combined"]) != len(self.optimizers):
-            raise ValueError("the saved optimiser state does not match this optimiser")
-        for o, s in zip(self.optimizers, state["combined"]):
-            o.load_state_dict(s)
+    def load_state_dict(self, state_dict: dict) -> None:
+        """A state of this optimiser, or of the older form {"combined": [one per optimiser]}."""
+        if "combined" in state_dict:
+            if len(state_dict["combined"]) != len(self.optimizers):
+                raise ValueError("the saved optimiser state does not match this optimiser: "
+                                 f"{len(state_dict['combined'])} optimisers saved, "
+                                 f"{len(self.optimizers)} here")
+            for o, s in zip(self.optimizers, state_dict["combined"]):
+                o.load_state_dict(s)
+            self.param_groups = [g for o in self.optimizers for g in o.param_groups]
+            self.state.clear()
+            for o in self.optimizers:
+                self.state.update(o.state)
+        else:
+            super().load_state_dict(state_dict)
+        self._share()
 
 
 def make_optimizer(model: nn.Module, name: str, lr: float, sparse_parameters=()):

@@ -1,9 +1,10 @@
 """Kill-safety of checkpoints, run by tests/test_atomic_files.py as its own process:
 
-    python tests/kill_training.py WORKDIR [KILLS] [SEED]
+    python tests/kill_training.py WORKDIR [KILLS] [SEED] [MODEL]
 
-`fastsoftmax-lm train` (cli.lm.main, the command line's code) checkpoints after every step
-(--save-every 1) in a child process, which is SIGKILLed KILLS times: half at a random moment,
+`fastsoftmax-MODEL train` (MODEL lm, seq2seq or memn2n; the command line's code) checkpoints
+(the language model after every step, --save-every 1; the others after every epoch of a tiny
+task) in a child process, which is SIGKILLed KILLS times: half at a random moment,
 half the instant a checkpoint's temporary file appears, i.e. in the middle of torch.save. After
 every kill the checkpoint at the path, if any, must load, and must be at least as far as the
 one before; the next child resumes from it (--resume). A last child runs to the end, and its
@@ -29,8 +30,8 @@ torch.set_num_threads(1)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch._dynamo  # noqa: E402,F401  (torch.optim imports it on first use: seconds, once)
-from fastsoftmax.cli import lm as cli  # noqa: E402
-from fastsoftmax.models import lm  # noqa: E402
+from fastsoftmax.cli import lm as lm_cli, memn2n as memn2n_cli, seq2seq as seq2seq_cli  # noqa: E402
+from fastsoftmax.models import lm, memn2n, seq2seq  # noqa: E402
 
 # Big enough that torch.save takes a few milliseconds (a target to hit), small enough to train
 # fast: embedding + output layer of a 2,000-word vocabulary, with Adam's two moments.
@@ -53,6 +54,43 @@ def write_corpus(folder: str, seed: int = 0, vocab: int = 2000) -> str:
     return folder
 
 
+def write_pairs(folder: str, seed: int = 0) -> str:
+    """A tiny reversal task for seq2seq: 'a b c<TAB>c b a'."""
+    rng = random.Random(seed)
+    os.makedirs(folder, exist_ok=True)
+    lines = []
+    for _ in range(60):
+        words = [f"w{rng.randrange(12)}" for _ in range(rng.randint(1, 4))]
+        lines.append(" ".join(words) + "\t" + " ".join(reversed(words)))
+    path = os.path.join(folder, "pairs.txt")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+# Per model: its command line, the options of a fresh run after --data (the data written by the
+# function given) and a loader whose checkpoint "model" entry holds the weights.
+MODELS = dict(
+    lm=(lm_cli, write_corpus, TRAIN_OPTIONS, lm.load_checkpoint),
+    seq2seq=(seq2seq_cli, write_pairs,
+             ["--hidden-size", "8", "--embed-dim", "8", "--batch-size", "8", "--no-progress"],
+             lambda path: seq2seq.load_checkpoint(path)[1]),
+    memn2n=(memn2n_cli, None,
+            ["--train-size", "60", "--test-size", "10", "--embed-dim", "8", "--batch-size", "8",
+             "--device", "cpu", "--no-progress"], memn2n.load_checkpoint),
+)
+cli, load = lm_cli, lm.load_checkpoint  # the model under test (main sets them)
+
+
+def tensors_equal(a, b) -> bool:
+    """Whether two checkpoint entries (tensors in nested dicts and lists) are bit-identical."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(tensors_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(tensors_equal(x, y) for x, y in zip(a, b))
+    return torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+
+
 def fork_training(argv) -> int:
     pid = os.fork()
     if pid == 0:  # the child: the command line's main, output silenced
@@ -73,18 +111,20 @@ def temporaries(folder: str, name: str) -> set:
 
 def progress(path: str):
     """(steps taken, finished epochs) of the checkpoint at `path`; it must load."""
-    state = lm.load_checkpoint(path)
-    done = sum(h["steps"] for h in state["history"])
-    if state["position"] is not None:
+    state = load(path)
+    done = sum(h.get("steps", 1) for h in state["history"])  # seq2seq, memn2n: one per epoch
+    if state.get("position") is not None:
         done += state["position"]["totals"]["steps"]
     return done, state["epoch"]
 
 
-def main(work: str, kills: int = 20, seed: int = 0) -> dict:
+def main(work: str, kills: int = 20, seed: int = 0, model: str = "lm") -> dict:
+    global cli, load
+    cli, write_data, options, load = MODELS[model]
     rng = random.Random(seed)
-    data = write_corpus(os.path.join(work, "data"), seed)
+    data = [] if write_data is None else ["--data", write_data(os.path.join(work, "data"), seed)]
     ckpt = os.path.join(work, "killed.pt")
-    fresh = ["train", "--data", data, "--checkpoint", ckpt, *TRAIN_OPTIONS]
+    fresh = ["train", *data, "--checkpoint", ckpt, *options]
     resume = ["train", "--resume", ckpt, "--checkpoint", ckpt, "--no-progress"]
     counts = dict(kills=0, mid_write=0, before_first_checkpoint=0, loads=0, resumed_from=0)
     stale = set()  # temporaries of killed writers, which the next complete write removes
@@ -135,14 +175,13 @@ def main(work: str, kills: int = 20, seed: int = 0) -> dict:
 
     counts["final_run_seconds"], clock = round(time.monotonic() - clock, 1), time.monotonic()
     straight = os.path.join(work, "straight.pt")
-    pid = fork_training(["train", "--data", data, "--checkpoint", straight, *TRAIN_OPTIONS,
-                         *epochs])
+    pid = fork_training(["train", *data, "--checkpoint", straight, *options, *epochs])
     if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
         raise AssertionError("the uninterrupted run failed")
     counts["straight_run_seconds"] = round(time.monotonic() - clock, 1)
-    a, b = lm.load_checkpoint(straight), lm.load_checkpoint(ckpt)
+    a, b = load(straight), load(ckpt)
     for key in a["model"]:
-        if not torch.equal(a["model"][key], b["model"][key]):
+        if not tensors_equal(a["model"][key], b["model"][key]):
             raise AssertionError(f"after {kills} kills the resumed model differs at {key}")
     if progress(ckpt) != progress(straight):
         raise AssertionError(f"resumed run at {progress(ckpt)}, the uninterrupted one at "
@@ -155,5 +194,5 @@ def main(work: str, kills: int = 20, seed: int = 0) -> dict:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    result = main(args[0], *(int(a) for a in args[1:]))
+    result = main(args[0], *(int(a) for a in args[1:3]), *args[3:4])
     print(json.dumps(result))

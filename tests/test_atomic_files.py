@@ -124,3 +124,21 @@ def test_training_killed_20_times_always_leaves_a_checkpoint_that_loads_and_resu
     # Kills mid-write left temporaries behind; the completed runs' writes removed them all.
     assert counts["stale_temporaries"] >= 3, counts
     assert counts["leftover_temporaries"] == 0, counts
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or not hasattr(signal, "SIGKILL"),
+                    reason="forks children and kills them with SIGKILL (POSIX)")
+@pytest.mark.parametrize("model", ["seq2seq", "memn2n"])
+def test_every_model_killed_and_resumed_ends_bit_identical(tmp_path, model):
+    """The same for the models that checkpoint after every epoch, on a tiny task: 6 kills,
+    and the resumed run ends bit-identical to one never interrupted (the training loop they
+    share with the language model restores every random stream)."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "kill_training.py"),
+                          str(tmp_path), "6", "0", model], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    counts = json.loads(run.stdout.strip().splitlines()[-1])
+    assert counts["kills"] == 6 and counts["loads"] + counts["before_first_checkpoint"] == 6
+    assert counts["resumed_from"] >= 2, counts
+    assert counts["leftover_temporaries"] == 0, counts

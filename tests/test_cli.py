@@ -91,7 +91,8 @@ def test_lm_sparse_adam_trains(corpus, tmp_path):
     assert lm_cli.main(lm_train(corpus, "--sparse", "--optimizer", "adam", "--lr", "0.01",
                                 "--output", "sampled", "--num-sampled", "6",
                                 "--checkpoint", path)) == 0
-    assert "combined" in lm.load_checkpoint(path)["optimizer"]  # Adam + SparseAdam
+    saved = lm.load_checkpoint(path)["optimizer"]
+    assert len(saved["param_groups"]) == 2  # Adam's and SparseAdam's
 
 
 # ---------------------------------------------------------------------------------------

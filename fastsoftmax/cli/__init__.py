@@ -12,6 +12,8 @@ write in the same run unless told to (--force).
 """
 
 import argparse
+import contextlib
+import logging
 import sys
 from typing import Callable, Sequence
 
@@ -100,15 +102,36 @@ def bind_commands(commands) -> None:
         parser.set_defaults(func=func)
 
 
-def main_of(build_parser: Callable[[], argparse.ArgumentParser], argv) -> int:
+@contextlib.contextmanager
+def logging_to(stream):
+    """The library's progress (the `fastsoftmax` loggers, INFO and above) as plain lines on
+    `stream` while a command runs. Scoped, not logging.basicConfig: main(argv) is also called
+    from Python (scripts, tests), whose own logging configuration it must leave as it was."""
+    logger = logging.getLogger("fastsoftmax")
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def main_of(build_parser: Callable[[], argparse.ArgumentParser], argv,
+            log_to: str = "stdout") -> int:
     """The body of every subcommand-style command line's main(argv): parse, set the thread
-    count, run the command with its errors as one line (run)."""
+    count, run the command with its errors as one line (run) and the library's progress
+    logged to sys.<log_to>."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if args.threads:
         import torch  # here: --help and usage errors stay fast
         torch.set_num_threads(args.threads)
-    return run(lambda a: a.func(a, argv), args)
+    with logging_to(getattr(sys, log_to)):
+        return run(lambda a: a.func(a, argv), args)
 
 
 def new_parser(prog: str, description: str):

@@ -36,8 +36,7 @@ OOV_WARNING = 0.05
 def cmd_train(args, argv) -> None:
     given = given_options(build_parser, "train", argv)
     fields = {k: v for k, v in vars(args).items() if k in lm.TrainConfig.__dataclass_fields__}
-    lm.fit(lm.TrainConfig(**fields), given=given & set(fields),
-           log=lambda *parts: print(*parts, flush=True))
+    lm.fit(lm.TrainConfig(**fields), given=given & set(fields))
 
 
 def cmd_eval(args, argv) -> None:

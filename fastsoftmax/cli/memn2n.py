@@ -33,14 +33,10 @@ from . import (add_run_options, bind_commands, given_options, main_of, new_parse
                positive_int)
 
 
-def _log(*parts) -> None:
-    print(*parts, flush=True)
-
-
 def cmd_train(args, argv) -> None:
     given = given_options(build_parser, "train", argv)
     fields = {k: v for k, v in vars(args).items() if k in mn.TrainConfig.__dataclass_fields__}
-    mn.fit(mn.TrainConfig(**fields), given=given & set(fields), log=_log)
+    mn.fit(mn.TrainConfig(**fields), given=given & set(fields))
 
 
 def cmd_eval(args, argv) -> None:

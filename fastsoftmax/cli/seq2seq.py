@@ -37,7 +37,7 @@ def cmd_train(args, argv) -> None:
     given = given_options(build_parser, "train", argv)
     fields = {k: v for k, v in vars(args).items() if k in s2s.TrainConfig.__dataclass_fields__}
     refuse_overwrite(args.heatmap, "heatmap", "--heatmap", args.force)  # before training
-    res = s2s.fit(s2s.TrainConfig(**fields), given=given & set(fields), log=log)
+    res = s2s.fit(s2s.TrainConfig(**fields), given=given & set(fields))
     if args.heatmap:
         _heatmap(res["model"], res["data"], args.heatmap, args.heatmap_index,
                  res["config"].device, log, args.force)
@@ -177,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return main_of(build_parser, argv)
+    return main_of(build_parser, argv, log_to="stderr")  # stdout carries translations
 
 
 if __name__ == "__main__":

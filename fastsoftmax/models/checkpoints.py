@@ -126,6 +126,33 @@ def resume_values(values: dict, given, saved: dict, *, resume: str, may_change,
     return out
 
 
+def run_values(config, state: Optional[dict], given, *, may_change, run_options,
+               added: Optional[dict] = None) -> dict:
+    """The options of a run as a dict: `config`'s, or on resume (`state`, the loaded
+    checkpoint) the checkpoint's with the `given` ones (default: those differing from the
+    defaults) settled by resume_values, the checkpoint path defaulting to the resumed file.
+    `added`: options newer than some checkpoints, with the value those were trained with."""
+    given = set(changed_from_defaults(config) if given is None else given)
+    values = config.to_dict()
+    if state is not None:
+        saved = dict(added or {}, **dict(state.get("train_config") or {}))
+        values = resume_values(values, given, saved, resume=config.resume,
+                               may_change=may_change, run_options=run_options)
+        if values["checkpoint"] is None:
+            values["checkpoint"] = config.resume
+    return values
+
+
+def claim_files(values: dict, kind: str, config) -> None:
+    """Fill in the run's checkpoint path (a new file here by default) and refuse, before any
+    training, to overwrite an existing checkpoint or plot that is not the resumed file."""
+    if values["checkpoint"] is None:
+        values["checkpoint"] = default_path(kind, values["output"])
+    refuse_overwrite(values["checkpoint"], "checkpoint", "--checkpoint", config.force,
+                     config.resume)
+    refuse_overwrite(values.get("plot"), "plot", "--plot", config.force)
+
+
 def default_path(kind: str, output: str) -> str:
     """A new checkpoint file in the working directory: <kind>-<output>-<time>[-n].pt."""
     stem = os.path.abspath(f"{kind}-{output}-{time.strftime('%Y%m%d-%H%M%S')}")

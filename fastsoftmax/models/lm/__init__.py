@@ -2,9 +2,9 @@
 
     data.py        Vocabulary building, corpus files, batching into BPTT streams
     model.py       RNNLanguageModel (embedding → LSTM/GRU → head from the registry)
-    training.py    train_epoch, evaluate, LRSchedule, fit(config), evaluate_checkpoint
+    training.py    train_epoch, evaluate, LRSchedule, fit(config), evaluate_checkpoint,
+                   save/load in the one checkpoint format (kind 'lm')
     config.py      TrainConfig and the resume rules
-    checkpoint.py  save/load in the one checkpoint format (kind 'lm')
     generation.py  generate
     plots.py       validation curves per epoch and per wall-clock minute
 
@@ -13,7 +13,6 @@ The command line is fastsoftmax.cli.lm (`fastsoftmax-lm`).
 
 from ...optim import clip_grad_norm, make_optimizer
 from ..vocabulary import UNK, Vocabulary
-from .checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from .config import MAY_CHANGE_ON_RESUME, TrainConfig
 from .data import (
     EOS,
@@ -29,7 +28,8 @@ from .data import (
 from .generation import generate
 from .model import RNNLanguageModel, detach_hidden
 from .plots import plot_runs, runs_figure
-from .training import LRSchedule, evaluate, evaluate_checkpoint, fit, train_epoch
+from .training import (LRSchedule, evaluate, evaluate_checkpoint, fit, load_checkpoint,
+                       model_from_checkpoint, save_checkpoint, train_epoch)
 
 __all__ = [
     "EOS", "MAY_CHANGE_ON_RESUME", "UNK", "Corpus", "LRSchedule", "RNNLanguageModel",

@@ -1,11 +1,11 @@
 """What a language-model training run is: every option of `fastsoftmax-lm train`, and the
 rules that settle them against a checkpoint when a run resumes."""
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from ..checkpoints import changed_from_defaults, default_path, refuse_overwrite, resume_values
+from ..trainer import RunOptions
+from ..checkpoints import claim_files, run_values
 
 # Options that belong to this invocation, not to the model or its training: never compared.
 RUN_OPTIONS = ("resume", "force", "device", "progress", "plot", "checkpoint")
@@ -17,7 +17,7 @@ MAY_CHANGE_ON_RESUME = ("epochs", "max_steps", "save_every", "lr_decay", "decay_
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(RunOptions):
     """Every option of a run (the command line's flags, with - for _). Notable ones:
 
     Args:
@@ -38,6 +38,7 @@ class TrainConfig:
             each word); see lm/hs_tree.py.
     """
 
+    # the data and the model
     data: Optional[str] = None
     output: str = "full"
     rnn: str = "lstm"
@@ -54,6 +55,7 @@ class TrainConfig:
     hs_tree_model: Optional[str] = None
     init_range: float = 0.1
     sparse: bool = False
+    # its training
     optimizer: str = "sgd"
     lr: Optional[float] = None
     lr_decay: float = 2.0
@@ -68,15 +70,7 @@ class TrainConfig:
     max_steps: Optional[int] = None
     seed: int = 1234
     encoding: str = "utf-8"
-    device: Optional[str] = None
-    checkpoint: Optional[str] = None
-    resume: Optional[str] = None
-    force: bool = False
     plot: Optional[str] = None
-    progress: Optional[bool] = None
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def resolve(config: TrainConfig, resume: Optional[dict], given: Optional[Iterable[str]] = None
@@ -85,21 +79,11 @@ def resolve(config: TrainConfig, resume: Optional[dict], given: Optional[Iterabl
     (default: those differing from TrainConfig's defaults) applied where they may change and
     refused, naming the flag, where they conflict. Fills in lr and the checkpoint path and
     refuses to overwrite an existing checkpoint or plot."""
-    given = set(changed_from_defaults(config) if given is None else given)
-    values = config.to_dict()
-    if resume is not None:
-        values = resume_values(values, given, dict(resume.get("train_config") or {}),
-                               resume=config.resume, may_change=MAY_CHANGE_ON_RESUME,
-                               run_options=RUN_OPTIONS)
-        if values["checkpoint"] is None:
-            values["checkpoint"] = config.resume
+    values = run_values(config, resume, given, may_change=MAY_CHANGE_ON_RESUME,
+                        run_options=RUN_OPTIONS)
     if values["data"] is None:
         raise ValueError("training needs --data (a folder with train/valid/test files)")
     if values["lr"] is None:
         values["lr"] = 20.0 if values["optimizer"] == "sgd" else 1e-3
-    if values["checkpoint"] is None:
-        values["checkpoint"] = default_path("lm", values["output"])
-    refuse_overwrite(values["checkpoint"], "checkpoint", "--checkpoint", config.force,
-                     config.resume)
-    refuse_overwrite(values["plot"], "plot", "--plot", config.force)
+    claim_files(values, "lm", config)
     return TrainConfig(**values)

@@ -2,69 +2,94 @@
 schedule and `fit(config)`, the whole run that `fastsoftmax-lm train` and bench/bench_lm.py
 drive (data-parallel under torchrun: gloo on CPU, nccl on GPU)."""
 
+import logging
 import math
 import os
-import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
-from ...optim import clip_grad_norm, make_optimizer
+from ...optim import make_optimizer
 from ..progress import progress_bar
+from ..trainer import Trainer, rank_seed, run_epoch
 from .config import TrainConfig, resolve
-from .checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint, set_rng_state
+from .. import checkpoints
+from ..checkpoints import rng_state
+from ..vocabulary import Vocabulary
 from .hs_tree import TREES, build_tree
 from .data import Corpus, batchify, bptt_batches, num_bptt_batches, shard_rows
 from .model import Hidden, RNNLanguageModel, detach_hidden
+
+logger = logging.getLogger(__name__)
+KIND = "lm"
+
+
+def save_checkpoint(path: str, *, model: RNNLanguageModel, vocab: Vocabulary, optimizer=None,
+                    schedule=None, epoch: int = 0, history: Optional[list] = None,
+                    train_config: Optional[dict] = None, position: Optional[dict] = None) -> str:
+    """The model, its vocabulary (with the counts that rebuild the sampler exactly), optimiser,
+    schedule, history, training configuration and every RNG stream, in the one checkpoint
+    format (fastsoftmax.models.checkpoints, kind 'lm'). `epoch` counts finished epochs; a
+    mid-epoch checkpoint adds `position` (the epoch under way, steps taken, the carried
+    hidden state and the running totals of train_epoch)."""
+    return checkpoints.save_checkpoint(path, KIND, dict(
+        model_config=model.config, model=model.state_dict(), vocab=vocab.state_dict(),
+        optimizer=None if optimizer is None else optimizer.state_dict(),
+        schedule=None if schedule is None else schedule.state_dict(), epoch=epoch,
+        history=list(history or []), train_config=dict(train_config or {}), position=position,
+        rng=rng_state()))
+
+
+def load_checkpoint(path: str, map_location="cpu") -> dict:
+    return checkpoints.load_checkpoint(path, KIND, map_location)
+
+
+def model_from_checkpoint(state: dict) -> Tuple[RNNLanguageModel, Vocabulary]:
+    vocab = Vocabulary.from_state_dict(state["vocab"])
+    model = RNNLanguageModel(counts=vocab.counts, **state["model_config"])
+    model.load_state_dict(state["model"])
+    return model, vocab
 
 
 def train_epoch(model: nn.Module, data: Tensor, optimizer, *, bptt: int, clip: float = 0.0,
                 max_steps: Optional[int] = None, world_size: int = 1, progress=None,
                 hidden: Optional[Hidden] = None, totals: Optional[Dict[str, float]] = None,
-                on_step: Optional[Callable] = None) -> Dict[str, float]:
-    """One pass over `data` [B, L] with truncated BPTT; the hidden state is carried from batch
-    to batch (detached) and starts at zero each epoch. `model` may be DDP-wrapped; `clip` > 0
-    clips the global gradient norm (sparse gradients included). The epoch ends early once
-    totals["steps"] reaches `max_steps`. Returns mean training loss, tokens, seconds, steps.
+                on_step: Optional[Callable] = None, log_every: int = 50) -> Dict[str, float]:
+    """One pass over `data` [B, L] with truncated BPTT (fastsoftmax.models.trainer.run_epoch);
+    the hidden state is carried from batch to batch (detached) and starts at zero each epoch.
+    `model` may be DDP-wrapped; `clip` > 0 clips the global gradient norm (sparse gradients
+    included). The epoch ends early once totals["steps"] reaches `max_steps`. Returns mean
+    training loss, tokens, seconds, steps.
 
     An epoch interrupted by a mid-epoch checkpoint continues from the `hidden` state and the
     running `totals` (loss_sum, steps, tokens, seconds) saved with it, after the
     totals["steps"] steps already taken. `on_step(step, hidden, totals)` runs after every step
-    (checkpointing); `progress` is a tqdm bar."""
+    (checkpointing; `totals()` reads the running totals back from the device); `progress` is a
+    tqdm bar whose figures are refreshed every `log_every` steps."""
     core = model.module if hasattr(model, "module") else model
     core.train()
     totals = dict(totals or dict(loss_sum=0.0, steps=0, tokens=0, seconds=0.0))
-    start = time.perf_counter() - totals["seconds"]
-    if progress is not None:
-        progress.update(totals["steps"])
-    for x, y in bptt_batches(data[:, totals["steps"] * bptt :], bptt):
-        if max_steps is not None and totals["steps"] >= max_steps:
-            break
-        hidden = detach_hidden(hidden)
-        optimizer.zero_grad(set_to_none=True)
-        loss, hidden = model(x, y, hidden)
-        loss.backward()
-        if clip > 0:
-            clip_grad_norm(core.parameters(), clip)
-        optimizer.step()
-        totals["loss_sum"] += loss.item()
-        totals["steps"] += 1
-        totals["tokens"] += y.numel() * world_size
-        totals["seconds"] = time.perf_counter() - start
-        if progress is not None:
-            rate = totals["tokens"] / max(totals["seconds"], 1e-9)
-            progress.set_postfix_str(
-                f"{rate:,.0f} tok/s loss {totals['loss_sum'] / totals['steps']:.3f}", refresh=False
-            )
-            progress.update(1)
-        if on_step is not None:
-            on_step(totals["steps"], hidden, totals)
-    if progress is not None:
-        progress.close()
-    steps = max(totals["steps"], 1)
-    return dict(loss=totals["loss_sum"] / steps, tokens=totals["tokens"],
-                seconds=time.perf_counter() - start, steps=totals["steps"])
+    state = dict(hidden=hidden)
+
+    def step_loss(batch):
+        x, y = batch
+        loss, state["hidden"] = model(x, y, detach_hidden(state["hidden"]))
+        return loss, y.numel() * world_size
+
+    def as_lm_totals(t: dict) -> dict:
+        return dict(loss_sum=t["loss_sum"], steps=t["steps"], tokens=t["examples"],
+                    seconds=t["seconds"])
+
+    step_hook = None if on_step is None else (
+        lambda steps, current: on_step(steps, state["hidden"], lambda: as_lm_totals(current())))
+    out = run_epoch(step_loss, bptt_batches(data[:, totals["steps"] * bptt :], bptt), optimizer,
+                    parameters=list(core.parameters()), clip=clip, max_steps=max_steps,
+                    progress=progress, log_every=log_every, on_step=step_hook, unit="tok",
+                    totals=dict(loss_sum=totals["loss_sum"], steps=totals["steps"],
+                                examples=totals["tokens"], seconds=totals["seconds"]))
+    return dict(loss=out["loss"], tokens=out["examples"], seconds=out["seconds"],
+                steps=out["steps"])
 
 
 @torch.no_grad()
@@ -77,10 +102,10 @@ def evaluate(model: RNNLanguageModel, data: Tensor, bptt: int = 35) -> float:
     total, count = 0.0, 0
     for x, y in bptt_batches(data, bptt):
         feats, hidden = model.features(x, hidden)
-        total += model.head.full_loss(feats, y, reduction="sum").double().item()
+        total = total + model.head.full_loss(feats, y, reduction="sum").double()
         count += y.numel()
     model.train(was_training)
-    return math.exp(total / count)
+    return math.exp(float(total) / count)  # one host sync for the whole split
 
 
 class LRSchedule:
@@ -145,16 +170,17 @@ def _gather_streams(h: Tensor, world: int) -> Tensor:
     return torch.cat(parts, dim=1)
 
 
-def fit(config: TrainConfig, *, given=None, log: Callable = print) -> dict:
+def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> dict:
     """Train (or, with config.resume, continue) a language model as `fastsoftmax-lm train`
     does; returns dict(history, test_ppl, model, vocab, config, checkpoint).
 
     The run always checkpoints, after every epoch (and every config.save_every steps) to
     config.checkpoint or, by default, to a new file in the working directory whose path is
-    logged. On resume, the options in `given` (by default, those differing from TrainConfig's
+    logged. Progress goes to `log` (default: this module's logger, at INFO). On resume, the options in `given` (by default, those differing from TrainConfig's
     defaults) must agree with the checkpoint, except those of config.MAY_CHANGE_ON_RESUME."""
     world, rank, local_rank = _dist_env()
     device = _device(config.device, local_rank)
+    log = log or logger.info
     say = (lambda *parts: log(*parts)) if rank == 0 else (lambda *parts: None)
     resume = load_checkpoint(config.resume) if config.resume else None
     config = resolve(config, resume, given)
@@ -201,14 +227,24 @@ def fit(config: TrainConfig, *, given=None, log: Callable = print) -> dict:
     model.to(device)
     optimizer = make_optimizer(model, config.optimizer, config.lr, model.sparse_parameters())
     schedule = LRSchedule(config.lr, config.lr_decay, config.decay_after)
-    history, start_epoch, position = [], 0, None
+    trainer = Trainer(KIND, model, optimizer, config, log=say, saves=rank == 0,
+                      state=lambda: dict(model_config=model.config, model=model.state_dict(),
+                                         vocab=vocab.state_dict(), position=None,
+                                         schedule=schedule.state_dict()))
+    position = None
     if resume is not None:
-        optimizer.load_state_dict(resume["optimizer"])
+        trainer.resume(resume)
         schedule.load_state_dict(resume["schedule"])
-        history, start_epoch = resume["history"], resume["epoch"]
         position = resume.get("position")
-        set_rng_state(resume["rng"])
     schedule.apply(optimizer)
+    if rank > 0:
+        # Every rank built the same model from config.seed; from here on each draws its own
+        # candidates and dropout masks. Rank 0 goes on with the seeded stream (the one
+        # checkpoints keep); the others derive theirs from the seed, their rank and the steps
+        # already taken, so a rerun or a resume draws them again.
+        steps_taken = sum(h.get("steps", 0) for h in trainer.history) + (
+            position["totals"]["steps"] if position else 0)
+        torch.manual_seed(rank_seed(config.seed, rank, steps_taken))
 
     train_data = shard_rows(batchify(corpus["train"], config.batch_size), rank, world).to(device)
     valid_data = batchify(corpus["valid"], config.eval_batch_size).to(device)
@@ -225,18 +261,13 @@ def fit(config: TrainConfig, *, given=None, log: Callable = print) -> dict:
             f"output {config.output}  processes {world}  device {device}")
     say(f"checkpoint: {config.checkpoint}")
     steps_per_epoch = num_bptt_batches(train_data, config.bptt)
-    steps_done = sum(h.get("steps", 0) for h in history)
+    steps_done = sum(h.get("steps", 0) for h in trainer.history)
 
-    def checkpoint(finished_epochs: int, position: Optional[dict] = None) -> None:
-        if rank == 0:
-            save_checkpoint(config.checkpoint, model=model, vocab=vocab, optimizer=optimizer,
-                            schedule=schedule, epoch=finished_epochs, history=history,
-                            train_config=config.to_dict(), position=position)
-
-    for epoch in range(start_epoch + 1, config.epochs + 1):
+    def one_epoch(epoch: int) -> Optional[dict]:
+        nonlocal position, steps_done
         if config.max_steps is not None and steps_done >= config.max_steps:
             say(f"stopping: the {config.max_steps} steps of --max-steps are done")
-            break
+            return None
         budget = None if config.max_steps is None else config.max_steps - steps_done
         if budget is not None and position is not None:
             budget += position["totals"]["steps"]
@@ -249,11 +280,11 @@ def fit(config: TrainConfig, *, given=None, log: Callable = print) -> dict:
                 h, rank, world, dim=1).contiguous().to(device)), totals=position["totals"])
             position = None
 
-        def save_mid_epoch(step, hidden, totals, epoch=epoch):
+        def save_mid_epoch(step, hidden, totals):
             if not config.save_every or step % config.save_every or step >= steps_per_epoch:
                 return
             hidden = _map_hidden(hidden, lambda h: _gather_streams(h.detach(), world).cpu())
-            checkpoint(epoch - 1, dict(epoch=epoch, step=step, hidden=hidden, totals=dict(totals)))
+            trainer.save(position=dict(epoch=epoch, step=step, hidden=hidden, totals=totals()))
 
         stats = train_epoch(runner, train_data, optimizer, bptt=config.bptt, clip=config.clip,
                             max_steps=budget, world_size=world, progress=bar,
@@ -265,12 +296,16 @@ def fit(config: TrainConfig, *, given=None, log: Callable = print) -> dict:
         row = dict(epoch=epoch, train_loss=stats["loss"], val_ppl=val_ppl, lr=schedule.lr,
                    seconds=stats["seconds"], steps=stats["steps"],
                    tokens_per_s=stats["tokens"] / max(stats["seconds"], 1e-9))
-        history.append(row)
-        say(f"epoch {epoch:3d} | train loss {stats['loss']:.3f} | valid ppl {val_ppl:9.2f} | "
-            f"lr {row['lr']:.4g} | {stats['seconds']:.1f} s | {row['tokens_per_s']:,.0f} tok/s")
         schedule.step(epoch, val_ppl)
         schedule.apply(optimizer)
-        checkpoint(epoch)
+        return row
+
+    def describe(row: dict) -> str:
+        return (f"epoch {row['epoch']:3d} | train loss {row['train_loss']:.3f} | valid ppl "
+                f"{row['val_ppl']:9.2f} | lr {row['lr']:.4g} | {row['seconds']:.1f} s | "
+                f"{row['tokens_per_s']:,.0f} tok/s")
+
+    history = trainer.fit(config.epochs, one_epoch, describe)
     test_ppl = evaluate(model, test_data, config.eval_bptt or config.bptt)
     say(f"test ppl {test_ppl:.2f}")
     say(f"saved {config.checkpoint}")

@@ -7,23 +7,21 @@ validation loss stops falling, at most `linear_start` epochs) and random noise (
 empty memories added to training stories, for the temporal encoding).
 """
 
-import dataclasses
+import logging
 import math
-import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
 import torch
 
-from ...optim import clip_grad_norm
 from .. import checkpoints
-from ..checkpoints import (changed_from_defaults, default_path, refuse_overwrite,
-                           resume_values, rng_state, set_rng_state)
-from ..progress import progress_bar
+from ..checkpoints import claim_files, rng_state, run_values
+from ..trainer import RunOptions, Trainer, run_epoch
 from ..vocabulary import Vocabulary
 from .data import World, answer_words, batches, build_vocabulary, encode, make_task
 from .model import MemN2N
 
+logger = logging.getLogger(__name__)
 KIND = "memn2n"
 RUN_OPTIONS = ("resume", "force", "device", "progress", "checkpoint", "plot")
 MAY_CHANGE_ON_RESUME = ("epochs", "test_size")
@@ -33,7 +31,7 @@ WORLD_KEYS = ("entities", "locations", "objects", "distractors")
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(RunOptions):
     """Every option of a run (the command line's flags, with - for _). Notable ones:
 
     Args:
@@ -46,6 +44,7 @@ class TrainConfig:
         checkpoint: written after every epoch; None picks a new memn2n-<output>-<time>.pt here.
     """
 
+    # the stories
     task: str = "single"
     entities: int = 4
     locations: int = 6
@@ -54,6 +53,7 @@ class TrainConfig:
     train_size: int = 10000
     test_size: int = 1000
     valid_fraction: float = 0.1
+    # the model
     answers: str = "task"
     output: str = "full"
     num_sampled: int = 16
@@ -65,6 +65,7 @@ class TrainConfig:
     temporal_encoding: bool = True
     supporting_facts: bool = False
     support_weight: float = 1.0
+    # its training
     optimizer: str = "adam"
     lr: float = 0.01
     anneal_every: int = 5
@@ -74,15 +75,7 @@ class TrainConfig:
     linear_start: int = 0
     noise: float = 0.1
     seed: int = 0
-    device: Optional[str] = None
-    checkpoint: Optional[str] = None
-    resume: Optional[str] = None
-    force: bool = False
-    progress: Optional[bool] = None
     plot: Optional[str] = None
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
     def world(self) -> World:
         return World(**{k: getattr(self, k) for k in WORLD_KEYS})
@@ -113,25 +106,15 @@ def model_from_checkpoint(state: dict):
 
 def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterable[str]]
              ) -> TrainConfig:
-    if given is None:
-        given = changed_from_defaults(config)
-    values = config.to_dict()
-    if state is not None:
-        values = resume_values(values, set(given), state["train_config"], resume=config.resume,
-                               may_change=MAY_CHANGE_ON_RESUME, run_options=RUN_OPTIONS)
-        if values["checkpoint"] is None:
-            values["checkpoint"] = config.resume
+    values = run_values(config, state, given, may_change=MAY_CHANGE_ON_RESUME,
+                        run_options=RUN_OPTIONS)
     if values["answers"] not in ("task", "vocabulary"):
         raise ValueError(f"answers must be 'task' or 'vocabulary', got {values['answers']!r}")
     if values["optimizer"] not in ("sgd", "adam"):
         raise ValueError(f"optimizer must be 'sgd' or 'adam', got {values['optimizer']!r}")
     if values["device"] is None:
         values["device"] = "cuda" if torch.cuda.is_available() else "cpu"
-    if values["checkpoint"] is None:
-        values["checkpoint"] = default_path(KIND, values["output"])
-    refuse_overwrite(values["checkpoint"], "checkpoint", "--checkpoint", config.force,
-                     config.resume)
-    refuse_overwrite(values["plot"], "plot", "--plot", config.force)
+    claim_files(values, KIND, config)
     return TrainConfig(**values)
 
 
@@ -160,15 +143,16 @@ def evaluate(model: MemN2N, items: list, *, batch_size: int = 256, device="cpu")
     attended memory is a supporting fact) over encoded stories."""
     was = model.training
     model.eval()
-    loss = correct = hits = hops = 0.0
+    sums, hops = [], 0  # [loss, correct, hits] per batch, added up on the device
     for b in batches(items, batch_size, memory_size=model.config["memory_size"]):
         b = b.to(device)
         u, attention = model.features(b.story, b.mask, b.query)
-        loss += model.head.full_loss(u, b.answer, reduction="sum").double().item()
-        correct += (model.head.predict(u) == b.answer).sum().item()
-        for p in attention:
-            hits += (b.support.gather(1, p.argmax(1, keepdim=True)) > 0).sum().item()
-            hops += len(b)
+        hit = sum((b.support.gather(1, p.argmax(1, keepdim=True)) > 0).sum() for p in attention)
+        sums.append(torch.stack([model.head.full_loss(u, b.answer, reduction="sum").double(),
+                                 (model.head.predict(u) == b.answer).sum().double(),
+                                 torch.as_tensor(hit, device=u.device).double()]))
+        hops += len(b) * len(attention)
+    loss, correct, hits = (torch.stack(sums).sum(0).tolist() if sums else (0.0, 0.0, 0.0))
     model.train(was)
     n = max(len(items), 1)
     return dict(loss=loss / n, accuracy=100.0 * correct / n,
@@ -218,11 +202,13 @@ def check_numbers(config) -> None:
             bad(name, "an integer ≥ 0 (0: off)")
 
 
-def fit(config, *, data: Optional[dict] = None, given=None, log: Callable = print) -> dict:
+def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callable] = None
+        ) -> dict:
     """Train (or, with config.resume, continue) a memory network; returns dict(model, history,
     test, data, config, checkpoint). The run checkpoints after every epoch (see
     TrainConfig.checkpoint); on resume the options in `given` (default: those differing from
-    the defaults) must agree with the checkpoint except MAY_CHANGE_ON_RESUME."""
+    the defaults) must agree with the checkpoint except MAY_CHANGE_ON_RESUME. Progress goes to
+    `log` (default: this module's logger, at INFO)."""
     if isinstance(config, dict):
         config = TrainConfig(**config)
     check_numbers(config)
@@ -240,74 +226,75 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Callable = prin
     model.to(config.device).train()
     opt_cls = torch.optim.Adam if config.optimizer == "adam" else torch.optim.SGD
     opt = opt_cls(model.parameters(), lr=config.lr)
-    history, start, schedule = [], 0, dict(linear=config.linear_start > 0, best=math.inf)
+    schedule = dict(linear=config.linear_start > 0, best=math.inf)
+    trainer = Trainer(KIND, model, opt, config, log=log, module_logger=logger, state=lambda: dict(
+        model_config=model.config, model=model.state_dict(), vocab=data["vocab"].state_dict(),
+        answers=list(data["answers"]), counts=data["counts"], schedule=dict(schedule)))
     if state is not None:
-        opt.load_state_dict(state["optimizer"])
-        history, start, schedule = state["history"], state["epoch"], state["schedule"]
-        set_rng_state(state["rng"])
-        log(f"resuming {config.resume}: {start} epochs done, training to epoch {config.epochs}")
+        trainer.resume(state)
+        schedule = state["schedule"]
+        trainer.log(f"resuming {config.resume}: {trainer.epoch} epochs done, training to epoch "
+                    f"{config.epochs}")
     train, valid = data["encoded"]["train"], data["encoded"]["valid"]
-    log(f"{config.task}: {len(train)} train / {len(valid)} valid / "
-        f"{len(data['encoded']['test'])} test stories, vocab {len(data['vocab'])}, "
-        f"{len(data['answers'])} answers, {sum(p.numel() for p in model.parameters())} "
-        f"parameters, output {config.output}, {config.hops} hops, tying {config.tying}")
-    log(f"checkpoint: {config.checkpoint}")
-    for epoch in range(start, config.epochs):
-        lr = config.lr * 0.5 ** (epoch // config.anneal_every) if config.anneal_every else config.lr
+    trainer.log(f"{config.task}: {len(train)} train / {len(valid)} valid / "
+                f"{len(data['encoded']['test'])} test stories, vocab {len(data['vocab'])}, "
+                f"{len(data['answers'])} answers, {sum(p.numel() for p in model.parameters())} "
+                f"parameters, output {config.output}, {config.hops} hops, tying {config.tying}")
+    trainer.log(f"checkpoint: {config.checkpoint}")
+
+    def zero_padding_rows() -> None:
+        with torch.no_grad():  # the padding word stays the zero vector
+            for e in model.embeddings:
+                e.weight[0].zero_()
+
+    def train_epoch(epoch: int) -> dict:
+        lr = config.lr * 0.5 ** ((epoch - 1) // config.anneal_every) if config.anneal_every \
+            else config.lr
         for group in opt.param_groups:
             group["lr"] = lr
-        linear = schedule["linear"] and epoch < config.linear_start
-        bar = progress_bar(math.ceil(len(train) / config.batch_size), f"epoch {epoch + 1}",
-                           enabled=config.progress)
-        t0 = time.perf_counter()
-        loss_sum = steps = 0
-        for b in batches(train, config.batch_size, memory_size=config.memory_size, shuffle=True,
-                         seed=config.seed * 100003 + epoch, noise=config.noise):
+        linear = schedule["linear"] and epoch <= config.linear_start
+
+        def step_loss(b):
             b = b.to(config.device)
             u, _, scores = model.hops_of(b.story, b.mask, b.query, linear)
             loss = model.head(u, b.answer)
             if config.supporting_facts:
                 loss = loss + config.support_weight * support_loss(scores, b.support)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.clip > 0:
-                clip_grad_norm(model.parameters(), config.clip)
-            opt.step()
-            with torch.no_grad():  # the padding word stays the zero vector
-                for e in model.embeddings:
-                    e.weight[0].zero_()
-            loss_sum += loss.item()
-            steps += 1
-            bar.set_postfix_str(f"loss {loss_sum / steps:.4f}", refresh=False)
-            bar.update(1)
-        bar.close()
-        seconds = time.perf_counter() - t0
+            return loss, len(b)
+
+        stats = run_epoch(step_loss, batches(train, config.batch_size,
+                                             memory_size=config.memory_size, shuffle=True,
+                                             seed=config.seed * 100003 + epoch - 1,
+                                             noise=config.noise), opt,
+                          parameters=list(model.parameters()), clip=config.clip,
+                          after_step=zero_padding_rows, progress=trainer.epoch_bar(
+                              math.ceil(len(train) / config.batch_size), epoch, config.progress))
         ev = evaluate(model, valid, device=config.device) if valid else dict(
             loss=math.nan, accuracy=math.nan, support_hits=math.nan)
         if linear and not ev["loss"] < schedule["best"]:
             schedule["linear"] = False  # the paper: softmax back once valid loss stalls
         schedule["best"] = min(schedule["best"], ev["loss"])
-        row = dict(epoch=epoch + 1, train_loss=loss_sum / max(steps, 1), valid_loss=ev["loss"],
-                   valid_accuracy=ev["accuracy"], support_hits=ev["support_hits"], lr=lr,
-                   linear=linear, seconds=seconds)
-        history.append(row)
-        log(f"epoch {epoch + 1:3d} | train loss {row['train_loss']:.4f} | valid loss "
-            f"{ev['loss']:.4f} acc {ev['accuracy']:.1f}% | support hits "
-            f"{ev['support_hits']:.0f}% | lr {lr:.3g}{' linear' if linear else ''} | "
-            f"{seconds:.1f} s")
-        save_checkpoint(config.checkpoint, model=model, vocab=data["vocab"],
-                        answers=data["answers"], counts=data["counts"], optimizer=opt,
-                        epoch=epoch + 1, history=history, config=config, schedule=schedule)
+        return dict(epoch=epoch, train_loss=stats["loss"], valid_loss=ev["loss"],
+                    valid_accuracy=ev["accuracy"], support_hits=ev["support_hits"], lr=lr,
+                    linear=linear, seconds=stats["seconds"])
+
+    def describe(row: dict) -> str:
+        return (f"epoch {row['epoch']:3d} | train loss {row['train_loss']:.4f} | valid loss "
+                f"{row['valid_loss']:.4f} acc {row['valid_accuracy']:.1f}% | support hits "
+                f"{row['support_hits']:.0f}% | lr {row['lr']:.3g}"
+                f"{' linear' if row['linear'] else ''} | {row['seconds']:.1f} s")
+
+    history = trainer.fit(config.epochs, train_epoch, describe)
     test = evaluate(model, data["encoded"]["test"], device=config.device)
-    log(f"test accuracy {test['accuracy']:.2f}% ({len(data['encoded']['test'])} stories), "
+    trainer.log(f"test accuracy {test['accuracy']:.2f}% ({len(data['encoded']['test'])} stories), "
         f"support hits {test['support_hits']:.1f}%")
-    log(f"saved {config.checkpoint}")
+    trainer.log(f"saved {config.checkpoint}")
     if config.plot:
         from .plots import plot_attention
 
         plot_attention(model, data["vocab"], data["answers"], data["test"][0], config.plot,
                        overwrite=True, device=config.device)
-        log(f"wrote {config.plot}")
+        trainer.log(f"wrote {config.plot}")
     return dict(model=model, history=history, test=test, data=data, config=config,
                 checkpoint=config.checkpoint)
 

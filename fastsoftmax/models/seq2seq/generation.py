@@ -44,19 +44,9 @@ def corpus_bleu(
 
 
 @torch.no_grad()
-def evaluate(
-    model: Seq2Seq,
-    pairs: Sequence[tuple[str, str]],
-    examples,
-    task: str,
-    tgt_vocab: Vocabulary,
-    *,
-    beam_size: int = 1,
-    alpha: float = 1.0,
-    batch_size: int = 256,
-    max_len: int | None = None,
-    device="cpu",
-) -> dict:
+def evaluate(model: Seq2Seq, pairs: Sequence[tuple[str, str]], examples, task: str,
+             tgt_vocab: Vocabulary, *, beam_size: int = 1, alpha: float = 1.0,
+             batch_size: int = 256, max_len: int | None = None, device="cpu") -> dict:
     """Exact cross entropy per target token, exact-match accuracy of decoded outputs (token
     sequences equal) and corpus BLEU (word tasks). Batches keep data order, so hyps[i] answers
     pairs[i]."""

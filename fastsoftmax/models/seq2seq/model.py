@@ -52,26 +52,13 @@ class Seq2Seq(nn.Module):
         entropy_bonus: hard mode only, λ ≥ 0 of the -λ·H(α_t) term (default 0.01).
     """
 
-    def __init__(
-        self,
-        src_vocab_size: int,
-        tgt_vocab_size: int,
-        embed_dim: int = 64,
-        hidden_size: int = 128,
-        num_layers: int = 1,
-        *,
-        bidirectional: bool = False,
-        reverse_source: bool = False,
-        attention: str | None = "general",
-        peeky: bool = False,
-        output: str = "full",
-        num_sampled: int = 64,
-        counts: Tensor | None = None,
-        dropout: float = 0.0,
-        attention_mode: str = "soft",
-        baseline: str | None = None,
-        entropy_bonus: float | None = None,
-    ):
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int = 64,
+                 hidden_size: int = 128, num_layers: int = 1, *, bidirectional: bool = False,
+                 reverse_source: bool = False, attention: str | None = "general",
+                 peeky: bool = False, output: str = "full", num_sampled: int = 64,
+                 counts: Tensor | None = None, dropout: float = 0.0,
+                 attention_mode: str = "soft", baseline: str | None = None,
+                 entropy_bonus: float | None = None):
         super().__init__()
         if attention == "none":
             attention = None

@@ -3,32 +3,30 @@ bench/bench_seq2seq.py drive, and its checkpoints (kind 'seq2seq')."""
 
 from __future__ import annotations
 
-import dataclasses
+import logging
 import math
-import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
 import torch
 
-from ...optim import clip_grad_norm
 from .. import checkpoints
-from ..checkpoints import (changed_from_defaults, default_path, refuse_overwrite,
-                           resume_values, rng_state, set_rng_state)
-from ..progress import progress_bar
+from ..checkpoints import claim_files, rng_state, run_values
+from ..trainer import RunOptions, Trainer, run_epoch
 from ..vocabulary import Vocabulary
 from .data import batches, load_task, target_counts
 from . import hard_attention as hard
 from .generation import evaluate
 from .model import Seq2Seq
 
+logger = logging.getLogger(__name__)
 KIND = "seq2seq"
 RUN_OPTIONS = ("resume", "force", "device", "progress", "checkpoint")
 MAY_CHANGE_ON_RESUME = ("epochs", "beam_size", "encoding")
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(RunOptions):
     """Every option of a run (the command line's flags, with - for _). checkpoint: written
     after every epoch; None picks a new seq2seq-<output>-<time>.pt in the working directory,
     and an existing file other than the resumed one is never overwritten unless force.
@@ -38,6 +36,7 @@ class TrainConfig:
 
     data: Optional[str] = None
     task: str = "pairs"
+    # the model
     attention: Optional[str] = "general"
     attention_mode: str = "soft"
     baseline: Optional[str] = None
@@ -51,6 +50,7 @@ class TrainConfig:
     reverse_source: bool = False
     peeky: bool = False
     dropout: float = 0.0
+    # its training
     epochs: int = 10
     batch_size: int = 64
     lr: float = 1e-3
@@ -63,14 +63,7 @@ class TrainConfig:
     seed: int = 0
     beam_size: int = 1
     encoding: str = "utf-8"
-    device: str = "cpu"
-    checkpoint: Optional[str] = None
-    resume: Optional[str] = None
-    force: bool = False
-    progress: Optional[bool] = None
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    device: Optional[str] = "cpu"
 
 
 MODEL_KEYS = ("embed_dim", "hidden_size", "num_layers", "bidirectional", "reverse_source",
@@ -99,15 +92,8 @@ def load_checkpoint(path: str, device="cpu"):
 
 def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterable[str]],
              has_data: bool) -> TrainConfig:
-    if given is None:
-        given = changed_from_defaults(config)
-    values = config.to_dict()
-    if state is not None:
-        saved = dict(ADDED_OPTIONS, **state["train_config"])
-        values = resume_values(values, set(given), saved, resume=config.resume,
-                               may_change=MAY_CHANGE_ON_RESUME, run_options=RUN_OPTIONS)
-        if values["checkpoint"] is None:
-            values["checkpoint"] = config.resume
+    values = run_values(config, state, given, may_change=MAY_CHANGE_ON_RESUME,
+                        run_options=RUN_OPTIONS, added=ADDED_OPTIONS)
     if values["device"] is None:
         values["device"] = "cuda" if torch.cuda.is_available() else "cpu"
     # The checkpoint keeps the baseline and bonus a hard run trains with, defaults filled in,
@@ -117,21 +103,19 @@ def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterabl
         values["attention_mode"], values["baseline"], values["entropy_bonus"])
     if values["data"] is None and not has_data:
         raise ValueError("training needs --data (a pair file)")
-    if values["checkpoint"] is None:
-        values["checkpoint"] = default_path(KIND, values["output"])
-    refuse_overwrite(values["checkpoint"], "checkpoint", "--checkpoint", config.force,
-                     config.resume)
+    claim_files(values, KIND, config)
     return TrainConfig(**values)
 
 
 def fit(config: TrainConfig | dict, *, data: Optional[dict] = None, given=None,
-        log: Callable = print, eval_every: int = 1, eval_limit: Optional[int] = None) -> dict:
+        log: Optional[Callable] = None, eval_every: int = 1, eval_limit: Optional[int] = None) -> dict:
     """Trains (or, with config.resume, continues) a model; returns dict(model, history, data,
     config, checkpoint). `data` may be given ready-made (split_task's dict) instead of
     config.data. The run checkpoints after every epoch (see TrainConfig.checkpoint); on
     resume the options in `given` (default: those differing from the defaults) must agree
     with the checkpoint except MAY_CHANGE_ON_RESUME. Held-out scores every `eval_every`
-    epochs and after the last, on the first `eval_limit` held-out pairs."""
+    epochs and after the last, on the first `eval_limit` held-out pairs. Progress goes to
+    `log` (default: this module's logger, at INFO)."""
     if isinstance(config, dict):
         config = TrainConfig(**config)
     state = checkpoints.load_checkpoint(config.resume, KIND) if config.resume else None
@@ -157,59 +141,53 @@ def fit(config: TrainConfig | dict, *, data: Optional[dict] = None, given=None,
         model = Seq2Seq(len(src_vocab), len(tgt_vocab), counts=counts, **dict(kw, attention=attention))
     model.to(config.device)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
-    history, start_epoch = [], 0
+    trainer = Trainer(KIND, model, opt, config, log=log, module_logger=logger, state=lambda: dict(
+        model=model.state(), src_vocab=src_vocab.state_dict(), tgt_vocab=tgt_vocab.state_dict()))
     if state is not None:
-        opt.load_state_dict(state["optimizer"])
-        history, start_epoch = state["history"], state["epoch"]
-        set_rng_state(state["rng"])
-        log(f"resuming {config.resume}: {start_epoch} epochs done, training to epoch "
-            f"{config.epochs}")
+        trainer.resume(state)
+        trainer.log(f"resuming {config.resume}: {trainer.epoch} epochs done, training to epoch "
+                    f"{config.epochs}")
     valid_pairs, valid = data["valid_pairs"], data["valid"]
     if eval_limit is not None:
         valid_pairs, valid = valid_pairs[:eval_limit], valid[:eval_limit]
-    log(f"{task}: {len(data['train'])} train / {len(valid)} held-out pairs, vocab "
-        f"{len(src_vocab)} → {len(tgt_vocab)}, {sum(p.numel() for p in model.parameters())} "
-        f"parameters, output {model.config['output']}, attention {model.attention}"
-        + (f" (hard: baseline {model.config['baseline']}, entropy bonus "
-           f"{model.config['entropy_bonus']})" if model.attention_mode == "hard" else ""))
-    log(f"checkpoint: {config.checkpoint}")
-    for epoch in range(start_epoch, config.epochs):
+    trainer.log(f"{task}: {len(data['train'])} train / {len(valid)} held-out pairs, vocab "
+                f"{len(src_vocab)} → {len(tgt_vocab)}, "
+                f"{sum(p.numel() for p in model.parameters())} parameters, output "
+                f"{model.config['output']}, attention {model.attention}"
+                + (f" (hard: baseline {model.config['baseline']}, entropy bonus "
+                   f"{model.config['entropy_bonus']})" if model.attention_mode == "hard" else ""))
+    trainer.log(f"checkpoint: {config.checkpoint}")
+
+    def step_loss(b):
+        b.to(config.device)
+        return model(b.src, b.src_len, b.tgt_in, b.tgt_out), b.src.shape[0]
+
+    def train_epoch(epoch: int) -> dict:
         model.train()
-        bar = progress_bar(math.ceil(len(data["train"]) / config.batch_size),
-                           f"epoch {epoch + 1}", enabled=config.progress)
-        t0 = time.perf_counter()
-        loss_sum, seen = 0.0, 0
-        for b in batches(data["train"], config.batch_size, shuffle=True, seed=config.seed + epoch):
-            b.to(config.device)
-            loss = model(b.src, b.src_len, b.tgt_in, b.tgt_out)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            clip_grad_norm(model.parameters(), config.clip)
-            opt.step()
-            loss_sum += loss.item()
-            seen += 1
-            bar.set_postfix_str(f"loss {loss_sum / seen:.4f}", refresh=False)
-            bar.update(1)
-        bar.close()
-        if str(config.device).startswith("cuda"):
-            torch.cuda.synchronize()
-        train_time = time.perf_counter() - t0
-        row = {"epoch": epoch + 1, "train_loss": loss_sum / max(seen, 1), "train_s": train_time,
-               "examples_per_s": len(data["train"]) / train_time}
-        if valid and ((epoch + 1) % eval_every == 0 or epoch + 1 == config.epochs):
+        stats = run_epoch(step_loss, batches(data["train"], config.batch_size, shuffle=True,
+                                             seed=config.seed + epoch - 1), opt,
+                          parameters=list(model.parameters()), clip=config.clip,
+                          progress=trainer.epoch_bar(
+                              math.ceil(len(data["train"]) / config.batch_size), epoch,
+                              config.progress))
+        row = {"epoch": epoch, "train_loss": stats["loss"], "train_s": stats["seconds"],
+               "examples_per_s": len(data["train"]) / max(stats["seconds"], 1e-9)}
+        if valid and (epoch % eval_every == 0 or epoch == config.epochs):
             ev = evaluate(model, valid_pairs, valid, task, tgt_vocab,
                           beam_size=config.beam_size or 1, device=config.device)
             row.update(valid_loss=ev["loss"], exact=ev["exact"])
             if "bleu" in ev:
                 row["bleu"] = ev["bleu"]
-        history.append(row)
-        log("epoch {epoch}: train loss {train_loss:.4f} ({train_s:.1f} s, {examples_per_s:.0f} "
-            "ex/s)".format(**row)
-            + (f", held-out loss {row['valid_loss']:.4f}, exact match {row['exact']:.2f}%"
-               if "exact" in row else "")
-            + (f", BLEU {row['bleu']:.2f}" if "bleu" in row else ""))
-        save_checkpoint(config.checkpoint, model=model, optimizer=opt, epoch=epoch + 1,
-                        history=history, config=config, src_vocab=src_vocab, tgt_vocab=tgt_vocab)
-    log(f"saved {config.checkpoint}")
+        return row
+
+    def describe(row: dict) -> str:
+        return ("epoch {epoch}: train loss {train_loss:.4f} ({train_s:.1f} s, "
+                "{examples_per_s:.0f} ex/s)".format(**row)
+                + (f", held-out loss {row['valid_loss']:.4f}, exact match {row['exact']:.2f}%"
+                   if "exact" in row else "")
+                + (f", BLEU {row['bleu']:.2f}" if "bleu" in row else ""))
+
+    history = trainer.fit(config.epochs, train_epoch, describe)
+    trainer.log(f"saved {config.checkpoint}")
     return {"model": model, "history": history, "data": data, "config": config,
             "checkpoint": config.checkpoint}
