@@ -132,6 +132,7 @@ class OutputLayer(nn.Module):
     eval mode."""
 
     num_samples_arg: Optional[str] = None  # make_head's name for the sample count, if any
+    has_bias = True  # whether `bias=True` gives the logits a bias (models ask, see models/heads.py)
 
     def __init__(self, in_features, num_classes, *, out_features=(), options=None,
                  reduction="mean", ignore_index=None, label_smoothing=0.0):
@@ -239,4 +240,23 @@ def keywords_after_positionals(base: type):
             [p for p in own if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD] + layer
             + [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY])
         return cls
+    return named
+
+
+def constructor_keywords(cls: type) -> set:
+    """The keyword names `cls(...)` takes. A family layer names them in its composed
+    signature (keywords_after_positionals), which a subclass would inherit as a class
+    attribute even when it defines a constructor of its own; so a class's own signature is
+    read from its own __init__, and an __init__ that passes **kwargs on also takes its
+    base's keywords."""
+    if cls in (object, nn.Module):
+        return set()
+    if "__signature__" in vars(cls):
+        return set(inspect.signature(cls).parameters)
+    if "__init__" not in vars(cls):
+        return constructor_keywords(cls.__mro__[1])
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    named = {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        named |= constructor_keywords(cls.__mro__[1])
     return named

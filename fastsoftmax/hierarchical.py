@@ -155,7 +155,7 @@ class HierarchicalSoftmaxLoss(OutputLayer):
     saved in the state dict (and checked again when loaded). The loss is exact in training
     and evaluation alike; `log_prob` and `predict` evaluate all classes, in chunks of rows."""
 
-    chunk_bytes = 256 * 2**20
+    chunk_bytes, has_bias = 256 * 2**20, False
 
     def __init__(self, in_features: int, num_classes: int, counts=None, *, out_features=(),
                  bias: bool = False, device=None, dtype=None, reduction: str = "mean",

@@ -23,7 +23,6 @@ targets against that assumption and warns once when they contradict it
 vocabulary in any other order.
 """
 
-import inspect
 import math
 from typing import Optional, Union
 
@@ -32,8 +31,8 @@ from torch import Tensor, nn
 
 from . import functional
 from ._layer_parts import (COMMON_ARGS, SAMPLER_ARGS, OutputLayer, SamplerTables,
-                           _refuse_label_smoothing, keywords_after_positionals, make_sampler,
-                           migrate_state_dict)
+                           _refuse_label_smoothing, constructor_keywords,
+                           keywords_after_positionals, make_sampler, migrate_state_dict)
 from ._reduction import check_softcap, check_z_loss
 from ._shapes import check_size
 from .hierarchical import HierarchicalSoftmaxLoss
@@ -283,7 +282,7 @@ class NegativeSamplingLoss(_SampledLayer):
         COMMON_ARGS.replace("bias: learn a bias `linear.bias` [V] (default False, as torch's "
                             "module).", "bias: only False (word2vec's objective has no bias).")
 
-    num_samples_arg = "num_negatives"
+    num_samples_arg, has_bias = "num_negatives", False
 
     def __init__(self, in_features: int, num_classes: int, num_negatives: int, *,
                  sampler: Union[Sampler, str, None] = None, counts=None, vocab=None,
@@ -353,7 +352,7 @@ def make_head(name: str, in_features: int, num_classes: int, *,
     if name not in HEADS:
         raise ValueError(f"output must be one of {tuple(HEADS)}, got {name!r}")
     cls = HEADS[name]
-    accepted = inspect.signature(cls).parameters
+    accepted = constructor_keywords(cls)
     kwargs = {}
     for key, value in options.items():
         if key in accepted or (key not in _SHARED_OPTIONS and value is not None):

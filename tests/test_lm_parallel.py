@@ -15,8 +15,10 @@ import fastsoftmax
 from fastsoftmax.cli import lm as cli
 from fastsoftmax.models import RNNLanguageModel, lm
 from test_lm import one_thread  # noqa: F401 (an autouse fixture: one intra-op thread)
-from test_lm import (  # noqa: F811 (corpus_dir is a fixture the tests take by name)
-    _resume_args, _train_args, _train_killed_after_save, corpus_dir, small_model)
+from test_lm import _resume_args, _train_args, _train_killed_after_save, small_model
+from test_lm import corpus_dir as corpus_dir_fixture
+
+corpus_dir = corpus_dir_fixture  # the fixture, taken by name by the tests below
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -29,7 +31,7 @@ class _RecordingLoss(fastsoftmax.FullSoftmaxLoss):
     loss is a full cross entropy + 1000, its eval path the family's exact softmax. Used only
     to test how the model wires a head taken from the registry."""
 
-    num_samples_arg = "num_sampled"
+    num_samples_arg, has_bias = "num_sampled", False  # as negative sampling
 
     def __init__(self, in_features, num_classes, num_sampled, *, sampler=None,
                  linear_weight=None, counts=None, power=0.75, **kw):

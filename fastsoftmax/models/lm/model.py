@@ -12,7 +12,8 @@ import torch
 from torch import Tensor, nn
 
 from ..._shapes import check_size
-from ...nn import HEADS, make_head
+from ...nn import HEADS
+from ..heads import model_head
 
 Hidden = Union[Tensor, Tuple[Tensor, Tensor]]
 
@@ -98,8 +99,8 @@ class RNNLanguageModel(nn.Module):
         # Every DDP rank builds the sampler from the same full training counts, so all ranks
         # draw from one distribution. 'hs' takes its tree or the counts to build one from.
         uses_counts = (sampler == "unigram" or output == "hs") and tree is None
-        self.head = make_head(
-            output, out_features, vocab_size, num_samples=num_sampled, sampler=sampler,
+        self.head = model_head(
+            output, out_features, vocab_size, num_sampled=num_sampled, sampler=sampler,
             counts=counts if uses_counts else None, tree=tree, power=power, bias=True,
             sparse=sparse, linear_weight=self.embedding.weight if tie_weights else None,
         )

@@ -21,7 +21,8 @@ import torch
 from torch import Tensor, nn
 
 from ..._shapes import check_size
-from ...nn import HEADS, make_head
+from ...nn import HEADS
+from ..heads import model_head
 
 TYINGS = ("adjacent", "layerwise")
 
@@ -91,9 +92,8 @@ class MemN2N(nn.Module):
         self.temporal = nn.ParameterList(nn.Parameter(torch.zeros(memory_size, embed_dim))
                                          for _ in range(n))
         self.H = nn.Linear(embed_dim, embed_dim, bias=False) if tying == "layerwise" else None
-        self.head = make_head(output, embed_dim, num_answers, num_samples=num_sampled,
-                              counts=counts, sampler="unigram" if counts is not None else None,
-                              bias=False)
+        self.head = model_head(output, embed_dim, num_answers, num_sampled=num_sampled,
+                               counts=counts, sampler="unigram" if counts is not None else None)
         self.reset_parameters(init_std)
 
     def reset_parameters(self, std: float = 0.1) -> None:

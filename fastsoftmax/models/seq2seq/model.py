@@ -15,7 +15,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ...nn import HEADS, make_head
+from ...nn import HEADS
+from ..heads import model_head
 from . import hard_attention as hard
 from .data import BOS, EOS, PAD
 
@@ -134,9 +135,9 @@ class Seq2Seq(nn.Module):
             self.combine = nn.Linear(2 * H, H, bias=False)  # W_c
         D = H + (H if peeky else 0)
         # Hard attention needs each token's loss (its reward), so its head does not reduce.
-        self.head = make_head(output, D, tgt_vocab_size, num_samples=num_sampled, counts=counts,
-                              bias=True, ignore_index=PAD,
-                              reduction="none" if attention_mode == "hard" else "mean")
+        self.head = model_head(output, D, tgt_vocab_size, num_sampled=num_sampled, counts=counts,
+                               bias=True, ignore_index=PAD,
+                               reduction="none" if attention_mode == "hard" else "mean")
         if attention_mode == "hard":
             self.reward_baseline = hard.RewardBaseline(baseline, H)
 
