@@ -104,7 +104,7 @@ def _paths_of(tree, k, n):
 
 
 # Counts [5, 3, 2, 2, 1] at vocabulary positions 0..4, root-first codes and points.
-# word2vec.c (hand-traced in test_hierarchical_softmax.py): on a tie the inner node wins and
+# word2vec.c (hand-traced in test_hierarchical_tree.py): on a tie the inner node wins and
 # leaves are read from the high positions down.
 W2V_C_CODES = [[0], [1, 0], [1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 0]]
 W2V_C_POINTS = [[3], [3, 2], [3, 2, 1], [3, 2, 1, 0], [3, 2, 1, 0]]
