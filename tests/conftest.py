@@ -51,3 +51,11 @@ def bad_input_files(tmp_path_factory):
     """The input files of the bad-input matrix (tests/bad_input_harness.py), built once:
     (their folder, a folder this process cannot write to, or None)."""
     yield from make_inputs(tmp_path_factory)
+
+
+def random_batch(device, features, classes, shape=(3, 5), seed=0):
+    """Seeded inputs [*shape, features] and targets in [0, classes) of shape `shape`."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*shape, features, generator=g).to(device)
+    t = torch.randint(0, classes, shape, generator=g).to(device)
+    return x, t
