@@ -1,8 +1,8 @@
 // CPU word2vec training: skip-gram and CBOW with hierarchical softmax, negative sampling or
 // both, Hogwild SGD over a batch of sentences, as word2vec.c and gensim's inner loop do.
 // Threads take runs of whole sentences from a shared counter and update the shared tables
-// without locks, except their most used rows (WorkerRows below); with one worker the result
-// is a pure function of the inputs and the seed.
+// without locks, except their most used rows (WorkerRows, in word2vec_rows.h); with one
+// worker the result is a pure function of the inputs and the seed.
 //
 // Shapes: V vocabulary, D vector size, N tokens in the batch, S sentences, W window,
 // K negatives. syn0 [V, D] input vectors, syn1neg [V, D] output vectors of negative
@@ -16,11 +16,13 @@
 #include "../common/philox.h"
 #include "../common/word2vec_host.h"
 #include "vec.h"
+#include "word2vec_rows.h"
 
 namespace fastsoftmax {
 namespace {
 
 using w2v::TrainParams;
+using w2v::WorkerRows;
 
 struct Stats {
   double loss = 0;         // sum of -log sigma over every positive and negative prediction
@@ -138,85 +140,6 @@ FS_ALWAYS_INLINE void logistic_step(const float* in, float* out, float label, fl
   if (w2v::outside_logistic_range(f)) return;  // gensim's rule, see word2vec_math.h
   update_unit((label - fast_sigmoid(f)) * alpha, in, out, work, D);
 }
-
-// Private copies of the rows [first, first + count) of one [*, D] table, for one worker: the
-// worker reads and writes them instead of the shared rows, and merge() adds what it changed
-// to the shared rows (the caller holds the lock).
-class PrivateRows {
- public:
-  PrivateRows(float* table, int64_t first, int64_t count, int64_t D)
-      : table_(table), first_(first), count_(count), D_(D),
-        base_(table + first * D, table + (first + count) * D), local_(base_) {}
-  // Row `id` of the table: the private copy when it has one.
-  FS_ALWAYS_INLINE float* row(int64_t id) {
-    const uint64_t k = static_cast<uint64_t>(id - first_);
-    return k < static_cast<uint64_t>(count_) ? local_.data() + k * D_ : table_ + id * D_;
-  }
-  // shared += local - base, then local = base = shared.
-  void merge() {
-    float* shared = table_ + first_ * D_;
-    for (size_t k = 0; k < local_.size(); ++k) {
-      const float merged = shared[k] + (local_[k] - base_[k]);
-      shared[k] = merged;
-      local_[k] = merged;
-      base_[k] = merged;
-    }
-  }
-
- private:
-  float* table_;
-  int64_t first_, count_, D_;
-  std::vector<float> base_, local_;
-};
-
-// The rows one worker trains. With several workers, the rows that nearly every step writes
-// made the cores pass the same cache lines back and forth (true sharing): two threads trained
-// skip-gram slower than one with the hierarchical softmax, whose paths all start at the root,
-// and only 1.2x faster with negative sampling, whose targets and negatives are mostly the
-// most frequent words. So each worker of a multi-worker run trains private copies of the
-// kHotRows most used output rows (the last-created inner nodes of syn1, which carry the
-// largest counts, and the syn1neg rows of the most frequent words, ids 0.. of a vocabulary
-// sorted by count) and merges them into the shared tables after every kMergeSteps logistic
-// steps and at its end, under a lock: no update is lost, and the other workers' changes
-// arrive some hundreds of centers late. With one worker there are no copies and training is
-// exactly the sequential algorithm. Sizes measured on WikiText-2 with 2 threads: fewer rows
-// or more frequent merges were slower, more of either gained nothing, and private copies of
-// the input rows (syn0) gained nothing either.
-constexpr int64_t kHotRows = 256;
-constexpr int64_t kMergeSteps = 16384;
-
-class WorkerRows {
- public:
-  // No private rows (count 0) unless a lock says there are several workers.
-  WorkerRows(const TrainParams& a, std::mutex* lock)
-      : lock_(lock), syn1neg_(a.syn1neg, 0, 0, a.D), syn1_(a.syn1, 0, 0, a.D) {
-    if (lock_ == nullptr) return;
-    std::lock_guard<std::mutex> hold(*lock_);
-    if (a.negative > 0) syn1neg_ = PrivateRows(a.syn1neg, 0, std::min(kHotRows, a.V), a.D);
-    if (a.hs) {
-      const int64_t nodes = std::min(kHotRows, a.V - 1);
-      syn1_ = PrivateRows(a.syn1, a.V - 1 - nodes, nodes, a.D);
-    }
-  }
-  FS_ALWAYS_INLINE float* output(int64_t w) { return syn1neg_.row(w); }  // syn1neg
-  FS_ALWAYS_INLINE float* node(int64_t n) { return syn1_.row(n); }        // syn1
-  // Called after each center with the logistic steps it took.
-  FS_ALWAYS_INLINE void advance(int64_t steps) {
-    if (lock_ != nullptr && (steps_ += steps) >= kMergeSteps) merge();
-  }
-  void merge() {
-    if (lock_ == nullptr) return;
-    steps_ = 0;
-    std::lock_guard<std::mutex> hold(*lock_);
-    syn1neg_.merge();
-    syn1_.merge();
-  }
-
- private:
-  std::mutex* lock_;  // nullptr: one worker, no copies
-  PrivateRows syn1neg_, syn1_;
-  int64_t steps_ = 0;
-};
 
 // One prediction of `target` from input vector `in`, word2vec.c's order: first the steps of
 // target's Huffman path (hs; root first, label 1 - code on inner node point), then the
