@@ -4,7 +4,6 @@ import sys
 import pytest
 import torch
 
-from bad_input_harness import make_inputs
 from cuda_emulator import AVAILABLE as CUDA_EMU, emulated_cuda
 
 # "cuda_emu": CPU tensors, ops routed to the CUDA kernels run by the emulator.
@@ -50,6 +49,8 @@ def pytest_terminal_summary(terminalreporter):
 def bad_input_files(tmp_path_factory):
     """The input files of the bad-input matrix (tests/bad_input_harness.py), built once:
     (their folder, a folder this process cannot write to, or None)."""
+    from bad_input_harness import make_inputs  # here: it imports every command line
+
     yield from make_inputs(tmp_path_factory)
 
 
