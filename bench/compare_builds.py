@@ -9,7 +9,8 @@ faster), e.g. a checkout of the previous release against this one:
 
 Rows (CPU, float32, the shapes of docs/benchmarks.md): alias draws at V = 10^6, negative
 sampling forward+backward (N = 2^18, K = 5, D = 100, V = 10^5), sampled softmax
-forward+backward (N = 2048, D = 256, V = 10^5, S = 1024), and one epoch of word2vec skip-gram
+forward+backward (N = 2048, D = 256, V = 10^5, S = 1024) as a functional and as the
+SampledSoftmaxLoss module (and its exact eval loss), and one epoch of word2vec skip-gram
 and CBOW with 2 workers on a Zipf corpus of 500,000 words (words/s).
 """
 
@@ -59,6 +60,12 @@ w2 = (0.01 * torch.randn(10**5, 256)).requires_grad_()
 t2 = torch.randint(0, 10**5, (2048,))
 out["sampled softmax fwd+bwd (s)"] = best_of(
     lambda: fs.functional.sampled_softmax_loss(h2, w2, t2, num_sampled=1024).backward())
+
+layer = fs.SampledSoftmaxLoss(256, 10**5, 1024, bias=True)  # bias given: defaults differ
+out["SampledSoftmaxLoss module fwd+bwd (s)"] = best_of(lambda: layer(h2, t2).backward())
+layer.eval()
+with torch.no_grad():
+    out["SampledSoftmaxLoss eval, exact (s)"] = best_of(lambda: layer(h2, t2))
 
 g = torch.Generator().manual_seed(1)
 ranks = torch.arange(1, 5001, dtype=torch.float64)
