@@ -86,6 +86,17 @@ void define_ops(torch::stable::detail::StableLibrary& m) {
   // CPU): (links, code lengths int64 [V]); `sort` orders the classes by falling count first
   // (ties by rising id), as word2vec.c sorts its vocabulary.
   m.def("huffman_tree(Tensor counts, bool sort) -> (Tensor links, Tensor lengths)");
+  // word2vec's corpus_file reader (a host op, CPU only): text uint8 [B], whole lines of a
+  // UTF-8 file; the vocabulary's words as UTF-8 bytes vocab_bytes uint8 [sum of lengths],
+  // word i ending at vocab_ends[i] (int64 [V], exclusive). Returns word2vec_train's tokens
+  // (int32 in-vocabulary ids), sentence_ends (int64 [S], exclusive, in tokens), the raw
+  // words of each sentence (int64 [S], out-of-vocabulary ones included) and the offset of
+  // the first byte that is not UTF-8 (-1 if none; the scan stops there). Words split as
+  // Python's str.split(); lines of more than max_sentence_words words are cut into pieces.
+  m.def(
+      "corpus_encode(Tensor text, Tensor vocab_bytes, Tensor vocab_ends,"
+      " int max_sentence_words) -> (Tensor tokens, Tensor sentence_ends,"
+      " Tensor sentence_words, int bad_offset)");
   // input [N, D], weight [V - 1, D] (one row per inner node), target [N] (ignore_index
   // allowed). The loss of row n is -sum over the inner nodes i on its class's path of
   // log sigmoid((1 - 2 b) w_i.h), b the branch bit taken at i (word2vec.c: code 0 is the

@@ -128,3 +128,34 @@ def w2v_train_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob,
     if hs is not None:
         return syn0, syn1, loss, examples, kept_total, hs[0]
     return syn0, syn1, loss, examples, kept_total
+
+
+def corpus_encode_reference(text: bytes, words: list, max_sentence_words: int):
+    """fastsoftmax::corpus_encode in plain Python: (token ids, sentence ends, raw words per
+    sentence, offset of the first byte that is not UTF-8 or -1), from LineSentence's reading
+    (lines split at b"\\n", decoded strictly, str.split(), long lines cut, an empty line one
+    empty sentence). On a bad byte, the sentences of the lines before its line."""
+    index = {}
+    for i, w in enumerate(words):
+        index.setdefault(w, i)
+    tokens, ends, raw = [], [], []
+    start = 0
+    for line in _lines(text):
+        try:
+            split = line.decode("utf-8").split()
+        except UnicodeDecodeError as exc:
+            return tokens, ends, raw, start + exc.start
+        for first in range(0, max(len(split), 1), max_sentence_words):
+            piece = split[first:first + max_sentence_words]
+            tokens += [index[w] for w in piece if w in index]
+            ends.append(len(tokens))
+            raw.append(len(piece))
+        start += len(line)
+    return tokens, ends, raw, -1
+
+
+def _lines(text: bytes):
+    """Lines ending at b"\\n" only (bytes.splitlines also splits at b"\\r")."""
+    parts = text.split(b"\n")
+    lines = [p + b"\n" for p in parts[:-1]]
+    return lines + ([parts[-1]] if parts[-1] else [])

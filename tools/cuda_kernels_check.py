@@ -10,6 +10,10 @@ import torch
 
 import fastsoftmax
 
+# Ops that work on host memory whatever the training device: their results feed kernels on
+# any device, so they have no CUDA kernel. corpus_encode turns a file's bytes into token ids.
+HOST_ONLY = {"fastsoftmax::corpus_encode"}
+
 
 def main() -> int:
     info = fastsoftmax.build_info()
@@ -20,7 +24,7 @@ def main() -> int:
         return 1
     names = sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("fastsoftmax::"))
     has = torch._C._dispatch_has_kernel_for_dispatch_key
-    cpu = [n for n in names if has(n, "CPU")]
+    cpu = [n for n in names if has(n, "CPU") and n not in HOST_ONLY]
     missing = [n for n in cpu if not has(n, "CUDA")]
     if not cpu:
         print("cuda_kernels_check: FAIL no fastsoftmax:: op has a CPU kernel")
@@ -29,7 +33,8 @@ def main() -> int:
         print(f"cuda_kernels_check: FAIL {len(missing)} of {len(cpu)} ops with a CPU kernel have no "
               "CUDA kernel: " + ", ".join(missing))
         return 1
-    print(f"cuda_kernels_check: ok all {len(cpu)} ops with a CPU kernel have a CUDA kernel")
+    print(f"cuda_kernels_check: ok all {len(cpu)} ops with a CPU kernel have a CUDA kernel "
+          f"(host-only: {', '.join(sorted(HOST_ONLY))})")
     return 0
 
 

@@ -26,6 +26,7 @@ import pkgutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import traceback
 
 import torch
@@ -223,7 +224,19 @@ def main() -> int:
             vectors = model.wv[words[0]]
             if len(vectors) != 16 or not all(abs(float(x)) < 1e3 for x in vectors):
                 raise AssertionError(f"Word2Vec gave the vector {vectors}")
-            return "Word2Vec, 1 epoch, hs + negative sampling"
+            with tempfile.TemporaryDirectory() as folder:  # the native corpus_file reader
+                path = os.path.join(folder, "corpus.txt")
+                with open(path, "w", encoding="utf-8") as f:
+                    f.writelines(" ".join(s) + "\n" for s in sentences)
+                from_file = Word2Vec(corpus_file=path, vector_size=16, window=3, min_count=1,
+                                     hs=1, negative=3, epochs=1, workers=1, seed=1)
+                # the reader runs in a thread of its own, where dispatch modes do not reach
+                from fastsoftmax.models.word2vec import LineSentence, corpus_file
+
+                list(corpus_file.batches(LineSentence(path), model.wv.key_to_index, 100))
+            if (from_file.wv.vectors != model.wv.vectors).any():
+                raise AssertionError("Word2Vec from corpus_file differs from the same sentences")
+            return "Word2Vec, 1 epoch, hs + negative sampling, from sentences and corpus_file"
 
     @check("ops")
     def _():

@@ -28,6 +28,13 @@ def _checked(path: str, encoding: str) -> None:
         raise FileNotFoundError(f"no such file: {path!r} does not exist")
 
 
+def decode_error(path: str, number: int, encoding: str, line: bytes, start: int,
+                 hint: str) -> CorpusDecodeError:
+    """The error for line `number` of `path` (its bytes `line`), undecodable at `start`."""
+    return CorpusDecodeError(f"{path}:{number}: not {encoding} text (byte {start + 1} of the "
+                             f"line is {line[start:start + 1]!r}); {hint}")
+
+
 def _decoded(path: str, encoding: str, errors: str, hint: str) -> Iterator[str]:
     """The lines of `path` decoded one by one (line ends kept); `hint` ends the error."""
     with open(path, "rb") as f:
@@ -35,10 +42,7 @@ def _decoded(path: str, encoding: str, errors: str, hint: str) -> Iterator[str]:
             try:
                 yield raw.decode(encoding, errors)
             except UnicodeDecodeError as exc:
-                raise CorpusDecodeError(
-                    f"{path}:{number}: not {encoding} text (byte {exc.start + 1} of the line "
-                    f"is {raw[exc.start:exc.start + 1]!r}); {hint}"
-                ) from None
+                raise decode_error(path, number, encoding, raw, exc.start, hint) from None
 
 
 def read_lines(path: str, encoding: str = "utf-8") -> Iterator[str]:
@@ -64,10 +68,10 @@ class LineSentence:
         _checked(path, encoding)
         self.path, self.encoding, self.errors = path, encoding, errors
 
+    HINT = "give the file's encoding (e.g. latin-1) or read it byte-wise with errors='replace'"
+
     def __iter__(self):
-        hint = ("give the file's encoding (e.g. latin-1) or read it byte-wise with "
-                "errors='replace'")
-        for line in _decoded(self.path, self.encoding, self.errors, hint):
+        for line in _decoded(self.path, self.encoding, self.errors, self.HINT):
             words = line.split()
             for start in range(0, max(len(words), 1), MAX_SENTENCE_WORDS):
                 yield words[start:start + MAX_SENTENCE_WORDS]

@@ -66,6 +66,16 @@ def huffman_paths(links: Tensor, lengths: Tensor) -> Tuple[Tensor, Tensor]:
     return steps.to(torch.int32), offsets
 
 
+def corpus_encode(text: Tensor, vocab_bytes: Tensor, vocab_ends: Tensor,
+                  max_sentence_words: int) -> Tuple[Tensor, Tensor, Tensor, int]:
+    """word2vec's corpus_file reader on whole lines of UTF-8 text (uint8 [B]): (tokens int32
+    in-vocabulary ids, sentence_ends int64 [S], raw words per sentence int64 [S], offset of the
+    first byte that is not UTF-8 or -1). The vocabulary is its words' UTF-8 bytes, word i
+    ending at vocab_ends[i]. A host op with data-dependent sizes (no fake kernel: it reads a
+    file's bytes, nothing to trace). See csrc/cpu/corpus_encode.cpp."""
+    return _op("corpus_encode")(text, vocab_bytes, vocab_ends, int(max_sentence_words))
+
+
 @PARTS.fake("word2vec_train")
 def _word2vec_train_fake(syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob,
                          ns_prob, ns_alias, seed, first_token, sg, cbow_mean, window, negative,

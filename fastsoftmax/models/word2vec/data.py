@@ -8,6 +8,8 @@ releases the GIL) trains:
 
     corpus -> sentences cut into pieces of <= 10,000 words -> batches of ~limit raw words
     reader thread: encode(batch) -> queue -> training thread: ops.word2vec_train(batch)
+
+A UTF-8 corpus file is encoded natively instead (corpus_file.py), to the same batches.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 from ..textfiles import LineSentence
 from ..textfiles import pieces as sentence_pieces
 from ..vocabulary import rank_by_count
+from . import corpus_file
 
 logger = logging.getLogger(__name__)
 
@@ -114,40 +117,56 @@ def encode(key_to_index: dict, pieces: list, raw: int, offset: int, first_senten
     }
 
 
-def _reader(key_to_index, corpus, limit: int, out: queue.Queue, stop: threading.Event):
-    """Reader thread: cuts the corpus into batches of about `limit` raw words and encodes
-    them; puts None at the end, or the exception raised."""
+def python_batches(key_to_index, corpus, limit: int):
+    """The corpus cut into batches of about `limit` raw words, encoded: a batch closes after
+    the sentence piece that brings its raw words to `limit` or more."""
     pieces: list = []
     raw = offset = sentences = 0
+    for sentence in corpus:
+        for piece in sentence_pieces(sentence):
+            pieces.append(piece)
+            raw += len(piece)
+            if raw >= limit:
+                yield encode(key_to_index, pieces, raw, offset, sentences)
+                offset += raw
+                sentences += len(pieces)
+                pieces, raw = [], 0
+    if pieces:
+        yield encode(key_to_index, pieces, raw, offset, sentences)
+
+
+def _reader(batches, out: queue.Queue, stop: threading.Event):
+    """Reader thread: puts the batches, then None at the end, or the exception raised."""
     try:
-        for sentence in corpus:
+        for batch in batches:
             if stop.is_set():
                 return
-            for piece in sentence_pieces(sentence):
-                pieces.append(piece)
-                raw += len(piece)
-                if raw >= limit:
-                    out.put(encode(key_to_index, pieces, raw, offset, sentences))
-                    offset += raw
-                    sentences += len(pieces)
-                    pieces, raw = [], 0
-        if pieces:
-            out.put(encode(key_to_index, pieces, raw, offset, sentences))
+            out.put(batch)
         out.put(None)
     except BaseException as e:  # surfaced in the training thread
         out.put(e)
 
 
+def replayable(corpus) -> bool:
+    """Whether a train() call keeps its first pass's batches for the later epochs: an
+    in-memory corpus, or a file the native reader reads (corpus_file.native)."""
+    return isinstance(corpus, (list, tuple)) or corpus_file.native(corpus)
+
+
 def epoch_batches(key_to_index, corpus, limit: int, queue_size: int, cache: Optional[list]):
-    """Encoded batches of one pass. With a `cache` list (an in-memory corpus) the batches of
-    the first pass are kept and replayed by later epochs; otherwise the corpus is re-read."""
+    """Encoded batches of one pass, made by a reader thread (corpus_file.batches for a file
+    it reads natively, python_batches otherwise). With a `cache` list the batches of the
+    first pass are kept and replayed by later epochs; otherwise the corpus is re-read."""
     if cache:
         yield from cache
         return
+    if corpus_file.native(corpus):
+        made = corpus_file.batches(corpus, key_to_index, limit)
+    else:
+        made = python_batches(key_to_index, corpus, limit)
     q: queue.Queue = queue.Queue(maxsize=max(1, queue_size))
     stop = threading.Event()
-    reader = threading.Thread(target=_reader, args=(key_to_index, corpus, limit, q, stop),
-                              daemon=True)
+    reader = threading.Thread(target=_reader, args=(made, q, stop), daemon=True)
     reader.start()
     try:
         while True:

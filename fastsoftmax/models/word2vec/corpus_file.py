@@ -1,0 +1,132 @@
+"""word2vec's native corpus_file path: a UTF-8 LineSentence file is read in chunks of whole
+lines, each turned by the op ``fastsoftmax::corpus_encode`` (csrc/cpu/corpus_encode.cpp) into
+int32 token ids, sentence ends and raw word counts, and cut into the same batches as the
+Python path (data.encode over LineSentence) gives, array for array. The batches are kept, so
+a train() call reads the file once and every later epoch replays the int32 buffer.
+
+    file --(16 MiB of whole lines)--> corpus_encode --> sentences --(~limit raw words)--> batches
+
+Other encodings, and errors= other than "strict", take the Python path.
+"""
+
+from __future__ import annotations
+
+import codecs
+from typing import Iterator, List, Tuple
+
+import numpy as np
+import torch
+
+from ... import ops
+from ..textfiles import MAX_SENTENCE_WORDS, LineSentence, decode_error
+
+CHUNK_BYTES = 1 << 24
+
+
+def native(corpus) -> bool:
+    """Whether `corpus` is a file the native reader reads exactly as LineSentence does."""
+    return (isinstance(corpus, LineSentence) and corpus.errors == "strict"
+            and codecs.lookup(corpus.encoding).name == "utf-8")
+
+
+def vocabulary_bytes(key_to_index: dict) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(uint8 bytes, int64 exclusive ends) of the words in id order, UTF-8. A key that is not
+    a str (a corpus of other tokens) cannot occur in a text file: it becomes an empty word,
+    which no split ever produces."""
+    words: List[bytes] = [b""] * len(key_to_index)
+    for key, index in key_to_index.items():
+        if isinstance(key, str):
+            words[index] = key.encode("utf-8", "surrogatepass")
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    text = np.frombuffer(b"".join(words), dtype=np.uint8)
+    return torch.from_numpy(text.copy()), torch.from_numpy(np.cumsum(lengths))
+
+
+def _chunks(path: str) -> Iterator[Tuple[int, bytes]]:
+    """(file offset, bytes) of runs of whole lines, about CHUNK_BYTES each (a longer line is
+    one run of its own)."""
+    with open(path, "rb") as f:
+        offset, rest = 0, b""
+        while True:
+            block = f.read(CHUNK_BYTES)
+            if not block:
+                if rest:
+                    yield offset, rest
+                return
+            data = rest + block
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                yield offset, data[:cut]
+                offset, rest = offset + cut, data[cut:]
+            else:
+                rest = data
+
+
+def _raise_bad_byte(corpus: LineSentence, file_offset: int, chunk: bytes, bad: int):
+    """LineSentence's error for the byte at chunk[bad]: the file, line and byte in line."""
+    line_start = chunk.rfind(b"\n", 0, bad) + 1
+    line_end = chunk.find(b"\n", bad)
+    line = chunk[line_start:] if line_end < 0 else chunk[line_start:line_end + 1]
+    with open(corpus.path, "rb") as f:
+        before = f.read(file_offset)
+    number = before.count(b"\n") + chunk.count(b"\n", 0, line_start) + 1
+    raise decode_error(corpus.path, number, corpus.encoding, line, bad - line_start,
+                       LineSentence.HINT)
+
+
+def _sentences(corpus: LineSentence, key_to_index: dict):
+    """Per chunk: (tokens int32, in-vocabulary tokens per sentence, raw words per sentence)."""
+    vocab, ends = vocabulary_bytes(key_to_index)
+    for file_offset, chunk in _chunks(corpus.path):
+        text = torch.frombuffer(bytearray(chunk), dtype=torch.uint8)
+        tokens, sentence_ends, words, bad = ops.corpus_encode(text, vocab, ends,
+                                                              MAX_SENTENCE_WORDS)
+        if bad >= 0:
+            _raise_bad_byte(corpus, file_offset, chunk, bad)
+        ends_np = sentence_ends.numpy()
+        in_vocab = np.diff(ends_np, prepend=0)
+        yield tokens.numpy(), in_vocab, words.numpy()
+
+
+def batches(corpus: LineSentence, key_to_index: dict, limit: int) -> Iterator[dict]:
+    """data.encode's batches of one pass over the file: a batch closes after the sentence that
+    brings its raw words to `limit` or more, as data._reader cuts them."""
+    parts: list = []  # (tokens, in-vocabulary counts, raw counts) not yet in a batch
+    pending = offset = sentences = 0
+    for tokens, in_vocab, words in _sentences(corpus, key_to_index):
+        raw_ends = np.cumsum(words)
+        token_ends = np.cumsum(in_vocab)
+        first = 0  # first sentence of this chunk not yet in a batch
+        while first < len(words):
+            before = raw_ends[first - 1] if first else 0
+            last = int(np.searchsorted(raw_ends, before + limit - pending, side="left"))
+            if last >= len(words):
+                break
+            t0 = token_ends[first - 1] if first else 0
+            parts.append((tokens[t0:token_ends[last]], in_vocab[first:last + 1],
+                          words[first:last + 1]))
+            batch = _batch(parts, offset, sentences)
+            offset += batch["raw"]
+            sentences += len(batch["ends"])
+            yield batch
+            parts, pending, first = [], 0, last + 1
+        if first < len(words):
+            t0 = token_ends[first - 1] if first else 0
+            parts.append((tokens[t0:], in_vocab[first:], words[first:]))
+            pending += int(raw_ends[-1] - (raw_ends[first - 1] if first else 0))
+    if parts:
+        yield _batch(parts, offset, sentences)
+
+
+def _batch(parts: list, offset: int, sentences: int) -> dict:
+    tokens = np.concatenate([p[0] for p in parts]).astype(np.int32, copy=False)
+    in_vocab = np.concatenate([p[1] for p in parts])
+    words = np.concatenate([p[2] for p in parts])
+    raw_ends = np.cumsum(words)
+    return {
+        "tokens": tokens,
+        "ends": np.cumsum(in_vocab),
+        "words_before": offset + raw_ends - words,
+        "sentences_before": sentences + np.arange(len(words), dtype=np.int64),
+        "raw": int(raw_ends[-1]) if len(words) else 0,
+    }
