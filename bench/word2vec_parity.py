@@ -1,0 +1,174 @@
+"""word2vec quality against gensim, with statistics: per setting and seed, fastsoftmax and
+gensim (iterable and corpus_file) trained on the same corpus, scored by the same functions
+(gensim's KeyedVectors: WS-353 and SimLex-999 Spearman, Google analogies 3CosAdd over the 30k
+most frequent words), and the paired differences ours - gensim reported as mean ± 95% CI.
+
+    python bench/word2vec_parity.py [--settings cbow-neg,sg-neg,cbow-hs,sg-hs] [--seeds 8]
+        [--epochs 5] [--workers 2] [--impls ours,ours-cf-decay,gensim-iterable,gensim-corpus_file]
+    python bench/word2vec_parity.py --summarize      # the table of what the CSV holds
+
+Implementations:
+  ours                fastsoftmax, corpus_file=, word2vec.c's global linear decay (default)
+  ours-cf-decay       fastsoftmax trained one epoch per train() call with the rates gensim's
+                      corpus_file workers reach: epoch e decays over progress e/E .. (e + 1/W)/E
+  gensim-iterable     gensim, the corpus as an in-memory list of LineSentence's sentences
+  gensim-corpus_file  gensim, corpus_file=
+Every run appends its rows to bench/results/word2vec-parity-cpu.csv as it ends, so a run cut
+short keeps what it measured; --summarize reads them back (the newest row of each run wins).
+"""
+
+import argparse
+import csv
+import math
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+from common import DATA, RESULTS, write_results  # noqa: E402
+
+CORPUS = os.path.join(DATA, "wikitext-2", "wiki.train.tokens")
+PARAMS = dict(vector_size=100, window=5, sample=1e-3, min_count=5, alpha=0.025, min_alpha=1e-4)
+SETTINGS = {"cbow-neg": (0, 0, 5), "sg-neg": (1, 0, 5), "cbow-hs": (0, 1, 0), "sg-hs": (1, 1, 0)}
+IMPLS = ("ours", "ours-cf-decay", "gensim-iterable", "gensim-corpus_file")
+METRICS = ("ws353", "simlex999", "analogy")
+CSV = os.path.join(RESULTS, "word2vec-parity-cpu.csv")
+
+
+def train(impl, setting, seed, epochs, workers, sentences):
+    """(word vectors as gensim KeyedVectors, seconds of build_vocab + train)."""
+    from gensim.models import KeyedVectors as GKV, Word2Vec as GW2V
+
+    from fastsoftmax.models.word2vec import Word2Vec
+
+    sg, hs, negative = SETTINGS[setting]
+    kw = dict(PARAMS, sg=sg, hs=hs, negative=negative, seed=seed, workers=workers,
+              epochs=epochs)
+    start = time.perf_counter()
+    if impl == "ours":
+        m = Word2Vec(corpus_file=CORPUS, **kw)
+    elif impl == "ours-cf-decay":
+        m = Word2Vec(**kw)
+        m.build_vocab(corpus_file=CORPUS)
+        a, b = PARAMS["alpha"], PARAMS["min_alpha"]
+        for e in range(epochs):  # gensim corpus_file: each worker's progress is 1/W of it
+            rate = [a - (a - b) * (e + f) / epochs for f in (0.0, 1.0 / workers)]
+            m.train(corpus_file=CORPUS, total_examples=m.corpus_count, epochs=1,
+                    start_alpha=rate[0], end_alpha=rate[1])
+    elif impl == "gensim-iterable":
+        m = GW2V(sentences, **kw)
+    else:
+        m = GW2V(corpus_file=CORPUS, **kw)
+    seconds = time.perf_counter() - start
+    kv = GKV(PARAMS["vector_size"])
+    kv.add_vectors(list(m.wv.index_to_key), np.asarray(m.wv.vectors, dtype=np.float32))
+    return kv, seconds
+
+
+def scores(kv):
+    from gensim.test.utils import datapath
+
+    ws = kv.evaluate_word_pairs(datapath("wordsim353.tsv"))[1][0]
+    simlex = kv.evaluate_word_pairs(datapath("simlex999.txt"))[1][0]
+    analogy = kv.evaluate_word_analogies(datapath("questions-words.txt"), restrict_vocab=30000)[0]
+    return dict(ws353=ws, simlex999=simlex, analogy=analogy)
+
+
+def run(args):
+    import gensim
+    from gensim.models.word2vec import LineSentence
+
+    sentences = list(LineSentence(CORPUS))
+    for setting in args.settings.split(","):
+        for seed in range(1, args.seeds + 1):
+            for impl in args.impls.split(","):
+                kv, seconds = train(impl, setting, seed, args.epochs, args.workers, sentences)
+                s = scores(kv)
+                provider = impl if impl.startswith("ours") else f"{impl} {gensim.__version__}"
+                shape = f"epochs={args.epochs} workers={args.workers} seed={seed}"
+                rows = [dict(case=f"word2vec-parity/wikitext2/{setting}", provider=provider,
+                             shape=shape, metric=k, value=round(v, 5))
+                        for k, v in dict(s, seconds=seconds).items()]
+                write_results("word2vec-parity", "cpu", rows)
+                print(f"{setting} seed {seed} {impl:18s} WS {s['ws353']:.4f} SimLex "
+                      f"{s['simlex999']:.4f} analogy {s['analogy']:.4f} {seconds:6.1f} s "
+                      f"(load {os.getloadavg()[0]:.1f})", flush=True)
+
+
+def t_quantile(n: int) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, n - 1))
+
+
+def summarize(path=CSV):
+    """Markdown: per setting, ours - each gensim mode as mean ± 95% CI over the paired seeds,
+    and the mean score and seconds of every implementation."""
+    runs = {}  # (setting, impl, seed) -> {metric: value}; later rows replace earlier ones
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            setting = row["case"].rsplit("/", 1)[1]
+            impl = row["provider"].split(" ")[0]
+            seed = int(row["shape"].rsplit("seed=", 1)[1])
+            runs.setdefault((setting, impl, seed), {})[row["metric"]] = float(row["value"])
+    lines = ["| setting | comparison | seeds | ΔWS-353 | ΔSimLex-999 | Δanalogy |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    means = ["| setting | implementation | seeds | WS-353 | SimLex-999 | analogy | seconds |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    settings = sorted({k[0] for k in runs}, key=list(SETTINGS).index)
+    for setting in settings:
+        for impl in IMPLS:
+            seeds = sorted(s for (st, i, s) in runs if st == setting and i == impl)
+            if seeds:
+                cells = [statistics.mean(runs[(setting, impl, s)][m] for s in seeds)
+                         for m in METRICS + ("seconds",)]
+                means.append(f"| {setting} | {impl} | {len(seeds)} | " +
+                             " | ".join(f"{c:.4f}" for c in cells[:3]) + f" | {cells[3]:.1f} |")
+        for ours, theirs in (("ours", "gensim-iterable"), ("ours", "gensim-corpus_file"),
+                             ("ours-cf-decay", "gensim-corpus_file"), ("ours-cf-decay", "ours")):
+            seeds = sorted(s for (st, i, s) in runs if st == setting and i == ours
+                           and (setting, theirs, s) in runs)
+            if len(seeds) < 2:
+                continue
+            cells = []
+            for m in METRICS:
+                d = [runs[(setting, ours, s)][m] - runs[(setting, theirs, s)][m] for s in seeds]
+                half = t_quantile(len(d)) * statistics.stdev(d) / math.sqrt(len(d))
+                mean = statistics.mean(d)
+                mark = "" if abs(mean) <= half else " *"
+                cells.append(f"{mean:+.4f} ± {half:.4f}{mark}")
+            lines.append(f"| {setting} | {ours} − {theirs} | {len(seeds)} | " + " | ".join(cells)
+                         + " |")
+    return ("Paired differences, mean ± 95% CI half-width (t, seeds − 1 dof); * marks a CI "
+            "that excludes 0.\n\n" + "\n".join(lines) + "\n\nMeans per implementation:\n\n"
+            + "\n".join(means) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--settings", default=",".join(SETTINGS))
+    ap.add_argument("--seeds", type=int, default=8)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--impls", default=",".join(IMPLS))
+    ap.add_argument("--summarize", action="store_true", help="print the table of the CSV")
+    args = ap.parse_args()
+    if not args.summarize:
+        for name, allowed in ((args.settings, SETTINGS), (args.impls, IMPLS)):
+            bad = set(name.split(",")) - set(allowed)
+            if bad:
+                ap.error(f"unknown {sorted(bad)}; choose from {', '.join(allowed)}")
+        run(args)
+    if not os.path.exists(CSV):
+        sys.exit(f"no results yet: {CSV} does not exist")
+    print(summarize())
+
+
+if __name__ == "__main__":
+    main()
