@@ -26,7 +26,7 @@ def train_epochs(model, corpus, epochs: int, alpha: float, min_alpha: float,
     total = float(max(1, epochs * per_epoch))
     model.running_training_loss = 0.0
     trained = raw_total = 0
-    cache = [] if data.replayable(corpus) else None
+    cache = [] if data.replayable(corpus) and epochs > 1 else None  # one pass: nothing to keep
     # Words per native call. CPU: eight jobs of batch_words per worker, so that the wait
     # for the slowest worker at the end of a call (at most one run of ~2k tokens) stays
     # small on a shared machine. CUDA: a warp per sentence needs tens of thousands.
