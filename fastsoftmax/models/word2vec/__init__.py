@@ -52,6 +52,9 @@ Philox keyed by ``seed`` and the token position, so one worker reproduces a run 
 CUDA draw the same samples; the training loss (compute_loss) counts every prediction;
 ``evaluate_word_pairs`` returns floats without p-values; syn1 has V - 1 rows (gensim keeps an
 unused V-th).
+``wv.vectors_lockf`` (gensim's per-word factor on the input-vector updates, used to lock
+vectors) must stay 1: the native trainer has no such factor, so train() refuses other values
+instead of training locked vectors.
 """
 
 from ..textfiles import LineSentence

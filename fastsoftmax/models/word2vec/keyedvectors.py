@@ -59,6 +59,9 @@ class KeyedVectors:
         self.vectors = np.zeros((count, self.vector_size), dtype=dtype)
         self.norms: Optional[np.ndarray] = None
         self.expandos: dict = {}
+        # gensim 4's per-key factor on the input-vector updates of training. The native
+        # trainer has no such factor, so Word2Vec.train refuses any value other than 1.
+        self.vectors_lockf = np.ones(1, dtype=np.float32)
 
     # -- lookup ---------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -1,0 +1,29 @@
+"""gensim 4 API parity of Word2Vec that gensim's own test suite (make gensim-suite) found
+missing or different: locked vectors, warnings, scoring, vocabulary scans, persistence
+keywords and conversion from gensim models."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from fastsoftmax.models import Word2Vec
+
+from w2v_helpers import planted_corpus
+
+CORPUS = planted_corpus(sentences=200)
+
+
+def test_locked_vectors_are_refused_not_ignored():
+    # The native trainer has no per-word lock factor: a lockf other than 1 must be an error
+    # rather than locked vectors that silently keep training.
+    m = Word2Vec(vector_size=4, min_count=1, workers=1)
+    m.build_vocab(CORPUS)
+    assert np.array_equal(m.wv.vectors_lockf, np.ones(1, dtype=np.float32))
+    m.wv.vectors_lockf = np.ones(len(m.wv), dtype=np.float32)
+    m.train(CORPUS, total_examples=m.corpus_count, epochs=1)  # all ones: nothing locked
+    m.wv.vectors_lockf[0] = 0.0
+    before = m.wv.vectors.copy()
+    with pytest.raises(NotImplementedError, match="vectors_lockf"):
+        m.train(CORPUS, total_examples=m.corpus_count, epochs=1)
+    assert np.array_equal(m.wv.vectors, before)
