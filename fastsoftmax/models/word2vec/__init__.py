@@ -50,8 +50,7 @@ Deviations, on purpose: the logistic is exact inside (-6, 6) (gensim reads a 100
 table); sentences longer than 10,000 words are split, not truncated; random numbers come from
 Philox keyed by ``seed`` and the token position, so one worker reproduces a run and CPU and
 CUDA draw the same samples; the training loss (compute_loss) counts every prediction;
-``evaluate_word_pairs`` returns floats without p-values; syn1 has V - 1 rows (gensim keeps an
-unused V-th).
+syn1 has V - 1 rows (gensim keeps an unused V-th).
 ``wv.vectors_lockf`` (gensim's per-word factor on the input-vector updates, used to lock
 vectors) must stay 1: the native trainer has no such factor, so train() refuses other values
 instead of training locked vectors.

@@ -323,10 +323,11 @@ class KeyedVectors:
         return len(self.closer_than(key1, key2)) + 1
 
     # -- evaluation and files (evaluation.py, formats.py) --------------------------------
-    def evaluate_word_pairs(self, pairs, delimiter: str = "\t", restrict_vocab: int = 300000,
-                            case_insensitive: bool = True):
-        return evaluation.evaluate_word_pairs(self, pairs, delimiter, restrict_vocab,
-                                              case_insensitive)
+    def evaluate_word_pairs(self, pairs, delimiter: str = "\t", encoding: str = "utf8",
+                            restrict_vocab: int = 300000, case_insensitive: bool = True,
+                            dummy4unknown: bool = False):
+        return evaluation.evaluate_word_pairs(self, pairs, delimiter, encoding, restrict_vocab,
+                                              case_insensitive, dummy4unknown)
 
     def evaluate_word_analogies(self, analogies, restrict_vocab: int = 300000,
                                 case_insensitive: bool = True):
