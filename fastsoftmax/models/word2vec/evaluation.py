@@ -126,12 +126,19 @@ def evaluate_word_pairs(kv, pairs, delimiter="\t", encoding="utf8", restrict_voc
     return (r, correlation_p_value(r, n)), (rho, correlation_p_value(rho, n)), oov_percent
 
 
-def evaluate_word_analogies(kv, analogies, restrict_vocab=300000, case_insensitive=True):
+def evaluate_word_analogies(kv, analogies, restrict_vocab=300000, case_insensitive=True,
+                            dummy4unknown=False, similarity_function="most_similar"):
     """Accuracy on a questions-words.txt file (': section' headers, then `a b c d` lines
-    meaning a:b = c:d). The answer is the best 3CosAdd word for b - a + c among the first
-    `restrict_vocab` words, excluding a, b and c; questions with a word outside them are
-    skipped. Returns (accuracy, sections) with sections as gensim's: a list of
-    {'section', 'correct', 'incorrect'} dicts ending with 'Total accuracy'."""
+    meaning a:b = c:d). The answer is the best word for b - a + c among the first
+    `restrict_vocab` words, excluding a, b and c, by 3CosAdd (similarity_function
+    'most_similar') or 3CosMul ('most_similar_cosmul'; gensim 4.4.0 accepts the name but
+    always uses 3CosAdd). Questions with a word outside them are skipped, or counted as
+    incorrect with dummy4unknown. Returns (accuracy, sections) with sections as gensim's: a
+    list of {'section', 'correct', 'incorrect'} dicts ending with 'Total accuracy'."""
+    if similarity_function not in ("most_similar", "most_similar_cosmul"):
+        raise ValueError("similarity_function must be 'most_similar' or "
+                         f"'most_similar_cosmul', got {similarity_function!r}")
+    cosmul = similarity_function == "most_similar_cosmul"
     vocab = _restricted(kv, restrict_vocab, case_insensitive)
     u = kv._unit_rows()[:restrict_vocab]
     sections, section = [], None
@@ -153,10 +160,16 @@ def evaluate_word_analogies(kv, analogies, restrict_vocab=300000, case_insensiti
                                  f"{len(words)}: {line.rstrip()!r}")
             a, b, c, expected = words
             if any(w not in vocab for w in words):
+                if dummy4unknown:
+                    section["incorrect"].append((a, b, c, expected))
                 continue
             ia, ib, ic = vocab[a], vocab[b], vocab[c]
-            query = u[ib] - u[ia] + u[ic]
-            dists = u @ (query / max(np.linalg.norm(query), 1e-30))
+            if cosmul:  # Levy and Goldberg's 3CosMul on cosines shifted to [0, 1]
+                pos_b, neg_a, pos_c = ((1.0 + u @ u[i]) / 2.0 for i in (ib, ia, ic))
+                dists = pos_b * pos_c / (neg_a + 1e-6)
+            else:
+                query = u[ib] - u[ia] + u[ic]
+                dists = u @ (query / max(np.linalg.norm(query), 1e-30))
             dists[[ia, ib, ic]] = -np.inf
             # The best word that is not a question word; with case_insensitive a different
             # spelling of a question word does not count either (gensim).

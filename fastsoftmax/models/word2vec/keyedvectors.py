@@ -330,9 +330,11 @@ class KeyedVectors:
                                               case_insensitive, dummy4unknown)
 
     def evaluate_word_analogies(self, analogies, restrict_vocab: int = 300000,
-                                case_insensitive: bool = True):
+                                case_insensitive: bool = True, dummy4unknown: bool = False,
+                                similarity_function: str = "most_similar"):
         return evaluation.evaluate_word_analogies(self, analogies, restrict_vocab,
-                                                  case_insensitive)
+                                                  case_insensitive, dummy4unknown,
+                                                  similarity_function)
 
     def save_word2vec_format(self, fname: str, binary: bool = False, write_header: bool = True):
         formats.save_word2vec_format(self, fname, binary, write_header)
