@@ -37,3 +37,41 @@ def test_analogies_by_3cosmul_and_dummy4unknown(tmp_path):
     assert ("W1", "W2", "W3", "NOPE") in sections[-1]["incorrect"]
     with pytest.raises(ValueError, match="similarity_function"):
         kv.evaluate_word_analogies(str(f), similarity_function="cosine")
+
+
+def test_word2vec_format_arguments_in_gensims_order(tmp_path):
+    kv = _kv(V=6, D=3)
+    kv.counts = [5, 9, 9, 1, 7, 3]  # not sorted: files list keys by decreasing count
+    vec, voc = str(tmp_path / "v.bin"), str(tmp_path / "v.vocab")
+    kv.save_word2vec_format(vec, voc, True)  # gensim's positions: fname, fvocab, binary
+    back = KeyedVectors.load_word2vec_format(vec, voc, True)
+    assert back.index_to_key == ["w1", "w2", "w4", "w0", "w5", "w3"]
+    assert [back.get_vecattr(k, "count") for k in back.index_to_key] == [9, 9, 7, 5, 3, 1]
+    assert np.array_equal(back["w4"], kv["w4"])
+    # total_vec, prefix and append: two vector sets in one file under one header
+    kv.save_word2vec_format(vec, total_vec=12, prefix="a_")
+    kv.save_word2vec_format(vec, write_header=False, prefix="b_", append=True)
+    both = KeyedVectors.load_word2vec_format(vec)
+    assert len(both) == 12 and np.array_equal(both["b_w3"], kv["w3"])
+    # without a vocabulary file, gensim's placeholder counts V - index
+    assert list(both.counts[:3]) == [12, 11, 10]
+    with pytest.raises(ValueError, match="no 'rank' attribute"):
+        kv.save_word2vec_format(vec, voc, sort_attr="rank")
+
+
+def test_word2vec_format_errors_have_gensims_types(tmp_path):
+    kv = _kv(V=4, D=3)
+    for binary in (False, True):
+        f = tmp_path / "v"
+        kv.save_word2vec_format(str(f), binary=binary)
+        f.write_bytes(b"5" + f.read_bytes()[1:])  # the header announces a fifth vector
+        with pytest.raises(EOFError, match="5"):
+            KeyedVectors.load_word2vec_format(str(f), binary=binary)
+    f.write_bytes(b"1 2\n\xe3\x81 1 2\n")
+    with pytest.raises(UnicodeDecodeError, match="line 2.*unicode_errors"):
+        KeyedVectors.load_word2vec_format(str(f))
+    voc = tmp_path / "vocab"
+    voc.write_bytes(b"\xe3\x81 3\n")
+    f.write_bytes(b"1 2\nx 1 2\n")
+    with pytest.raises(UnicodeDecodeError, match="vocab, line 1"):
+        KeyedVectors.load_word2vec_format(str(f), str(voc))

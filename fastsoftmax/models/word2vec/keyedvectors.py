@@ -336,15 +336,20 @@ class KeyedVectors:
                                                   case_insensitive, dummy4unknown,
                                                   similarity_function)
 
-    def save_word2vec_format(self, fname: str, binary: bool = False, write_header: bool = True):
-        formats.save_word2vec_format(self, fname, binary, write_header)
+    def save_word2vec_format(self, fname: str, fvocab: Optional[str] = None,
+                             binary: bool = False, total_vec: Optional[int] = None,
+                             write_header: bool = True, prefix: str = "", append: bool = False,
+                             sort_attr: str = "count"):
+        formats.save_word2vec_format(self, fname, fvocab, binary, total_vec, write_header,
+                                     prefix, append, sort_attr)
 
     @classmethod
-    def load_word2vec_format(cls, fname: str, binary: bool = False, encoding: str = "utf8",
+    def load_word2vec_format(cls, fname: str, fvocab: Optional[str] = None,
+                             binary: bool = False, encoding: str = "utf8",
                              unicode_errors: str = "strict", limit: Optional[int] = None,
                              datatype=np.float32, no_header: bool = False):
-        return formats.load_word2vec_format(cls, fname, binary, encoding, unicode_errors,
-                                               limit, datatype, no_header)
+        return formats.load_word2vec_format(cls, fname, fvocab, binary, encoding,
+                                            unicode_errors, limit, datatype, no_header)
 
     def save(self, path: str) -> None:
         """numpy .npz of plain arrays and JSON (loaded with allow_pickle=False)."""
