@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import shutil
 import sys
+import tempfile
 import types
 from collections import Counter
 
@@ -87,6 +90,16 @@ def _install_log_capture_shim() -> None:
 
 
 _install_log_capture_shim()
+
+
+def pytest_configure(config):
+    # gensim's script test writes vec.txt into the working directory: run in a scratch one.
+    config._gensim_suite_dir = tempfile.mkdtemp(prefix="gensim-suite-")
+    os.chdir(config._gensim_suite_dir)
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(getattr(config, "_gensim_suite_dir", ""), ignore_errors=True)
 
 
 def _short_id(nodeid: str) -> str:
