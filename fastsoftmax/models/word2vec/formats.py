@@ -273,7 +273,7 @@ def save_model(model, path: str) -> None:
     if model.negative:
         arrays["syn1neg"] = model.syn1neg
     if model.hs:
-        arrays["syn1"] = model.syn1
+        arrays["syn1"] = model._syn1.cpu().numpy()  # the V - 1 rows of the inner nodes
         arrays["hs_links"] = model.hs_tree.links.cpu().numpy()
     arrays["keep"] = model._keep_np
     config = {k: getattr(model, k) for k in model._CONFIG}

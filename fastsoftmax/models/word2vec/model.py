@@ -240,11 +240,15 @@ class Word2Vec:
 
     @property
     def syn1(self) -> np.ndarray:
-        """float32 [V - 1, D]: the inner-node vectors of the hierarchical softmax (hs=1); row
-        i belongs to inner node i of ``hs_tree`` (word2vec.c's point)."""
+        """float32 [V, D], gensim's shape: the inner-node vectors of the hierarchical softmax
+        (hs=1); row i belongs to inner node i of ``hs_tree`` (word2vec.c's point, the
+        ``point`` attribute of wv). A tree of V words has V - 1 inner nodes: the last row,
+        which gensim allocates and never uses either, is zero. A copy: writing to it does
+        not change the model."""
         if self._syn1 is None:
             raise AttributeError("syn1: this model has no hierarchical softmax (hs=0)")
-        return self._syn1.cpu().numpy()
+        return np.vstack((self._syn1.cpu().numpy(),
+                          np.zeros((1, self._syn1.shape[1]), dtype=np.float32)))
 
     def estimate_memory(self, vocab_size=None, report=None) -> dict:
         """Bytes needed by the model, per part, as gensim estimates them."""
