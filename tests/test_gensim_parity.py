@@ -27,3 +27,20 @@ def test_locked_vectors_are_refused_not_ignored():
     with pytest.raises(NotImplementedError, match="vectors_lockf"):
         m.train(CORPUS, total_examples=m.corpus_count, epochs=1)
     assert np.array_equal(m.wv.vectors, before)
+
+
+@pytest.mark.parametrize("huffman", ["gensim", "word2vec.c"])
+def test_hs_code_and_point_attributes(huffman, tmp_path):
+    m = Word2Vec(vector_size=4, min_count=1, hs=1, negative=0, huffman=huffman)
+    m.build_vocab_from_freq({"a": 5, "b": 3, "c": 2, "d": 2, "e": 1})
+    codes, points = m.hs_tree.paths()
+    for k, w in enumerate(m.wv.index_to_key):
+        n = int(m.hs_tree.lengths[k])
+        code, point = m.wv.get_vecattr(w, "code"), m.wv.get_vecattr(w, "point")
+        assert code.dtype == np.uint8 and point.dtype == np.int32  # gensim's types
+        assert code.tolist() == codes[k, :n].tolist() and point.tolist() == points[k, :n].tolist()
+    m.build_vocab_from_freq({"f": 9}, update=True)  # the tree is rebuilt, so are they
+    assert len(m.wv.get_vecattr("f", "point")) == int(m.hs_tree.lengths[5])
+    m.save(str(tmp_path / "m.npz"))
+    back = Word2Vec.load(str(tmp_path / "m.npz"))
+    assert back.wv.get_vecattr("f", "code").tolist() == m.wv.get_vecattr("f", "code").tolist()

@@ -364,7 +364,8 @@ class KeyedVectors:
         out = {prefix + "vectors": np.ascontiguousarray(self.vectors, dtype=np.float32),
                prefix + "keys": formats.encode_json(self.index_to_key)}
         for attr, values in self.expandos.items():
-            out[prefix + "attr_" + attr] = values
+            if values.dtype != object:  # per-key arrays (hs code, point) are rebuilt on load
+                out[prefix + "attr_" + attr] = values
         return out
 
     @classmethod

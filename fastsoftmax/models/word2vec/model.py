@@ -222,6 +222,12 @@ class Word2Vec:
             self.hs_tree = tree or build(torch.from_numpy(self.wv.counts))
             paths, offsets = ops.huffman_paths(self.hs_tree.links, self.hs_tree.lengths)
             self._hs_paths, self._hs_offsets = paths.to(self.device), offsets.to(self.device)
+            # gensim's per-word attributes: the root-first branch bits and inner-node ids
+            steps = np.split(paths.numpy(), offsets.numpy()[1:-1])
+            for attr, part, dtype in (("code", 1, np.uint8), ("point", None, np.int32)):
+                values = np.empty(len(steps), dtype=object)
+                values[:] = [(s & 1 if part else s >> 1).astype(dtype) for s in steps]
+                self.wv.expandos[attr] = values
 
     def _sync_vectors(self) -> None:
         # On CPU wv.vectors is a view of the training table (no copy); on CUDA, a copy.
