@@ -44,3 +44,17 @@ def test_hs_code_and_point_attributes(huffman, tmp_path):
     m.save(str(tmp_path / "m.npz"))
     back = Word2Vec.load(str(tmp_path / "m.npz"))
     assert back.wv.get_vecattr("f", "code").tolist() == m.wv.get_vecattr("f", "code").tolist()
+
+
+def test_gensims_training_warnings(caplog, tmp_path):
+    with caplog.at_level(logging.WARNING, logger="fastsoftmax.models.word2vec.model"):
+        Word2Vec(CORPUS, vector_size=4, min_count=1, hs=1, negative=2, epochs=1)
+        assert "Both hierarchical softmax and negative sampling are activated" in caplog.text
+        caplog.clear()
+        m = Word2Vec(CORPUS, vector_size=4, min_count=1, epochs=1, alpha=0.02, min_alpha=0.01)
+        m.train(CORPUS, total_examples=m.corpus_count, epochs=1, start_alpha=0.01)
+        assert "alpha" not in caplog.text  # starts where the last run ended
+        m.save(str(tmp_path / "m.npz"))
+        m = Word2Vec.load(str(tmp_path / "m.npz"))
+        m.train(CORPUS, total_examples=m.corpus_count, epochs=1, start_alpha=0.03)
+        assert "Effective 'alpha' higher than previous training cycles" in caplog.text

@@ -86,6 +86,7 @@ class Word2Vec:
         self.corpus_count = 0          # sentences in the corpus of the last build_vocab
         self.corpus_total_words = 0    # its raw words (OOV included)
         self.running_training_loss = 0.0
+        self.min_alpha_yet_reached = self.alpha  # the lowest rate trained with (gensim's)
         self.train_seconds = 0.0
         self.progress: Optional[Callable[[dict], None]] = None  # called after every batch
         self._tokens_trained = 0       # in-vocabulary tokens fed so far: the Philox counter
@@ -314,8 +315,18 @@ class Word2Vec:
         per_epoch = int(total_examples if by_sentence else (total_words or 0))
         self.compute_loss = bool(compute_loss)  # per call, as gensim
         callbacks = tuple(callbacks)
-        return training.train_epochs(self, corpus, epochs, alpha, min_alpha, by_sentence,
-                                     per_epoch, queue_factor, report_delay, callbacks)
+        # gensim's warnings (its tests look for these words in the log)
+        if self.hs and self.negative:
+            logger.warning("Both hierarchical softmax and negative sampling are activated. "
+                           "Each prediction trains both output layers, as word2vec.c does; "
+                           "set hs=0 or negative=0 if only one was meant.")
+        if alpha > self.min_alpha_yet_reached:
+            logger.warning("Effective 'alpha' higher than previous training cycles: %g > %g",
+                           alpha, self.min_alpha_yet_reached)
+        result = training.train_epochs(self, corpus, epochs, alpha, min_alpha, by_sentence,
+                                       per_epoch, queue_factor, report_delay, callbacks)
+        self.min_alpha_yet_reached = min_alpha  # where the linear schedule ends
+        return result
 
     def get_latest_training_loss(self) -> float:
         """Sum of -log sigma over every prediction of the last train() call (0 unless
@@ -349,7 +360,7 @@ class Word2Vec:
                "ns_exponent", "cbow_mean", "sample", "alpha", "min_alpha", "epochs", "seed",
                "workers", "max_vocab_size", "max_final_vocab", "null_word", "sorted_vocab",
                "batch_words", "compute_loss", "comment", "shrink_windows", "corpus_count",
-               "corpus_total_words", "_tokens_trained")
+               "corpus_total_words", "_tokens_trained", "min_alpha_yet_reached")
 
     def save(self, path: str) -> None:
         """All state (vectors, output weights syn1neg and/or syn1 with its Huffman tree,
