@@ -58,3 +58,24 @@ def test_gensims_training_warnings(caplog, tmp_path):
         m = Word2Vec.load(str(tmp_path / "m.npz"))
         m.train(CORPUS, total_examples=m.corpus_count, epochs=1, start_alpha=0.03)
         assert "Effective 'alpha' higher than previous training cycles" in caplog.text
+
+
+@pytest.mark.parametrize("sg,cbow_mean", [(1, 1), (0, 1), (0, 0)])
+def test_score_matches_gensim(sg, cbow_mean):
+    gensim_w2v = pytest.importorskip("gensim.models.word2vec")
+    settings = dict(vector_size=6, window=3, min_count=1, sg=sg, cbow_mean=cbow_mean, hs=1,
+                    negative=0, seed=4, workers=1, epochs=2)
+    ours = Word2Vec(CORPUS, **settings)
+    theirs = gensim_w2v.Word2Vec(**settings)
+    theirs.build_vocab(CORPUS)
+    assert theirs.wv.index_to_key == ours.wv.index_to_key  # the same vocabulary and tree
+    theirs.wv.vectors[:] = ours.wv.vectors
+    theirs.syn1[:] = ours.syn1
+    sentences = CORPUS[:20] + [["m0_0", "unknown", "c0_1"], ["unknown"]]
+    got = ours.score(sentences, total_sentences=len(sentences))
+    assert got.dtype == np.float32 and got.shape == (22,) and got[-1] == 0
+    # gensim reads log sigma from a 1000-entry table (truncating), ours is exact
+    np.testing.assert_allclose(got, theirs.score(sentences, len(sentences)), rtol=0.03)
+    assert len(ours.score(sentences, total_sentences=5)) == 5
+    with pytest.raises(RuntimeError, match="hs=1"):
+        Word2Vec(CORPUS, vector_size=4, min_count=1, epochs=1).score(CORPUS)

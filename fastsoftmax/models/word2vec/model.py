@@ -16,7 +16,7 @@ from ...samplers import UnigramSampler
 from ...tree import ClassTree
 from ..textfiles import MAX_SENTENCE_WORDS
 from ..vocabulary import count_words
-from . import data, formats, training
+from . import data, formats, scoring, training
 from .keyedvectors import KeyedVectors
 
 logger = logging.getLogger(__name__)
@@ -354,6 +354,13 @@ class Word2Vec:
         p /= p.sum()
         top = np.argsort(-p, kind="stable")[:topn]
         return [(self.wv.index_to_key[i], float(p[i])) for i in top]
+
+    def score(self, sentences, total_sentences=int(1e6), chunksize=100, queue_factor=2,
+              report_delay=1):
+        """gensim's score: float32 [n], the log-probability of each of the (at most
+        total_sentences) sentences under the hierarchical softmax (hs=1 only; scoring.py).
+        chunksize, queue_factor and report_delay are gensim's threading knobs: unused."""
+        return scoring.score_sentences(self, sentences, int(total_sentences))
 
     # -- persistence ----------------------------------------------------------------------
     _CONFIG = ("vector_size", "window", "min_count", "sg", "hs", "huffman", "negative",
