@@ -79,3 +79,37 @@ def test_score_matches_gensim(sg, cbow_mean):
     assert len(ours.score(sentences, total_sentences=5)) == 5
     with pytest.raises(RuntimeError, match="hs=1"):
         Word2Vec(CORPUS, vector_size=4, min_count=1, epochs=1).score(CORPUS)
+
+
+def test_scan_vocab_reset_from_and_negative_ns_exponent(tmp_path):
+    m = Word2Vec(vector_size=4, min_count=1)
+    words = sum(len(s) for s in CORPUS)
+    assert m.scan_vocab(CORPUS) == (words, len(CORPUS)) and sum(m.raw_vocab.values()) == words
+    other = Word2Vec(CORPUS[:20], vector_size=4, min_count=1, epochs=1)
+    m = Word2Vec(CORPUS, vector_size=4, min_count=1, epochs=1)
+    m.reset_from(other)
+    assert m.wv.key_to_index == other.wv.key_to_index and m.corpus_count == 20
+    assert np.array_equal(m.wv.counts, other.wv.counts) and not m.syn1neg.any()
+    m.train(CORPUS[:20], total_examples=20, epochs=1)
+    # ns_exponent < 0 (gensim allows it): the rarest word is the likeliest negative
+    m = Word2Vec(CORPUS, vector_size=4, min_count=1, ns_exponent=-1, epochs=1, workers=1)
+    prob, alias = m._ns_prob.double().numpy(), m._ns_alias.long().numpy()
+    V = len(prob)  # the alias table's distribution: own share plus the aliased remainders
+    dist = (prob + np.bincount(alias, weights=1 - prob, minlength=V)) / V
+    want = 1.0 / m.wv.counts
+    np.testing.assert_allclose(dist, want / want.sum(), rtol=1e-5)
+    m.save(str(tmp_path / "m.npz"))
+    assert Word2Vec.load(str(tmp_path / "m.npz")).ns_exponent == -1
+
+
+def test_save_and_load_keywords_of_gensim(tmp_path):
+    m = Word2Vec(CORPUS, vector_size=4, min_count=1, epochs=1)
+    path = str(tmp_path / "m.npz")
+    m.save(path, sep_limit=0, separately=["syn1neg"], pickle_protocol=4)  # layout only
+    assert np.array_equal(Word2Vec.load(path).wv.vectors, m.wv.vectors)
+    with pytest.raises(TypeError, match="ignore"):
+        m.save(path, ignore=["syn1neg"])
+    with pytest.raises(ValueError, match="mmap"):
+        Word2Vec.load(path, mmap="r")
+    with pytest.raises(AttributeError, match="class"):
+        m.load(path)  # would suggest loading into m

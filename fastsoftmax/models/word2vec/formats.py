@@ -265,6 +265,18 @@ def load_npz(path: str, classes) -> tuple:
 # ---------------------------------------------------------------------------------------
 
 
+class class_only(classmethod):
+    """A classmethod that refuses to be called on an instance (AttributeError, as gensim's
+    load): `model.load(path)` would suggest it loads into `model`, and it does not."""
+
+    def __get__(self, instance, owner=None):
+        if instance is not None:
+            raise AttributeError(f"{self.__func__.__name__} is a class method: call it on the "
+                                 "class, e.g. Word2Vec.load(path); it returns a new model")
+        return super().__get__(instance, owner)
+
+
+
 def save_model(model, path: str) -> None:
     if model._syn0 is None:
         raise RuntimeError("nothing to save: the model has no vocabulary yet")

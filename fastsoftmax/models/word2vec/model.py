@@ -16,7 +16,7 @@ from ...samplers import UnigramSampler
 from ...tree import ClassTree
 from ..textfiles import MAX_SENTENCE_WORDS
 from ..vocabulary import count_words
-from . import data, formats, scoring, training
+from . import compat, data, formats, scoring, training
 from .keyedvectors import KeyedVectors
 
 logger = logging.getLogger(__name__)
@@ -120,6 +120,15 @@ class Word2Vec:
         self.corpus_count, self.corpus_total_words = sentences, words
         self._prepare_vocab(counts, update, keep_raw_vocab, trim_rule, min_count, sample)
 
+    def scan_vocab(self, corpus_iterable=None, corpus_file=None, progress_per=10000,
+                   workers=None, trim_rule=None):
+        """gensim's corpus scan alone (raw_vocab, corpus sizes): (total words, sentences)."""
+        return compat.scan_vocab(self, corpus_iterable, corpus_file, progress_per, trim_rule)
+
+    def reset_from(self, other_model) -> None:
+        """other_model's vocabulary and corpus sizes, fresh weights (gensim's; compat.py)."""
+        compat.reset_from(self, other_model)
+
     def build_vocab_from_freq(self, word_freq: dict, keep_raw_vocab=False, corpus_count=None,
                               trim_rule=None, update=False):
         """As build_vocab, from a {word: count} dict instead of a corpus."""
@@ -212,8 +221,10 @@ class Word2Vec:
         self._keep = torch.from_numpy(self._keep_np).to(self.device)
         self._ns_prob = self._ns_alias = torch.empty(0, device=self.device)
         if self.negative:
-            sampler = UnigramSampler(torch.from_numpy(self.wv.counts).double(),
-                                     self.ns_exponent, device=self.device)
+            counts, power = torch.from_numpy(self.wv.counts).double(), self.ns_exponent
+            if power < 0:  # gensim allows it (rare words drawn more); the sampler takes >= 0
+                counts, power = counts.clamp(min=1) ** power, 1.0
+            sampler = UnigramSampler(counts, power, device=self.device)
             self._ns_prob, self._ns_alias = sampler.alias_table
         if self.hs:
             if len(self.wv) < 2:
@@ -357,9 +368,8 @@ class Word2Vec:
 
     def score(self, sentences, total_sentences=int(1e6), chunksize=100, queue_factor=2,
               report_delay=1):
-        """gensim's score: float32 [n], the log-probability of each of the (at most
-        total_sentences) sentences under the hierarchical softmax (hs=1 only; scoring.py).
-        chunksize, queue_factor and report_delay are gensim's threading knobs: unused."""
+        """float32 [n]: each sentence's log-probability under the hierarchical softmax (hs=1;
+        scoring.py); chunksize, queue_factor, report_delay (gensim's threads): unused."""
         return scoring.score_sentences(self, sentences, int(total_sentences))
 
     # -- persistence ----------------------------------------------------------------------
@@ -369,12 +379,22 @@ class Word2Vec:
                "batch_words", "compute_loss", "comment", "shrink_windows", "corpus_count",
                "corpus_total_words", "_tokens_trained", "min_alpha_yet_reached")
 
-    def save(self, path: str) -> None:
+    def save(self, path: str, separately=None, sep_limit=None, ignore=frozenset(),
+             pickle_protocol=None) -> None:
         """All state (vectors, output weights syn1neg and/or syn1 with its Huffman tree,
         vocabulary, keep probabilities, settings) as a numpy .npz of plain arrays and JSON;
-        loading never unpickles (formats.py)."""
+        loading never unpickles (formats.py). gensim's separately, sep_limit and
+        pickle_protocol lay out its pickle in files: no effect on one .npz; ignore (would
+        leave parts out) is refused."""
+        if ignore:
+            _refuse("save(ignore=...)", "is not supported: every part of the model is saved")
         formats.save_model(self, path)
 
-    @classmethod
-    def load(cls, path: str, device=None):
+    @formats.class_only
+    def load(cls, path: str, device=None, mmap=None):
+        """A model saved by save(), called on the class (as gensim's). Memory-mapping
+        (gensim's mmap) is not possible with .npz files: only mmap=None."""
+        if mmap is not None:
+            raise ValueError(f"load: mmap={mmap!r} is not supported (the .npz model file is "
+                             "read into memory); leave mmap=None")
         return formats.load_model(cls, path, device)
