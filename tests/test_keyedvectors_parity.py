@@ -75,3 +75,17 @@ def test_word2vec_format_errors_have_gensims_types(tmp_path):
     f.write_bytes(b"1 2\nx 1 2\n")
     with pytest.raises(UnicodeDecodeError, match="vocab, line 1"):
         KeyedVectors.load_word2vec_format(str(f), str(voc))
+
+
+def test_item_assignment_most_similar_to_given_and_relative_cosine():
+    kv = _kv()
+    kv["new"] = np.ones(6)
+    kv[["w0", "new2"]] = np.full((2, 6), 2.0)
+    assert len(kv) == 42 and np.array_equal(kv["w0"], np.full(6, 2.0, dtype=np.float32))
+    assert np.array_equal(kv["new"], np.ones(6, dtype=np.float32))
+    others = ["w5", "w9", "w12"]
+    best = max(others, key=lambda k: kv.similarity("w3", k))
+    assert kv.most_similar_to_given("w3", others) == best
+    top = kv.most_similar("w3", topn=4)
+    want = kv.similarity("w3", "w7") / sum(s for _, s in top)
+    assert kv.relative_cosine_similarity("w3", "w7", 4) == pytest.approx(want)

@@ -59,8 +59,7 @@ class KeyedVectors:
         self.vectors = np.zeros((count, self.vector_size), dtype=dtype)
         self.norms: Optional[np.ndarray] = None
         self.expandos: dict = {}
-        # gensim 4's per-key factor on the input-vector updates of training. The native
-        # trainer has no such factor, so Word2Vec.train refuses any value other than 1.
+        # gensim's per-key update factor; the native trainer has none (train refuses != 1)
         self.vectors_lockf = np.ones(1, dtype=np.float32)
 
     # -- lookup ---------------------------------------------------------------------------
@@ -96,6 +95,12 @@ class KeyedVectors:
         if isinstance(keys, _KEY_TYPES):
             return self.get_vector(keys)
         return np.vstack([self.get_vector(k) for k in keys])
+
+    def __setitem__(self, keys, weights):
+        """kv[key] = vector or kv[keys] = vectors: adds new keys, replaces known ones."""
+        single = isinstance(keys, _KEY_TYPES)
+        self.add_vectors([keys] if single else list(keys), np.asarray(weights).reshape(
+            1 if single else len(keys), -1), replace=True)
 
     @property
     def counts(self) -> np.ndarray:
@@ -321,6 +326,16 @@ class KeyedVectors:
 
     def rank(self, key1, key2) -> int:
         return len(self.closer_than(key1, key2)) + 1
+
+    def most_similar_to_given(self, key1, keys_list):  # the key of keys_list nearest key1
+        return keys_list[int(np.argmin(self.distances(key1, keys_list)))]
+
+    def relative_cosine_similarity(self, wa, wb, topn: int = 10) -> float:
+        """similarity(wa, wb) / the summed similarities of wa's topn nearest keys (gensim)."""
+        sims = self.similar_by_word(wa, topn)
+        if not sims:
+            raise ValueError("relative_cosine_similarity: wa has no similar keys")
+        return self.similarity(wa, wb) / sum(s for _, s in sims)
 
     # -- evaluation and files (evaluation.py, formats.py) --------------------------------
     def evaluate_word_pairs(self, pairs, delimiter: str = "\t", encoding: str = "utf8",
