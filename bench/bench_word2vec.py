@@ -72,7 +72,7 @@ def train(impl, sentences, sg, epochs, threads, seed, device, params):
 
 
 def scores(kv, analogies):
-    spearman = kv.evaluate_word_pairs(WS353)[1]
+    spearman = kv.evaluate_word_pairs(WS353)[1][0]
     acc = kv.evaluate_word_analogies(analogies)[0] if analogies else float("nan")
     return spearman, acc
 

@@ -129,7 +129,7 @@ def demo_word2vec():
             near = ", ".join(w for w, _ in model.wv.most_similar(word, topn=6))
             print(f"nearest to {word!r}: {near}")
     if os.path.exists(pairs):
-        pearson, spearman, oov = model.wv.evaluate_word_pairs(pairs)
+        (pearson, _), (spearman, _), oov = model.wv.evaluate_word_pairs(pairs)
         print(f"WordSim-353: Spearman {spearman:.3f}, Pearson {pearson:.3f}, {oov:.1f}% pairs OOV")
 
 

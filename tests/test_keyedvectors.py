@@ -257,7 +257,7 @@ def test_evaluate_word_pairs_by_hand(tmp_path):
     f = tmp_path / "pairs.tsv"
     f.write_text("# comment\nking\tman\t9\nKING\tqueen\t3\nman\twoman\t1\nman\tbanana\t5\n"
                  "apple\tking\t6\n")
-    pearson, spearman, oov = kv.evaluate_word_pairs(str(f))
+    (pearson, _), (spearman, _), oov = kv.evaluate_word_pairs(str(f))
     # model cosines: cos10, cos70, cos90 = 0, cos35 ; gold 9, 3, 1, 6; 1 OOV of 5
     model = np.cos(np.radians([10, 70, 90, 35]))
     gold = np.array([9, 3, 1, 6.0])
@@ -304,8 +304,24 @@ def test_evaluations_match_gensim(tmp_path):
         g.evaluate_word_analogies(str(f))[0])
     p = tmp_path / "pairs.tsv"
     p.write_text("king\tman\t9\nKING\tqueen\t3\nman\twoman\t1\nman\tbanana\t5\napple\tking\t6\n")
-    ours, theirs = kv.evaluate_word_pairs(str(p)), g.evaluate_word_pairs(str(p))
-    assert ours[0] == pytest.approx(theirs[0][0], abs=1e-6)
-    assert ours[1] == pytest.approx(theirs[1][0], abs=1e-6)
-    assert ours[2] == pytest.approx(theirs[2])
+    for dummy in (False, True):  # gensim's shape: ((r, p), (rho, p), oov %)
+        ours = kv.evaluate_word_pairs(str(p), dummy4unknown=dummy)
+        theirs = g.evaluate_word_pairs(str(p), dummy4unknown=dummy)
+        for i in (0, 1):
+            assert ours[i] == pytest.approx(tuple(theirs[i]), abs=1e-6)
+        assert ours[2] == pytest.approx(theirs[2])
+
+
+def test_correlation_p_values_match_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    from fastsoftmax.models.word2vec.evaluation import correlation_p_value
+
+    rng = np.random.default_rng(0)
+    for n in (3, 5, 20, 353):
+        x = rng.standard_normal(n)
+        for y in (x + rng.standard_normal(n), rng.standard_normal(n), x + 0.01 * x ** 3):
+            r, p = stats.pearsonr(x, y)
+            assert correlation_p_value(r, n) == pytest.approx(p, rel=1e-6, abs=1e-300)
+            rho, p = stats.spearmanr(x, y)
+            assert correlation_p_value(rho, n) == pytest.approx(p, rel=1e-6, abs=1e-300)
 

@@ -76,7 +76,7 @@ def test_planted_groups_are_neighbours_and_evaluation_calls_work(tmp_path):
     assert hits >= 22  # of 24
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("m0_0\tm0_1\t9\nm0_0\tm1_1\t1\nm2_0\tm2_3\t8\nm3_1\tc4_2\t2\n")
-    assert m.wv.evaluate_word_pairs(str(pairs))[1] > 0.5
+    assert m.wv.evaluate_word_pairs(str(pairs))[1][0] > 0.5
     # A small analogy file made for this test (none ships here): a member of group 0 is to
     # another as a member of group 1 is to a third. With 3CosAdd the answer must at least
     # come from group 1, and the evaluation must count every question.

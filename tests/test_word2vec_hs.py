@@ -122,7 +122,7 @@ def test_vocabulary_tree_by_hand(huffman, codes, points):
     m = Word2Vec(vector_size=4, min_count=1, hs=1, negative=0, huffman=huffman)
     m.build_vocab_from_freq({"a": 5, "b": 3, "c": 2, "d": 2, "e": 1})
     assert m.wv.counts.tolist() == [5, 3, 2, 2, 1]
-    assert m.syn1.shape == (4, 4) and not m.syn1.any()  # zeros, as gensim
+    assert m.syn1.shape == (5, 4) and not m.syn1.any()  # [V, D] zeros, as gensim
     for k in range(5):
         assert _paths_of(m.hs_tree, k, len(codes[k])) == (codes[k], points[k])
     if huffman == "word2vec.c":
@@ -189,14 +189,15 @@ def test_online_update_rebuilds_the_tree_and_grows_syn1():
     m.build_vocab(new, update=True)
     V = len(m.wv)
     assert V == old_v + 2
-    assert m.syn1.shape == (V - 1, 8)
-    assert np.array_equal(m.syn1[:old_v - 1], old_syn1) and not m.syn1[old_v - 1:].any()
+    assert m.syn1.shape == (V, 8)  # gensim's shape; row V - 1 is no inner node's
+    assert np.array_equal(m.syn1[:old_v - 1], old_syn1[:old_v - 1])
+    assert not m.syn1[old_v - 1:].any()
     assert m.hs_tree.num_classes == V
     # the tree is rebuilt from the new counts
     assert torch.equal(m.hs_tree.links,
                        ClassTree.huffman_heap(torch.from_numpy(m.wv.counts)).links)
     m.train(new, total_examples=len(new), epochs=1)
-    assert m.syn1[old_v - 1:].any()  # the new inner nodes train
+    assert m.syn1[old_v - 1:V - 1].any() and not m.syn1[V - 1].any()  # new inner nodes train
 
 
 def test_hs_learns_the_planted_structure():

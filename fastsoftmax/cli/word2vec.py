@@ -201,7 +201,7 @@ def run(args) -> int:
           f"{raw / max(seconds, 1e-9):,.0f} words/s on {args.device}")
     print(f"output          {args.output} ({'binary' if args.binary else 'text'})")
     if args.eval_pairs:
-        pearson, spearman, oov = model.wv.evaluate_word_pairs(args.eval_pairs)
+        (pearson, _), (spearman, _), oov = model.wv.evaluate_word_pairs(args.eval_pairs)
         print(f"word pairs      pearson {pearson:.4f}  spearman {spearman:.4f}  "
               f"oov {oov:.1f}%  ({args.eval_pairs})")
     if args.eval_analogies:

@@ -38,7 +38,8 @@ Semantics, as gensim 4 (word2vec_inner.pyx) and word2vec.c:
     gensim's by default (its heap: the same codes and inner-node ids) or, with
     ``huffman="word2vec.c"``, word2vec.c's CreateBinaryTree, which breaks ties between equal
     counts the other way (same code lengths, other groupings; on WikiText-2 it scored 0.02
-    lower on WS-353 for skip-gram, see docs/benchmarks.md); syn1 [V - 1, D] starting at zero; each
+    lower on WS-353 for skip-gram, see docs/benchmarks.md); syn1 [V, D] starting at zero
+    (as gensim's; the last row belongs to no inner node and stays zero); each
     prediction walks the target's path root first, with
     g = (1 - code - sigma(syn1[point] . h)) alpha, before its negatives when negative > 0
     (word2vec.c's order; the input vector's update is applied after both);
@@ -49,9 +50,10 @@ Semantics, as gensim 4 (word2vec_inner.pyx) and word2vec.c:
 Deviations, on purpose: the logistic is exact inside (-6, 6) (gensim reads a 1000-entry
 table); sentences longer than 10,000 words are split, not truncated; random numbers come from
 Philox keyed by ``seed`` and the token position, so one worker reproduces a run and CPU and
-CUDA draw the same samples; the training loss (compute_loss) counts every prediction;
-``evaluate_word_pairs`` returns floats without p-values; syn1 has V - 1 rows (gensim keeps an
-unused V-th).
+CUDA draw the same samples; the training loss (compute_loss) counts every prediction.
+``wv.vectors_lockf`` (gensim's per-word factor on the input-vector updates, used to lock
+vectors) must stay 1: the native trainer has no such factor, so train() refuses other values
+instead of training locked vectors.
 """
 
 from ..textfiles import LineSentence

@@ -8,6 +8,49 @@ import math
 import numpy as np
 
 
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function (modified Lentz
+    method), converging for x < (a + 1) / (a + b + 2)."""
+    tiny = 1e-300
+
+    def guard(v):
+        return v if abs(v) > tiny else tiny
+
+    c, d = 1.0, 1.0 / guard(1.0 - (a + b) * x / (a + 1.0))
+    f = d
+    for m in range(1, 1000):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 / guard(1.0 + num * d)
+            c = guard(1.0 + num / c)
+            f *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return f
+
+
+def incomplete_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function (scipy.special.betainc)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def correlation_p_value(r: float, n: int) -> float:
+    """Two-sided p-value of a correlation r over n pairs under no correlation: Student's t
+    with n - 2 degrees of freedom, P(|T| >= |t|) = I_{1 - r^2}((n - 2) / 2, 1 / 2) (the
+    p-value of scipy.stats.pearsonr and spearmanr, which gensim reports)."""
+    if math.isnan(r) or n < 2:
+        return float("nan")
+    if n == 2:
+        return 1.0
+    return incomplete_beta((n - 2) / 2.0, 0.5, max(0.0, 1.0 - r * r))
 
 
 def rank_average(x: np.ndarray) -> np.ndarray:
@@ -38,16 +81,17 @@ def _restricted(kv, restrict_vocab: int, case_insensitive: bool) -> dict:
     return {k: i for i, k in enumerate(keys)}
 
 
-def evaluate_word_pairs(kv, pairs, delimiter="\t", restrict_vocab=300000,
-                        case_insensitive=True):
+def evaluate_word_pairs(kv, pairs, delimiter="\t", encoding="utf8", restrict_vocab=300000,
+                        case_insensitive=True, dummy4unknown=False):
     """Correlation of cosine similarities with human scores on a file of
     `word1<delimiter>word2<delimiter>score` lines ('#' lines are comments). Pairs with a word
-    outside the first `restrict_vocab` words are skipped and counted as OOV. Returns
-    (pearson, spearman, oov_percent) as floats (gensim adds p-values; no scipy needed here)."""
+    outside the first `restrict_vocab` words count as OOV: skipped, or (dummy4unknown) scored
+    0.0 and kept. Returns gensim's ((pearson, p-value), (spearman, p-value), oov_percent),
+    the p-values two-sided (as scipy's, computed here without scipy)."""
     vocab = _restricted(kv, restrict_vocab, case_insensitive)
     u = kv._unit_rows()
     gold, model, oov = [], [], 0
-    with open(pairs, encoding="utf8") as f:
+    with open(pairs, encoding=encoding) as f:
         for line_no, line in enumerate(f, 1):
             if line.startswith("#") or not line.strip():
                 continue
@@ -65,23 +109,36 @@ def evaluate_word_pairs(kv, pairs, delimiter="\t", restrict_vocab=300000,
                 a, b = a.upper(), b.upper()
             if a not in vocab or b not in vocab:
                 oov += 1
+                if dummy4unknown:
+                    gold.append(score)
+                    model.append(0.0)
                 continue
             gold.append(score)
             model.append(float(np.dot(u[vocab[a]], u[vocab[b]])))
-    total = len(gold) + oov
+    # gensim's ratio: with dummy4unknown the OOV pairs are among the scored ones
+    total = len(gold) if dummy4unknown else len(gold) + oov
     oov_percent = 100.0 * oov / total if total else 0.0
     if len(gold) < 2:
-        return float("nan"), float("nan"), oov_percent
+        return (float("nan"), float("nan")), (float("nan"), float("nan")), oov_percent
     g, m = np.array(gold), np.array(model)
-    return pearson(g, m), pearson(rank_average(g), rank_average(m)), oov_percent
+    r, rho = pearson(g, m), pearson(rank_average(g), rank_average(m))
+    n = len(gold)
+    return (r, correlation_p_value(r, n)), (rho, correlation_p_value(rho, n)), oov_percent
 
 
-def evaluate_word_analogies(kv, analogies, restrict_vocab=300000, case_insensitive=True):
+def evaluate_word_analogies(kv, analogies, restrict_vocab=300000, case_insensitive=True,
+                            dummy4unknown=False, similarity_function="most_similar"):
     """Accuracy on a questions-words.txt file (': section' headers, then `a b c d` lines
-    meaning a:b = c:d). The answer is the best 3CosAdd word for b - a + c among the first
-    `restrict_vocab` words, excluding a, b and c; questions with a word outside them are
-    skipped. Returns (accuracy, sections) with sections as gensim's: a list of
-    {'section', 'correct', 'incorrect'} dicts ending with 'Total accuracy'."""
+    meaning a:b = c:d). The answer is the best word for b - a + c among the first
+    `restrict_vocab` words, excluding a, b and c, by 3CosAdd (similarity_function
+    'most_similar') or 3CosMul ('most_similar_cosmul'; gensim 4.4.0 accepts the name but
+    always uses 3CosAdd). Questions with a word outside them are skipped, or counted as
+    incorrect with dummy4unknown. Returns (accuracy, sections) with sections as gensim's: a
+    list of {'section', 'correct', 'incorrect'} dicts ending with 'Total accuracy'."""
+    if similarity_function not in ("most_similar", "most_similar_cosmul"):
+        raise ValueError("similarity_function must be 'most_similar' or "
+                         f"'most_similar_cosmul', got {similarity_function!r}")
+    cosmul = similarity_function == "most_similar_cosmul"
     vocab = _restricted(kv, restrict_vocab, case_insensitive)
     u = kv._unit_rows()[:restrict_vocab]
     sections, section = [], None
@@ -103,10 +160,16 @@ def evaluate_word_analogies(kv, analogies, restrict_vocab=300000, case_insensiti
                                  f"{len(words)}: {line.rstrip()!r}")
             a, b, c, expected = words
             if any(w not in vocab for w in words):
+                if dummy4unknown:
+                    section["incorrect"].append((a, b, c, expected))
                 continue
             ia, ib, ic = vocab[a], vocab[b], vocab[c]
-            query = u[ib] - u[ia] + u[ic]
-            dists = u @ (query / max(np.linalg.norm(query), 1e-30))
+            if cosmul:  # Levy and Goldberg's 3CosMul on cosines shifted to [0, 1]
+                pos_b, neg_a, pos_c = ((1.0 + u @ u[i]) / 2.0 for i in (ib, ia, ic))
+                dists = pos_b * pos_c / (neg_a + 1e-6)
+            else:
+                query = u[ib] - u[ia] + u[ic]
+                dists = u @ (query / max(np.linalg.norm(query), 1e-30))
             dists[[ia, ib, ic]] = -np.inf
             # The best word that is not a question word; with case_insensitive a different
             # spelling of a question word does not count either (gensim).

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import zipfile
 
 import numpy as np
@@ -17,6 +18,19 @@ from ...tree import ClassTree
 from .data import keep_probabilities
 
 FORMAT_VERSION = 1
+logger = logging.getLogger(__name__)
+
+
+class TruncatedFileError(EOFError, ValueError):
+    """A vector file that ends before the entries its header announces: an EOFError as in
+    gensim, and a ValueError as every other malformed file."""
+
+
+def _decode_error(exc: UnicodeDecodeError, where: str, encoding: str) -> UnicodeDecodeError:
+    """The decode error (a ValueError, as gensim raises it) with the place and the remedy."""
+    return UnicodeDecodeError(exc.encoding, exc.object, exc.start, exc.end,
+                              f"{exc.reason}; {where} is not {encoding}: pass "
+                              "unicode_errors='replace' to read it anyway")
 
 
 # ---------------------------------------------------------------------------------------
@@ -24,19 +38,39 @@ FORMAT_VERSION = 1
 # ---------------------------------------------------------------------------------------
 
 
-def save_word2vec_format(kv, path, binary=False, write_header=True):
-    """word2vec.c's format: a `V D` header line, then per key `str(key)`, a space and its D
-    floats: as text (9 significant digits, which round-trips float32) or as raw little-endian
-    float32 followed by a newline (binary)."""
+def save_word2vec_format(kv, path, fvocab=None, binary=False, total_vec=None,
+                         write_header=True, prefix="", append=False, sort_attr="count"):
+    """word2vec.c's format: a `V D` header line (V: total_vec, default the number of keys),
+    then per key `prefix + str(key)`, a space and its D floats: as text (9 significant
+    digits, which round-trips float32) or as raw little-endian float32 followed by a newline
+    (binary). As gensim, keys go in decreasing order of the `sort_attr` attribute when the
+    vectors have it (else in index order, with a warning), `fvocab` gets `key count` lines
+    in the same order, and `append` adds to existing files instead of replacing them."""
     V, D = kv.vectors.shape
-    words = [str(k) for k in kv.index_to_key]
+    if sort_attr in kv.expandos:
+        order = np.argsort(-np.asarray(kv.expandos[sort_attr]), kind="stable")
+    else:
+        if fvocab is not None:
+            raise ValueError(f"cannot write the vocabulary file: the vectors have no "
+                             f"{sort_attr!r} attribute")
+        logger.warning("attribute %s not present; keys are written in index order", sort_attr)
+        order = np.arange(V)
+    words = [prefix + str(kv.index_to_key[i]) for i in order]
     for w in words:
         if not w or any(ch.isspace() for ch in w):
             raise ValueError(f"cannot save key {w!r}: keys must be non-empty, without spaces")
-    vectors = np.ascontiguousarray(kv.vectors, dtype="<f4")
-    with atomic_open(path, "wb") as f:
+    vectors = np.ascontiguousarray(kv.vectors[order], dtype="<f4")
+
+    def target(name):  # a new file appears whole; an appended one is written in place
+        return open(name, "ab") if append else atomic_open(name, "wb")
+
+    if fvocab is not None:
+        counts = np.asarray(kv.expandos[sort_attr])[order].tolist()
+        with target(fvocab) as f:
+            f.write("".join(f"{w} {c}\n" for w, c in zip(words, counts)).encode("utf8"))
+    with target(path) as f:
         if write_header:
-            f.write(f"{V} {D}\n".encode("utf8"))
+            f.write(f"{V if total_vec is None else int(total_vec)} {D}\n".encode("utf8"))
         if binary:
             for w, row in zip(words, vectors):
                 f.write(w.encode("utf8") + b" " + row.tobytes() + b"\n")
@@ -45,6 +79,25 @@ def save_word2vec_format(kv, path, binary=False, write_header=True):
             for w, row in zip(words, vectors):
                 buf.write(w + " " + " ".join("%.9g" % x for x in row.tolist()) + "\n")
             f.write(buf.getvalue().encode("utf8"))
+
+
+def _read_vocab(path, encoding, unicode_errors) -> dict:
+    """{word: count} of a vocabulary file of `word count` lines (save_word2vec_format's
+    fvocab, word2vec.c's -save-vocab)."""
+    counts = {}
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            try:
+                fields = raw.decode(encoding, unicode_errors).split()
+            except UnicodeDecodeError as e:
+                raise _decode_error(e, f"{path}, line {line_no}", encoding) from None
+            if not fields:
+                continue
+            if len(fields) != 2 or not fields[1].lstrip("-").isdigit():
+                raise ValueError(f"{path}, line {line_no}: expected 'word count', got "
+                                 f"{raw[:80]!r}")
+            counts[fields[0]] = int(fields[1])
+    return counts
 
 
 def _text_shape(path, encoding, unicode_errors):
@@ -62,12 +115,16 @@ def _text_shape(path, encoding, unicode_errors):
     return lines, D
 
 
-def load_word2vec_format(cls, path, binary=False, encoding="utf8", unicode_errors="strict",
-                         limit=None, datatype=np.float32, no_header=False):
+def load_word2vec_format(cls, path, fvocab=None, binary=False, encoding="utf8",
+                         unicode_errors="strict", limit=None, datatype=np.float32,
+                         no_header=False):
     """Reads word2vec.c's text or binary format (also gensim's binary variant without the
     newline after each vector); at most `limit` vectors; `no_header` for a text file without
     the `V D` line; words decoded with `encoding` and `unicode_errors` ('strict', 'replace',
-    'ignore'). A malformed file raises ValueError naming the line or the entry."""
+    'ignore'). A malformed file raises ValueError naming the line or the entry (a truncated
+    one TruncatedFileError, also an EOFError; undecodable bytes UnicodeDecodeError). The
+    `count` attribute comes from `fvocab` (a file of `word count` lines) or, without it, is
+    gensim's placeholder V - index (decreasing, so a count-sorted save keeps the order)."""
     if limit is not None and (not isinstance(limit, (int, np.integer)) or limit < 0):
         raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
     if no_header and binary:
@@ -100,15 +157,14 @@ def load_word2vec_format(cls, path, binary=False, encoding="utf8", unicode_error
                     pos += 1
                 space = data.find(b" ", pos)
                 if space < 0 or space + 1 + width > len(data):
-                    raise ValueError(f"{path}: entry {i + 1} of {V} (line {i + 2} counting the "
+                    raise TruncatedFileError(f"{path}: entry {i + 1} of {V} (line {i + 2} counting the "
                                      f"header) is truncated: expected a word, a space and {D} "
                                      "float32 values")
                 try:
                     keys.append(data[pos:space].decode(encoding, unicode_errors))
                 except UnicodeDecodeError as e:
-                    raise ValueError(f"{path}: entry {i + 1} of {V}: word is not {encoding} "
-                                     f"({e}); pass unicode_errors='replace' to read it anyway"
-                                     ) from None
+                    raise _decode_error(e, f"{path}: entry {i + 1} of {V}: the word",
+                                        encoding) from None
                 kv.vectors[i] = np.frombuffer(data, dtype="<f4", count=D, offset=space + 1)
                 pos = space + 1 + width
             if V == full and data[pos:].strip():
@@ -120,13 +176,12 @@ def load_word2vec_format(cls, path, binary=False, encoding="utf8", unicode_error
                     raw = f.readline()
                 line_no = i + first_line
                 if not raw:
-                    raise ValueError(f"{path}, line {line_no}: file ends after {i} of the {V} "
+                    raise TruncatedFileError(f"{path}, line {line_no}: file ends after {i} of the {V} "
                                      "words the header announces")
                 try:
                     text = raw.decode(encoding, unicode_errors)
                 except UnicodeDecodeError as e:
-                    raise ValueError(f"{path}, line {line_no}: not {encoding} ({e}); pass "
-                                     "unicode_errors='replace' to read it anyway") from None
+                    raise _decode_error(e, f"{path}, line {line_no}", encoding) from None
                 fields = text.rstrip("\r\n").rstrip(" ").split(" ")
                 if len(fields) != D + 1:
                     raise ValueError(f"{path}, line {line_no}: expected a word and {D} "
@@ -146,6 +201,15 @@ def load_word2vec_format(cls, path, binary=False, encoding="utf8", unicode_error
     kv.index_to_key = keys
     kv.key_to_index = {k: i for i, k in enumerate(keys)}
     kv.vectors = kv.vectors.astype(datatype)
+    if fvocab is None:
+        kv.counts = np.arange(len(keys), 0, -1)
+    else:
+        counts = _read_vocab(fvocab, encoding, unicode_errors)
+        missing = [k for k in keys if k not in counts]
+        if missing:  # gensim warns too (and leaves the count unset)
+            logger.warning("vocabulary file %s lacks %i of the words, e.g. %r; their count "
+                           "is 0", fvocab, len(missing), missing[0])
+        kv.counts = np.array([counts.get(k, 0) for k in keys], dtype=np.int64)
     return kv
 
 
@@ -201,6 +265,18 @@ def load_npz(path: str, classes) -> tuple:
 # ---------------------------------------------------------------------------------------
 
 
+class class_only(classmethod):
+    """A classmethod that refuses to be called on an instance (AttributeError, as gensim's
+    load): `model.load(path)` would suggest it loads into `model`, and it does not."""
+
+    def __get__(self, instance, owner=None):
+        if instance is not None:
+            raise AttributeError(f"{self.__func__.__name__} is a class method: call it on the "
+                                 "class, e.g. Word2Vec.load(path); it returns a new model")
+        return super().__get__(instance, owner)
+
+
+
 def save_model(model, path: str) -> None:
     if model._syn0 is None:
         raise RuntimeError("nothing to save: the model has no vocabulary yet")
@@ -209,7 +285,7 @@ def save_model(model, path: str) -> None:
     if model.negative:
         arrays["syn1neg"] = model.syn1neg
     if model.hs:
-        arrays["syn1"] = model.syn1
+        arrays["syn1"] = model._syn1.cpu().numpy()  # the V - 1 rows of the inner nodes
         arrays["hs_links"] = model.hs_tree.links.cpu().numpy()
     arrays["keep"] = model._keep_np
     config = {k: getattr(model, k) for k in model._CONFIG}

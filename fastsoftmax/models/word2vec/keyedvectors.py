@@ -59,6 +59,8 @@ class KeyedVectors:
         self.vectors = np.zeros((count, self.vector_size), dtype=dtype)
         self.norms: Optional[np.ndarray] = None
         self.expandos: dict = {}
+        # gensim's per-key update factor; the native trainer has none (train refuses != 1)
+        self.vectors_lockf = np.ones(1, dtype=np.float32)
 
     # -- lookup ---------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -93,6 +95,12 @@ class KeyedVectors:
         if isinstance(keys, _KEY_TYPES):
             return self.get_vector(keys)
         return np.vstack([self.get_vector(k) for k in keys])
+
+    def __setitem__(self, keys, weights):
+        """kv[key] = vector or kv[keys] = vectors: adds new keys, replaces known ones."""
+        single = isinstance(keys, _KEY_TYPES)
+        self.add_vectors([keys] if single else list(keys), np.asarray(weights).reshape(
+            1 if single else len(keys), -1), replace=True)
 
     @property
     def counts(self) -> np.ndarray:
@@ -319,26 +327,44 @@ class KeyedVectors:
     def rank(self, key1, key2) -> int:
         return len(self.closer_than(key1, key2)) + 1
 
+    def most_similar_to_given(self, key1, keys_list):  # the key of keys_list nearest key1
+        return keys_list[int(np.argmin(self.distances(key1, keys_list)))]
+
+    def relative_cosine_similarity(self, wa, wb, topn: int = 10) -> float:
+        """similarity(wa, wb) / the summed similarities of wa's topn nearest keys (gensim)."""
+        sims = self.similar_by_word(wa, topn)
+        if not sims:
+            raise ValueError("relative_cosine_similarity: wa has no similar keys")
+        return self.similarity(wa, wb) / sum(s for _, s in sims)
+
     # -- evaluation and files (evaluation.py, formats.py) --------------------------------
-    def evaluate_word_pairs(self, pairs, delimiter: str = "\t", restrict_vocab: int = 300000,
-                            case_insensitive: bool = True):
-        return evaluation.evaluate_word_pairs(self, pairs, delimiter, restrict_vocab,
-                                              case_insensitive)
+    def evaluate_word_pairs(self, pairs, delimiter: str = "\t", encoding: str = "utf8",
+                            restrict_vocab: int = 300000, case_insensitive: bool = True,
+                            dummy4unknown: bool = False):
+        return evaluation.evaluate_word_pairs(self, pairs, delimiter, encoding, restrict_vocab,
+                                              case_insensitive, dummy4unknown)
 
     def evaluate_word_analogies(self, analogies, restrict_vocab: int = 300000,
-                                case_insensitive: bool = True):
+                                case_insensitive: bool = True, dummy4unknown: bool = False,
+                                similarity_function: str = "most_similar"):
         return evaluation.evaluate_word_analogies(self, analogies, restrict_vocab,
-                                                  case_insensitive)
+                                                  case_insensitive, dummy4unknown,
+                                                  similarity_function)
 
-    def save_word2vec_format(self, fname: str, binary: bool = False, write_header: bool = True):
-        formats.save_word2vec_format(self, fname, binary, write_header)
+    def save_word2vec_format(self, fname: str, fvocab: Optional[str] = None,
+                             binary: bool = False, total_vec: Optional[int] = None,
+                             write_header: bool = True, prefix: str = "", append: bool = False,
+                             sort_attr: str = "count"):
+        formats.save_word2vec_format(self, fname, fvocab, binary, total_vec, write_header,
+                                     prefix, append, sort_attr)
 
     @classmethod
-    def load_word2vec_format(cls, fname: str, binary: bool = False, encoding: str = "utf8",
+    def load_word2vec_format(cls, fname: str, fvocab: Optional[str] = None,
+                             binary: bool = False, encoding: str = "utf8",
                              unicode_errors: str = "strict", limit: Optional[int] = None,
                              datatype=np.float32, no_header: bool = False):
-        return formats.load_word2vec_format(cls, fname, binary, encoding, unicode_errors,
-                                               limit, datatype, no_header)
+        return formats.load_word2vec_format(cls, fname, fvocab, binary, encoding,
+                                            unicode_errors, limit, datatype, no_header)
 
     def save(self, path: str) -> None:
         """numpy .npz of plain arrays and JSON (loaded with allow_pickle=False)."""
@@ -353,7 +379,8 @@ class KeyedVectors:
         out = {prefix + "vectors": np.ascontiguousarray(self.vectors, dtype=np.float32),
                prefix + "keys": formats.encode_json(self.index_to_key)}
         for attr, values in self.expandos.items():
-            out[prefix + "attr_" + attr] = values
+            if values.dtype != object:  # per-key arrays (hs code, point) are rebuilt on load
+                out[prefix + "attr_" + attr] = values
         return out
 
     @classmethod

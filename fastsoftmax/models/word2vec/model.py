@@ -16,7 +16,7 @@ from ...samplers import UnigramSampler
 from ...tree import ClassTree
 from ..textfiles import MAX_SENTENCE_WORDS
 from ..vocabulary import count_words
-from . import data, formats, training
+from . import compat, data, formats, scoring, training
 from .keyedvectors import KeyedVectors
 
 logger = logging.getLogger(__name__)
@@ -86,6 +86,7 @@ class Word2Vec:
         self.corpus_count = 0          # sentences in the corpus of the last build_vocab
         self.corpus_total_words = 0    # its raw words (OOV included)
         self.running_training_loss = 0.0
+        self.min_alpha_yet_reached = self.alpha  # the lowest rate trained with (gensim's)
         self.train_seconds = 0.0
         self.progress: Optional[Callable[[dict], None]] = None  # called after every batch
         self._tokens_trained = 0       # in-vocabulary tokens fed so far: the Philox counter
@@ -118,6 +119,15 @@ class Word2Vec:
                                                progress_per=progress_per, log=logger)
         self.corpus_count, self.corpus_total_words = sentences, words
         self._prepare_vocab(counts, update, keep_raw_vocab, trim_rule, min_count, sample)
+
+    def scan_vocab(self, corpus_iterable=None, corpus_file=None, progress_per=10000,
+                   workers=None, trim_rule=None):
+        """gensim's corpus scan alone (raw_vocab, corpus sizes): (total words, sentences)."""
+        return compat.scan_vocab(self, corpus_iterable, corpus_file, progress_per, trim_rule)
+
+    def reset_from(self, other_model) -> None:
+        """other_model's vocabulary and corpus sizes, fresh weights (gensim's; compat.py)."""
+        compat.reset_from(self, other_model)
 
     def build_vocab_from_freq(self, word_freq: dict, keep_raw_vocab=False, corpus_count=None,
                               trim_rule=None, update=False):
@@ -211,8 +221,10 @@ class Word2Vec:
         self._keep = torch.from_numpy(self._keep_np).to(self.device)
         self._ns_prob = self._ns_alias = torch.empty(0, device=self.device)
         if self.negative:
-            sampler = UnigramSampler(torch.from_numpy(self.wv.counts).double(),
-                                     self.ns_exponent, device=self.device)
+            counts, power = torch.from_numpy(self.wv.counts).double(), self.ns_exponent
+            if power < 0:  # gensim allows it (rare words drawn more); the sampler takes >= 0
+                counts, power = counts.clamp(min=1) ** power, 1.0
+            sampler = UnigramSampler(counts, power, device=self.device)
             self._ns_prob, self._ns_alias = sampler.alias_table
         if self.hs:
             if len(self.wv) < 2:
@@ -222,6 +234,12 @@ class Word2Vec:
             self.hs_tree = tree or build(torch.from_numpy(self.wv.counts))
             paths, offsets = ops.huffman_paths(self.hs_tree.links, self.hs_tree.lengths)
             self._hs_paths, self._hs_offsets = paths.to(self.device), offsets.to(self.device)
+            # gensim's per-word attributes: the root-first branch bits and inner-node ids
+            steps = np.split(paths.numpy(), offsets.numpy()[1:-1])
+            for attr, part, dtype in (("code", 1, np.uint8), ("point", None, np.int32)):
+                values = np.empty(len(steps), dtype=object)
+                values[:] = [(s & 1 if part else s >> 1).astype(dtype) for s in steps]
+                self.wv.expandos[attr] = values
 
     def _sync_vectors(self) -> None:
         # On CPU wv.vectors is a view of the training table (no copy); on CUDA, a copy.
@@ -240,11 +258,15 @@ class Word2Vec:
 
     @property
     def syn1(self) -> np.ndarray:
-        """float32 [V - 1, D]: the inner-node vectors of the hierarchical softmax (hs=1); row
-        i belongs to inner node i of ``hs_tree`` (word2vec.c's point)."""
+        """float32 [V, D], gensim's shape: the inner-node vectors of the hierarchical softmax
+        (hs=1); row i belongs to inner node i of ``hs_tree`` (word2vec.c's point, the
+        ``point`` attribute of wv). A tree of V words has V - 1 inner nodes: the last row,
+        which gensim allocates and never uses either, is zero. A copy: writing to it does
+        not change the model."""
         if self._syn1 is None:
             raise AttributeError("syn1: this model has no hierarchical softmax (hs=0)")
-        return self._syn1.cpu().numpy()
+        return np.vstack((self._syn1.cpu().numpy(),
+                          np.zeros((1, self._syn1.shape[1]), dtype=np.float32)))
 
     def estimate_memory(self, vocab_size=None, report=None) -> dict:
         """Bytes needed by the model, per part, as gensim estimates them."""
@@ -288,6 +310,11 @@ class Word2Vec:
         if epochs is None or epochs <= 0:
             raise ValueError(f"train() needs a positive epochs count, got {epochs!r} (the "
                              "usual value is epochs=model.epochs)")
+        lockf = np.asarray(getattr(self.wv, "vectors_lockf", 1.0))
+        if np.any(lockf != 1.0):
+            raise NotImplementedError(
+                "wv.vectors_lockf other than 1 (locked or damped vectors) is not supported: "
+                "the native trainer updates every input vector fully; set it back to ones")
         epochs = int(epochs)
         corpus = data.corpus_of(corpus_iterable, corpus_file, passes=epochs)
         # As gensim, the call's rates and epochs stay on the model (a rate of 0 or None
@@ -299,8 +326,18 @@ class Word2Vec:
         per_epoch = int(total_examples if by_sentence else (total_words or 0))
         self.compute_loss = bool(compute_loss)  # per call, as gensim
         callbacks = tuple(callbacks)
-        return training.train_epochs(self, corpus, epochs, alpha, min_alpha, by_sentence,
-                                     per_epoch, queue_factor, report_delay, callbacks)
+        # gensim's warnings (its tests look for these words in the log)
+        if self.hs and self.negative:
+            logger.warning("Both hierarchical softmax and negative sampling are activated. "
+                           "Each prediction trains both output layers, as word2vec.c does; "
+                           "set hs=0 or negative=0 if only one was meant.")
+        if alpha > self.min_alpha_yet_reached:
+            logger.warning("Effective 'alpha' higher than previous training cycles: %g > %g",
+                           alpha, self.min_alpha_yet_reached)
+        result = training.train_epochs(self, corpus, epochs, alpha, min_alpha, by_sentence,
+                                       per_epoch, queue_factor, report_delay, callbacks)
+        self.min_alpha_yet_reached = min_alpha  # where the linear schedule ends
+        return result
 
     def get_latest_training_loss(self) -> float:
         """Sum of -log sigma over every prediction of the last train() call (0 unless
@@ -329,19 +366,35 @@ class Word2Vec:
         top = np.argsort(-p, kind="stable")[:topn]
         return [(self.wv.index_to_key[i], float(p[i])) for i in top]
 
+    def score(self, sentences, total_sentences=int(1e6), chunksize=100, queue_factor=2,
+              report_delay=1):
+        """float32 [n]: each sentence's log-probability under the hierarchical softmax (hs=1;
+        scoring.py); chunksize, queue_factor, report_delay (gensim's threads): unused."""
+        return scoring.score_sentences(self, sentences, int(total_sentences))
+
     # -- persistence ----------------------------------------------------------------------
     _CONFIG = ("vector_size", "window", "min_count", "sg", "hs", "huffman", "negative",
                "ns_exponent", "cbow_mean", "sample", "alpha", "min_alpha", "epochs", "seed",
                "workers", "max_vocab_size", "max_final_vocab", "null_word", "sorted_vocab",
                "batch_words", "compute_loss", "comment", "shrink_windows", "corpus_count",
-               "corpus_total_words", "_tokens_trained")
+               "corpus_total_words", "_tokens_trained", "min_alpha_yet_reached")
 
-    def save(self, path: str) -> None:
+    def save(self, path: str, separately=None, sep_limit=None, ignore=frozenset(),
+             pickle_protocol=None) -> None:
         """All state (vectors, output weights syn1neg and/or syn1 with its Huffman tree,
         vocabulary, keep probabilities, settings) as a numpy .npz of plain arrays and JSON;
-        loading never unpickles (formats.py)."""
+        loading never unpickles (formats.py). gensim's separately, sep_limit and
+        pickle_protocol lay out its pickle in files: no effect on one .npz; ignore (would
+        leave parts out) is refused."""
+        if ignore:
+            _refuse("save(ignore=...)", "is not supported: every part of the model is saved")
         formats.save_model(self, path)
 
-    @classmethod
-    def load(cls, path: str, device=None):
+    @formats.class_only
+    def load(cls, path: str, device=None, mmap=None):
+        """A model saved by save(), called on the class (as gensim's). Memory-mapping
+        (gensim's mmap) is not possible with .npz files: only mmap=None."""
+        if mmap is not None:
+            raise ValueError(f"load: mmap={mmap!r} is not supported (the .npz model file is "
+                             "read into memory); leave mmap=None")
         return formats.load_model(cls, path, device)

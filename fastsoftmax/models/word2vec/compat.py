@@ -1,0 +1,40 @@
+"""gensim 4 methods of ``Word2Vec`` kept out of model.py: the vocabulary scan alone
+(scan_vocab) and starting over from another model's vocabulary (reset_from)."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from ..vocabulary import count_words
+from . import data
+from .keyedvectors import KeyedVectors
+
+logger = logging.getLogger(__name__)
+
+
+def scan_vocab(model, corpus_iterable, corpus_file, progress_per, trim_rule):
+    if trim_rule is not None:  # gensim applies it only while pruning to max_vocab_size
+        raise TypeError("Word2Vec: scan_vocab(trim_rule=...) is not supported: pass trim_rule "
+                        "to build_vocab")
+    corpus = data.corpus_of(corpus_iterable, corpus_file, passes=1)
+    counts, sentences, words = count_words(corpus, model.max_vocab_size,
+                                           progress_per=progress_per, log=logger)
+    model.raw_vocab, model.corpus_count, model.corpus_total_words = counts, sentences, words
+    return words, sentences
+
+
+def reset_from(model, other) -> None:
+    keys = list(other.wv.index_to_key)
+    model.wv = KeyedVectors(model.vector_size, len(keys))
+    model.wv.index_to_key, model.wv.key_to_index = keys, dict(other.wv.key_to_index)
+    model.wv.counts = other.wv.counts.copy()
+    model._keep_np = other._keep_np.copy()
+    model.corpus_count, model.corpus_total_words = other.corpus_count, other.corpus_total_words
+    model.huffman = other.huffman
+    model._syn0 = torch.from_numpy(model._initial_vectors(len(keys))).to(model.device)
+    model._syn1neg = torch.zeros_like(model._syn0) if model.negative else None
+    model._syn1 = model._syn0.new_zeros(len(keys) - 1, model.vector_size) if model.hs else None
+    model._sync_vectors()
+    model._tables()

@@ -1,0 +1,91 @@
+"""gensim 4 API parity of KeyedVectors that gensim's own test suite (make gensim-suite)
+found missing or different: evaluation options, item assignment, vectors_for_all,
+most_similar_to_given, relative_cosine_similarity and gensim's word2vec-format arguments."""
+
+import numpy as np
+import pytest
+
+from fastsoftmax.models import KeyedVectors
+
+from w2v_helpers import random_vectors
+
+
+def _kv(V=40, D=6, seed=0):
+    keys, vectors = random_vectors(V, D, seed)
+    kv = KeyedVectors(D)
+    kv.add_vectors(keys, vectors)
+    return kv
+
+
+def test_analogies_by_3cosmul_and_dummy4unknown(tmp_path):
+    kv = _kv()
+    rng = np.random.default_rng(1)
+    questions = [[f"w{i}" for i in rng.choice(len(kv), 4, replace=False)] for _ in range(30)]
+    f = tmp_path / "q.txt"
+    f.write_text(": s\n" + "".join(" ".join(q) + "\n" for q in questions) + "w1 w2 w3 nope\n")
+    for name, query in (("most_similar", kv.most_similar),
+                        ("most_similar_cosmul", kv.most_similar_cosmul)):
+        _, sections = kv.evaluate_word_analogies(str(f), case_insensitive=False,
+                                                 similarity_function=name)
+        correct = {tuple(q) for q in sections[0]["correct"]}
+        for a, b, c, d in questions:
+            best = query(positive=[b, c], negative=[a], topn=1)[0][0]
+            assert ((a, b, c, d) in correct) == (best == d), (name, a, b, c, d)
+        assert len(sections[0]["correct"]) + len(sections[0]["incorrect"]) == 30
+    acc, sections = kv.evaluate_word_analogies(str(f), dummy4unknown=True)
+    assert len(sections[-1]["correct"]) + len(sections[-1]["incorrect"]) == 31
+    assert ("W1", "W2", "W3", "NOPE") in sections[-1]["incorrect"]
+    with pytest.raises(ValueError, match="similarity_function"):
+        kv.evaluate_word_analogies(str(f), similarity_function="cosine")
+
+
+def test_word2vec_format_arguments_in_gensims_order(tmp_path):
+    kv = _kv(V=6, D=3)
+    kv.counts = [5, 9, 9, 1, 7, 3]  # not sorted: files list keys by decreasing count
+    vec, voc = str(tmp_path / "v.bin"), str(tmp_path / "v.vocab")
+    kv.save_word2vec_format(vec, voc, True)  # gensim's positions: fname, fvocab, binary
+    back = KeyedVectors.load_word2vec_format(vec, voc, True)
+    assert back.index_to_key == ["w1", "w2", "w4", "w0", "w5", "w3"]
+    assert [back.get_vecattr(k, "count") for k in back.index_to_key] == [9, 9, 7, 5, 3, 1]
+    assert np.array_equal(back["w4"], kv["w4"])
+    # total_vec, prefix and append: two vector sets in one file under one header
+    kv.save_word2vec_format(vec, total_vec=12, prefix="a_")
+    kv.save_word2vec_format(vec, write_header=False, prefix="b_", append=True)
+    both = KeyedVectors.load_word2vec_format(vec)
+    assert len(both) == 12 and np.array_equal(both["b_w3"], kv["w3"])
+    # without a vocabulary file, gensim's placeholder counts V - index
+    assert list(both.counts[:3]) == [12, 11, 10]
+    with pytest.raises(ValueError, match="no 'rank' attribute"):
+        kv.save_word2vec_format(vec, voc, sort_attr="rank")
+
+
+def test_word2vec_format_errors_have_gensims_types(tmp_path):
+    kv = _kv(V=4, D=3)
+    for binary in (False, True):
+        f = tmp_path / "v"
+        kv.save_word2vec_format(str(f), binary=binary)
+        f.write_bytes(b"5" + f.read_bytes()[1:])  # the header announces a fifth vector
+        with pytest.raises(EOFError, match="5"):
+            KeyedVectors.load_word2vec_format(str(f), binary=binary)
+    f.write_bytes(b"1 2\n\xe3\x81 1 2\n")
+    with pytest.raises(UnicodeDecodeError, match="line 2.*unicode_errors"):
+        KeyedVectors.load_word2vec_format(str(f))
+    voc = tmp_path / "vocab"
+    voc.write_bytes(b"\xe3\x81 3\n")
+    f.write_bytes(b"1 2\nx 1 2\n")
+    with pytest.raises(UnicodeDecodeError, match="vocab, line 1"):
+        KeyedVectors.load_word2vec_format(str(f), str(voc))
+
+
+def test_item_assignment_most_similar_to_given_and_relative_cosine():
+    kv = _kv()
+    kv["new"] = np.ones(6)
+    kv[["w0", "new2"]] = np.full((2, 6), 2.0)
+    assert len(kv) == 42 and np.array_equal(kv["w0"], np.full(6, 2.0, dtype=np.float32))
+    assert np.array_equal(kv["new"], np.ones(6, dtype=np.float32))
+    others = ["w5", "w9", "w12"]
+    best = max(others, key=lambda k: kv.similarity("w3", k))
+    assert kv.most_similar_to_given("w3", others) == best
+    top = kv.most_similar("w3", topn=4)
+    want = kv.similarity("w3", "w7") / sum(s for _, s in top)
+    assert kv.relative_cosine_similarity("w3", "w7", 4) == pytest.approx(want)
