@@ -7,7 +7,8 @@
 # (Python itself is not instrumented, so the runtime has to be loaded before anything else).
 #
 #   tools/sanitize.sh            build, then run the op-level tests and the fuzz profile
-#   tools/sanitize.sh --subset   build, then run the subset CI runs (.ci/run): the loss
+#   tools/sanitize.sh --subset   build, then run the subset CI runs (.ci/run): the loss and
+#                                corpus-reader
 #                                tests, the emulator's tests and 50 fuzz examples per
 #                                property (10 per emulated one) instead of 220 (22)
 #   tools/sanitize.sh --build    build only
@@ -85,10 +86,10 @@ export OMP_NUM_THREADS=2
 if [ -n "${SANITIZE_TESTS:-}" ]; then
   TESTS=$SANITIZE_TESTS
 elif [ "${1:-}" = "--subset" ]; then
-  TESTS="tests/test_losses.py tests/test_cuda_emulator.py tests/fuzz"
+  TESTS="tests/test_losses.py tests/test_corpus_file.py tests/test_cuda_emulator.py tests/fuzz"
   export FASTSOFTMAX_FUZZ_EXAMPLES=${FASTSOFTMAX_FUZZ_EXAMPLES:-50}
 else
-  TESTS="tests/test_samplers.py tests/test_sampler_api.py tests/test_losses.py tests/test_word2vec.py tests/test_word2vec_model.py tests/test_cuda_emulator.py tests/fuzz"
+  TESTS="tests/test_samplers.py tests/test_sampler_api.py tests/test_losses.py tests/test_word2vec.py tests/test_word2vec_model.py tests/test_corpus_file.py tests/test_cuda_emulator.py tests/fuzz"
 fi
 start=$(date +%s)
 # Run from the copy: `python -m pytest` puts the working directory first on sys.path, so
