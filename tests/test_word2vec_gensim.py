@@ -172,6 +172,13 @@ def test_compute_loss_and_progress_logs(caplog):
     assert "EPOCH 0: training on 2400 raw words (" in text and "effective words/s" in text
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="fastsoftmax.models.word2vec"):
+        m.batch_words = 20  # several batches, each followed by a progress line
+        m.train(corpus, total_examples=m.corpus_count, epochs=2, report_delay=0.0)
+    progress = [r.getMessage() for r in caplog.records if "PROGRESS" in r.getMessage()]
+    assert progress and all("words/s" in p and " ETA " in p for p in progress)
+    assert progress[-1].startswith("EPOCH 1 - PROGRESS: at 100.00% examples")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="fastsoftmax.models.word2vec"):
         Word2Vec(vector_size=4, min_count=1).build_vocab(corpus)
     assert "collected 60 word types from a corpus of 2400 raw words and 300 sentences" in (
         caplog.text)

@@ -65,10 +65,13 @@ def train_epochs(model, corpus, epochs: int, alpha: float, min_alpha: float,
             now = time.perf_counter()
             if now - last_log >= report_delay:
                 last_log = now
+                # gensim's line, then the time left at the run's average pace so far
+                eta = (now - start) * (total - done) / max(done, 1.0)
                 logger.info("EPOCH %i - PROGRESS: at %.2f%% %s, %.0f words/s, in_qsize "
-                            "%i, out_qsize %i", epoch, 100.0 * (done - epoch * per_epoch)
-                            / max(per_epoch, 1), "examples" if by_sentence else "words",
-                            epoch_trained / max(now - epoch_start, 1e-9), -1, -1)
+                            "%i, out_qsize %i, ETA %.0f s", epoch, 100.0 *
+                            (done - epoch * per_epoch) / max(per_epoch, 1),
+                            "examples" if by_sentence else "words",
+                            epoch_trained / max(now - epoch_start, 1e-9), -1, -1, eta)
             if model.progress is not None:
                 model.progress({
                     "epoch": epoch, "epochs": epochs, "words_done": done,
