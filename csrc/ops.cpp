@@ -97,6 +97,12 @@ void define_ops(torch::stable::detail::StableLibrary& m) {
       "corpus_encode(Tensor text, Tensor vocab_bytes, Tensor vocab_ends,"
       " int max_sentence_words) -> (Tensor tokens, Tensor sentence_ends,"
       " Tensor sentence_words, int bad_offset)");
+  // Its vocabulary scan: the distinct words of text (read as above) in first-seen order, as
+  // UTF-8 bytes word_bytes uint8 with exclusive ends word_ends int64 [U], their counts int64
+  // [U], the sentences and raw words of text, and the first bad byte's offset (or -1).
+  m.def(
+      "corpus_count(Tensor text, int max_sentence_words) -> (Tensor word_bytes,"
+      " Tensor word_ends, Tensor counts, int sentences, int words, int bad_offset)");
   // input [N, D], weight [V - 1, D] (one row per inner node), target [N] (ignore_index
   // allowed). The loss of row n is -sum over the inner nodes i on its class's path of
   // log sigmoid((1 - 2 b) w_i.h), b the branch bit taken at i (word2vec.c: code 0 is the

@@ -182,9 +182,9 @@ def test_file_is_read_once_per_train_call(tmp_path, monkeypatch):
     chunks = corpus_file._chunks
     monkeypatch.setattr(corpus_file, "_chunks", lambda p: reads.append(p) or chunks(p))
     model = Word2Vec(corpus_file=str(path), vector_size=8, min_count=1, workers=1, epochs=4)
-    assert reads == [str(path)]
+    assert reads == [str(path)] * 2  # the vocabulary scan, then four epochs of training
     model.train(corpus_file=str(path), total_examples=model.corpus_count, epochs=2)
-    assert reads == [str(path)] * 2
+    assert reads == [str(path)] * 3
 
 
 def test_train_on_a_bad_file_names_file_and_line(tmp_path):
@@ -194,3 +194,37 @@ def test_train_on_a_bad_file_names_file_and_line(tmp_path):
     bad.write_bytes(b"m0_1 c0_1\n\xff m0_1\n")
     with pytest.raises(CorpusDecodeError, match=f"{bad}:2: not utf8"):
         model.train(corpus_file=str(bad), total_words=4, epochs=1)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_vocabulary_scan_equals_count_words(tmp_path, monkeypatch, seed):
+    from fastsoftmax.models.vocabulary import count_words
+
+    rng = random.Random(seed)
+    vocab = ["w%d" % i for i in range(10)] + ["é", "日本"]
+    text = random_text(rng, rng.randrange(1, 80), vocab)
+    if seed % 2:
+        text += " ".join(rng.choice(vocab) for _ in range(MAX_SENTENCE_WORDS + 3)) + "\n"
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(text.encode())
+    monkeypatch.setattr(corpus_file, "CHUNK_BYTES", rng.choice([3, 50, 1 << 24]))
+    native = corpus_file.count(LineSentence(str(path)))
+    python = count_words(LineSentence(str(path), errors="replace"))
+    assert list(native[0].items()) == list(python[0].items())  # counts and first-seen order
+    assert native[1:] == python[1:]
+
+
+def test_vocabulary_scan_bad_byte_and_pruning(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"a b\nc \xc0\xaf d\n")
+    with pytest.raises(CorpusDecodeError, match=f"{bad}:2: not utf8 text \\(byte 3 of the line"):
+        Word2Vec(min_count=1).build_vocab(corpus_file=str(bad))
+    # max_vocab_size prunes during the scan, per sentence: the Python scan does it
+    good = tmp_path / "good.txt"
+    good.write_text("a b\n" * 3 + "c\nd\ne\n")  # at e: 5 types > 3, those seen once go
+    small = Word2Vec(min_count=1, max_vocab_size=3)
+    small.build_vocab(corpus_file=str(good))
+    big = Word2Vec(min_count=1)
+    big.build_vocab(corpus_file=str(good))
+    assert big.wv.index_to_key[:2] == ["b", "a"] and len(big.wv) == 5
+    assert small.wv.index_to_key == ["b", "a"]

@@ -11,8 +11,8 @@ import torch
 import fastsoftmax
 
 # Ops that work on host memory whatever the training device: their results feed kernels on
-# any device, so they have no CUDA kernel. corpus_encode turns a file's bytes into token ids.
-HOST_ONLY = {"fastsoftmax::corpus_encode"}
+# any device, so they have no CUDA kernel. corpus_encode and corpus_count read a file's bytes.
+HOST_ONLY = {"fastsoftmax::corpus_count", "fastsoftmax::corpus_encode"}
 
 
 def main() -> int:

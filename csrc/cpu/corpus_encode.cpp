@@ -18,13 +18,13 @@
 #include <vector>
 
 #include "../common/stable.h"
+#include "text_scan.h"
 
 namespace fastsoftmax {
 namespace {
 
-// FNV-1a over a word's bytes, one byte at a time so that the scan hashes a word as it reads it.
-constexpr uint64_t kHashBasis = 1469598103934665603ull;
-inline uint64_t hash_step(uint64_t h, uint8_t b) { return (h ^ b) * 1099511628211ull; }
+using text_scan::hash_step;
+using text_scan::kHashBasis;
 
 // Open addressing over the vocabulary's UTF-8 bytes: word -> id, linear probing, load <= 1/2.
 // A slot keeps the high half of its word's hash, so that a probe compares bytes only on a
@@ -73,55 +73,6 @@ class VocabTable {
   std::vector<Slot> slots_;
 };
 
-// The character at p (before end): its length in bytes, 0 if p does not start a valid UTF-8
-// sequence (Python's strict decoder: no overlong forms, surrogates or code points past
-// U+10FFFF), and whether str.split() would split on it.
-struct Char {
-  int length;
-  bool space;
-};
-
-inline bool continuation(uint8_t b) { return (b & 0xC0) == 0x80; }
-
-inline Char next_char(const uint8_t* p, const uint8_t* end) {
-  uint8_t b = p[0];
-  if (b < 0x80) {
-    // \t \n \v \f \r, the separators 0x1C-0x1F, and space ('\n' never reaches here).
-    bool space = b == ' ' || (b >= 0x09 && b <= 0x0D) || (b >= 0x1C && b <= 0x1F);
-    return {1, space};
-  }
-  int n;
-  uint8_t lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-  if (b >= 0xC2 && b <= 0xDF) {
-    n = 2;
-  } else if (b >= 0xE0 && b <= 0xEF) {
-    n = 3;
-    if (b == 0xE0) lo = 0xA0;  // overlong
-    if (b == 0xED) hi = 0x9F;  // surrogates
-  } else if (b >= 0xF0 && b <= 0xF4) {
-    n = 4;
-    if (b == 0xF0) lo = 0x90;  // overlong
-    if (b == 0xF4) hi = 0x8F;  // past U+10FFFF
-  } else {
-    return {0, false};
-  }
-  if (end - p < n || p[1] < lo || p[1] > hi) return {0, false};
-  for (int i = 2; i < n; ++i)
-    if (!continuation(p[i])) return {0, false};
-  uint32_t cp;
-  if (n == 2) {
-    cp = ((b & 0x1Fu) << 6) | (p[1] & 0x3Fu);
-    return {2, cp == 0x85 || cp == 0xA0};
-  }
-  if (n == 3) {
-    cp = ((b & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
-    bool space = cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
-                 cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
-    return {3, space};
-  }
-  return {4, false};  // nothing past U+FFFF is whitespace
-}
-
 struct Encoded {
   std::vector<int32_t> tokens;
   std::vector<int64_t> sentence_ends;   // exclusive, in tokens
@@ -129,69 +80,31 @@ struct Encoded {
   int64_t bad_offset = -1;              // first byte that is not UTF-8, or -1
 };
 
-// The ASCII bytes str.split() splits on: \t \n \v \f \r, the separators 0x1C-0x1F, space.
-constexpr bool ascii_space(uint8_t b) {
-  return b == ' ' || (b >= 0x09 && b <= 0x0D) || (b >= 0x1C && b <= 0x1F);
-}
+// Appends each in-vocabulary word's id; a piece records its end and raw words. A bad line's
+// words and pieces are taken back, so that the result holds the lines before it.
+struct Encoder {
+  const VocabTable& vocab;
+  Encoded& out;
+  size_t line_tokens = 0, line_sentences = 0;  // the sizes at the current line's start
 
-void encode(const uint8_t* text, int64_t size, const VocabTable& vocab, int64_t max_words,
-            Encoded& out) {
-  const uint8_t* p = text;
-  const uint8_t* end = text + size;
-  out.tokens.reserve(size / 6);
-  int64_t piece_words = 0;
-  auto close_piece = [&] {
-    out.sentence_ends.push_back(static_cast<int64_t>(out.tokens.size()));
-    out.sentence_words.push_back(piece_words);
-    piece_words = 0;
-  };
-  while (p < end) {  // one line per pass
-    const size_t tokens_before = out.tokens.size(), sentences_before = out.sentence_ends.size();
-    auto bad = [&] {  // the line is not text: keep only the lines before it
-      out.bad_offset = p - text;
-      out.tokens.resize(tokens_before);
-      out.sentence_ends.resize(sentences_before);
-      out.sentence_words.resize(sentences_before);
-    };
-    int64_t line_words = 0;
-    for (;;) {
-      // Whitespace up to the next word or the line's end.
-      while (p < end && *p != '\n') {
-        if (*p < 0x80) {
-          if (!ascii_space(*p)) break;
-          ++p;
-          continue;
-        }
-        Char c = next_char(p, end);
-        if (c.length == 0) return bad();
-        if (!c.space) break;
-        p += c.length;
-      }
-      if (p == end || *p == '\n') break;
-      // A word, hashed as it is read.
-      const uint8_t* word = p;
-      uint64_t h = kHashBasis;
-      while (p < end) {
-        if (*p < 0x80) {
-          if (*p == '\n' || ascii_space(*p)) break;
-          h = hash_step(h, *p++);
-          continue;
-        }
-        Char c = next_char(p, end);
-        if (c.length == 0) return bad();
-        if (c.space) break;
-        for (int i = 0; i < c.length; ++i) h = hash_step(h, *p++);
-      }
-      int32_t id = vocab.find({reinterpret_cast<const char*>(word),
-                               static_cast<size_t>(p - word)}, h);
-      if (id >= 0) out.tokens.push_back(id);
-      ++line_words;
-      if (++piece_words == max_words) close_piece();
-    }
-    if (piece_words > 0 || line_words == 0) close_piece();
-    if (p < end) ++p;  // the '\n'
+  void word(const uint8_t* begin, size_t length, uint64_t h) {
+    int32_t id = vocab.find({reinterpret_cast<const char*>(begin), length}, h);
+    if (id >= 0) out.tokens.push_back(id);
   }
-}
+  void piece(int64_t raw_words) {
+    out.sentence_ends.push_back(static_cast<int64_t>(out.tokens.size()));
+    out.sentence_words.push_back(raw_words);
+  }
+  void line_end() {
+    line_tokens = out.tokens.size();
+    line_sentences = out.sentence_ends.size();
+  }
+  void bad_line() {
+    out.tokens.resize(line_tokens);
+    out.sentence_ends.resize(line_sentences);
+    out.sentence_words.resize(line_sentences);
+  }
+};
 
 Tensor from_vector(const void* src, int64_t n, ScalarType dtype, size_t item) {
   Tensor t = empty({n}, dtype, Device(torch::headeronly::DeviceType::CPU));
@@ -225,7 +138,10 @@ std::tuple<Tensor, Tensor, Tensor, int64_t> corpus_encode_cpu(const Tensor& text
                    "corpus_encode: vocab_ends must be non-decreasing ends within vocab_bytes");
   VocabTable vocab(data<uint8_t>(vocab_bytes), ends, V);
   Encoded out;
-  encode(data<uint8_t>(text), text.numel(), vocab, max_sentence_words, out);
+  out.tokens.reserve(text.numel() / 6);
+  Encoder encoder{vocab, out};
+  out.bad_offset = text_scan::scan_lines(data<uint8_t>(text), text.numel(), max_sentence_words,
+                                         encoder);
   const int64_t S = static_cast<int64_t>(out.sentence_ends.size());
   return {from_vector(out.tokens.data(), out.tokens.size(), kInt, sizeof(int32_t)),
           from_vector(out.sentence_ends.data(), S, kLong, sizeof(int64_t)),

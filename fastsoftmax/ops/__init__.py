@@ -23,7 +23,7 @@ from .losses import (MODE_NCE, MODE_SOFTMAX, needs_grad, negative_sampling_forwa
                      sampled_logits_forward)
 from .sampling import (KIND_ALIAS, KIND_LOG_UNIFORM, KIND_UNIFORM, alias_build, draw_seed,
                        sample, sample_unique)
-from .word2vec import corpus_encode, huffman_paths, word2vec_train
+from .word2vec import corpus_count, corpus_encode, huffman_paths, word2vec_train
 
 _C = _loader.load()
 
@@ -41,8 +41,8 @@ register(DEFAULT_NAMESPACE)
 
 __all__ = [
     "DEFAULT_NAMESPACE", "KIND_ALIAS", "KIND_LOG_UNIFORM", "KIND_UNIFORM", "MODE_NCE",
-    "MODE_SOFTMAX", "alias_build", "corpus_encode", "current_namespace", "draw_seed",
-    "hierarchical_softmax_forward", "huffman_paths", "huffman_tree", "namespace", "needs_grad",
-    "negative_sampling_forward", "register", "sample", "sample_unique",
+    "MODE_SOFTMAX", "alias_build", "corpus_count", "corpus_encode", "current_namespace",
+    "draw_seed", "hierarchical_softmax_forward", "huffman_paths", "huffman_tree", "namespace",
+    "needs_grad", "negative_sampling_forward", "register", "sample", "sample_unique",
     "sampled_logits_forward", "word2vec_train",
 ]

@@ -76,6 +76,13 @@ def corpus_encode(text: Tensor, vocab_bytes: Tensor, vocab_ends: Tensor,
     return _op("corpus_encode")(text, vocab_bytes, vocab_ends, int(max_sentence_words))
 
 
+def corpus_count(text: Tensor, max_sentence_words: int):
+    """corpus_encode's vocabulary scan: (word_bytes uint8, word_ends int64 [U], counts int64
+    [U], sentences, raw words, offset of the first byte that is not UTF-8 or -1), the distinct
+    words in first-seen order. A host op without a fake kernel, as corpus_encode."""
+    return _op("corpus_count")(text, int(max_sentence_words))
+
+
 @PARTS.fake("word2vec_train")
 def _word2vec_train_fake(syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob,
                          ns_prob, ns_alias, seed, first_token, sg, cbow_mean, window, negative,

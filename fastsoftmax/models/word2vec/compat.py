@@ -7,7 +7,6 @@ import logging
 
 import torch
 
-from ..vocabulary import count_words
 from . import data
 from .keyedvectors import KeyedVectors
 
@@ -19,8 +18,7 @@ def scan_vocab(model, corpus_iterable, corpus_file, progress_per, trim_rule):
         raise TypeError("Word2Vec: scan_vocab(trim_rule=...) is not supported: pass trim_rule "
                         "to build_vocab")
     corpus = data.corpus_of(corpus_iterable, corpus_file, passes=1)
-    counts, sentences, words = count_words(corpus, model.max_vocab_size,
-                                           progress_per=progress_per, log=logger)
+    counts, sentences, words = data.scan(corpus, model.max_vocab_size, progress_per, logger)
     model.raw_vocab, model.corpus_count, model.corpus_total_words = counts, sentences, words
     return words, sentences
 

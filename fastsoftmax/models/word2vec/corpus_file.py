@@ -6,13 +6,17 @@ a train() call reads the file once and every later epoch replays the int32 buffe
 
     file --(16 MiB of whole lines)--> corpus_encode --> sentences --(~limit raw words)--> batches
 
+The vocabulary scan reads the file the same way with ``fastsoftmax::corpus_count`` (`count`).
+
 Other encodings, and errors= other than "strict", take the Python path.
 """
 
 from __future__ import annotations
 
 import codecs
-from typing import Iterator, List, Tuple
+import logging
+from collections import Counter
+from typing import Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -86,6 +90,33 @@ def _sentences(corpus: LineSentence, key_to_index: dict):
         ends_np = sentence_ends.numpy()
         in_vocab = np.diff(ends_np, prepend=0)
         yield tokens.numpy(), in_vocab, words.numpy()
+
+
+def count(corpus: LineSentence, progress_per: int = 10000,
+          log: Optional[logging.Logger] = None):
+    """vocabulary.count_words over the file, natively: (Counter word -> count in first-seen
+    order, sentences, raw words), with count_words's log lines (progress once per run of
+    lines that passes a multiple of progress_per sentences)."""
+    if log:
+        log.info("collecting all words and their counts")
+    counts: Counter = Counter()
+    sentences = words = 0
+    for file_offset, chunk in _chunks(corpus.path):
+        text = torch.frombuffer(bytearray(chunk), dtype=torch.uint8)
+        blob, ends, found, s, w, bad = ops.corpus_count(text, MAX_SENTENCE_WORDS)
+        if bad >= 0:
+            _raise_bad_byte(corpus, file_offset, chunk, bad)
+        raw, stops = blob.numpy().tobytes(), ends.tolist()
+        keys = [raw[a:b].decode("utf-8") for a, b in zip([0] + stops[:-1], stops)]
+        counts.update(dict(zip(keys, found.tolist())))  # merged in order: first-seen order
+        if log and progress_per and (sentences + s) // progress_per > sentences // progress_per:
+            log.info("PROGRESS: at sentence #%i, processed %i words, keeping %i word types",
+                     sentences + s, words + w, len(counts))
+        sentences, words = sentences + s, words + w
+    if log:
+        log.info("collected %i word types from a corpus of %i raw words and %i sentences",
+                 len(counts), words, sentences)
+    return counts, sentences, words
 
 
 def batches(corpus: LineSentence, key_to_index: dict, limit: int) -> Iterator[dict]:

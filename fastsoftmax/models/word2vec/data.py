@@ -24,7 +24,7 @@ import numpy as np
 
 from ..textfiles import LineSentence
 from ..textfiles import pieces as sentence_pieces
-from ..vocabulary import rank_by_count
+from ..vocabulary import count_words, rank_by_count
 from . import corpus_file
 
 logger = logging.getLogger(__name__)
@@ -47,6 +47,14 @@ def corpus_of(corpus_iterable, corpus_file, passes: int):
         raise TypeError("sentences must be re-iterable (a list or a class with __iter__), "
                         "not a one-shot generator: training reads it once per epoch")
     return corpus_iterable
+
+
+def scan(corpus, max_vocab_size, progress_per: int, log: logging.Logger):
+    """count_words over the corpus: natively for a file the native reader reads, unless
+    max_vocab_size asks for gensim's pruning during the scan (whose timing is per sentence)."""
+    if corpus_file.native(corpus) and not max_vocab_size:
+        return corpus_file.count(corpus, progress_per, log)
+    return count_words(corpus, max_vocab_size, progress_per=progress_per, log=log)
 
 
 def keep_word(word, count, min_count, trim_rule) -> bool:

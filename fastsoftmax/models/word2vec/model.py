@@ -15,7 +15,6 @@ from ... import ops
 from ...samplers import UnigramSampler
 from ...tree import ClassTree
 from ..textfiles import MAX_SENTENCE_WORDS
-from ..vocabulary import count_words
 from . import compat, data, formats, scoring, training
 from .keyedvectors import KeyedVectors
 
@@ -115,8 +114,7 @@ class Word2Vec:
         if dry_run:
             _refuse("dry_run=True", "is not supported: call build_vocab on a copy instead")
         corpus = data.corpus_of(corpus_iterable, corpus_file, passes=1)
-        counts, sentences, words = count_words(corpus, self.max_vocab_size,
-                                               progress_per=progress_per, log=logger)
+        counts, sentences, words = data.scan(corpus, self.max_vocab_size, progress_per, logger)
         self.corpus_count, self.corpus_total_words = sentences, words
         self._prepare_vocab(counts, update, keep_raw_vocab, trim_rule, min_count, sample)
 
