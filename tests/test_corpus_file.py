@@ -96,6 +96,12 @@ def test_op_bad_arguments():
         fs.ops.corpus_encode(text, vocab, ends, 0)
     with pytest.raises(ValueError, match="non-decreasing"):
         fs.ops.corpus_encode(text, vocab, torch.tensor([5]), 5)
+    with pytest.raises(TypeError, match="uint8"):
+        fs.ops.corpus_count(text.long(), 5)
+    with pytest.raises(ValueError, match="1-D"):
+        fs.ops.corpus_count(text.view(2, 2), 5)
+    with pytest.raises(ValueError, match="positive"):
+        fs.ops.corpus_count(text, 0)
 
 
 def assert_same_batches(native, python):
