@@ -71,9 +71,13 @@ def _raise_bad_byte(corpus: LineSentence, file_offset: int, chunk: bytes, bad: i
     line_start = chunk.rfind(b"\n", 0, bad) + 1
     line_end = chunk.find(b"\n", bad)
     line = chunk[line_start:] if line_end < 0 else chunk[line_start:line_end + 1]
-    with open(corpus.path, "rb") as f:
-        before = f.read(file_offset)
-    number = before.count(b"\n") + chunk.count(b"\n", 0, line_start) + 1
+    number = chunk.count(b"\n", 0, line_start) + 1
+    with open(corpus.path, "rb") as f:  # the lines before the chunk, counted block by block
+        left = file_offset
+        while left:
+            block = f.read(min(left, CHUNK_BYTES))
+            number += block.count(b"\n")
+            left -= len(block)
     raise decode_error(corpus.path, number, corpus.encoding, line, bad - line_start,
                        LineSentence.HINT)
 
