@@ -89,3 +89,13 @@ def test_item_assignment_most_similar_to_given_and_relative_cosine():
     top = kv.most_similar("w3", topn=4)
     want = kv.similarity("w3", "w7") / sum(s for _, s in top)
     assert kv.relative_cosine_similarity("w3", "w7", 4) == pytest.approx(want)
+
+
+@pytest.mark.parametrize("topn", [0, -3, np.uint8(0), np.int64(0), False])
+def test_integer_topn_below_one_returns_no_keys(topn):
+    kv = _kv()
+    assert kv.most_similar("w3", topn=topn) == []
+    assert kv.most_similar_cosmul("w3", topn=topn) == []
+    assert len(kv.most_similar("w3", topn=None)) == len(kv)
+    assert len(kv.most_similar("w3", topn=np.uint8(4))) == 4
+    assert len(kv.most_similar("w3", topn=np.uint8(255))) == len(kv) - 1

@@ -19,6 +19,7 @@ from typing import List, Optional
 import numpy as np
 
 from . import evaluation, formats
+from .keyedvectors_compat import KeyedVectorsCompat, no_results
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ def _unit(v: np.ndarray) -> np.ndarray:
 
 def _top(scores: np.ndarray, topn: int, exclude: set, offset: int = 0) -> list:
     """Indices of the `topn` largest scores (best first), skipping those in `exclude`."""
+    topn = int(topn)  # a numpy integer (np.uint8(255)) would wrap below
     k = min(topn + len(exclude), len(scores))
     if k <= 0:
         return []
@@ -49,8 +51,9 @@ def _top(scores: np.ndarray, topn: int, exclude: set, offset: int = 0) -> list:
     return [int(i) + offset for i in best if int(i) + offset not in exclude][:topn]
 
 
-class KeyedVectors:
-    """Keys and their vectors (see the module docstring)."""
+class KeyedVectors(KeyedVectorsCompat):
+    """Keys and their vectors (see the module docstring; gensim's more recent additions are
+    in keyedvectors_compat.py)."""
 
     def __init__(self, vector_size: int, count: int = 0, dtype=np.float32):
         self.vector_size = int(vector_size)
@@ -249,10 +252,11 @@ class KeyedVectors:
         """3CosAdd: keys by cosine with the weighted mean of the unit vectors of `positive`
         (+1) and `negative` (-1); items may be keys, vectors or (key, weight) pairs. The query
         keys are excluded. Searches rows clip_start..clip_end (restrict_vocab: the first
-        restrict_vocab rows). [(key, cosine)] best first, or all cosines when topn is falsy."""
+        restrict_vocab rows). [(key, cosine)] best first; all cosines when topn is None;
+        [] for any integer topn < 1 (numpy integers too), as gensim."""
         if indexer is not None:
             raise TypeError("most_similar: indexer is not supported")
-        if isinstance(topn, int) and not isinstance(topn, bool) and topn < 1 and topn != 0:
+        if no_results(topn):
             return []
         keys, weights = self._weighted(positive, negative)
         mean = self.get_mean_vector(keys, weights, pre_normalize=True, post_normalize=True,
@@ -282,7 +286,7 @@ class KeyedVectors:
                             restrict_vocab: Optional[int] = None):
         """3CosMul (Levy and Goldberg 2014, eq. 4, cosines shifted to [0, 1]): the product of
         the shifted cosines with `positive` over that with `negative` (+1e-6)."""
-        if isinstance(topn, int) and not isinstance(topn, bool) and 0 != topn < 1:
+        if no_results(topn):
             return []
         positive, negative = _as_list(positive), _as_list(negative)
         if not positive:
@@ -326,16 +330,6 @@ class KeyedVectors:
 
     def rank(self, key1, key2) -> int:
         return len(self.closer_than(key1, key2)) + 1
-
-    def most_similar_to_given(self, key1, keys_list):  # the key of keys_list nearest key1
-        return keys_list[int(np.argmin(self.distances(key1, keys_list)))]
-
-    def relative_cosine_similarity(self, wa, wb, topn: int = 10) -> float:
-        """similarity(wa, wb) / the summed similarities of wa's topn nearest keys (gensim)."""
-        sims = self.similar_by_word(wa, topn)
-        if not sims:
-            raise ValueError("relative_cosine_similarity: wa has no similar keys")
-        return self.similarity(wa, wb) / sum(s for _, s in sims)
 
     # -- evaluation and files (evaluation.py, formats.py) --------------------------------
     def evaluate_word_pairs(self, pairs, delimiter: str = "\t", encoding: str = "utf8",

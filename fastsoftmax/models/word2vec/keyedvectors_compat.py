@@ -1,0 +1,29 @@
+"""The parts of gensim 4's ``KeyedVectors`` API kept out of keyedvectors.py (which holds the
+storage and the core queries): a base class of ``KeyedVectors``."""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+
+
+def no_results(topn) -> bool:
+    """gensim's rule for most_similar and most_similar_cosmul: any integer topn below 1
+    (numpy integers included) asks for no keys, while None asks for every score."""
+    return isinstance(topn, Integral) and topn < 1
+
+
+class KeyedVectorsCompat:
+    """gensim 4 methods of ``KeyedVectors`` built on its core ones."""
+
+    def most_similar_to_given(self, key1, keys_list):
+        """The key of keys_list nearest key1."""
+        return keys_list[int(np.argmin(self.distances(key1, keys_list)))]
+
+    def relative_cosine_similarity(self, wa, wb, topn: int = 10) -> float:
+        """similarity(wa, wb) / the summed similarities of wa's topn nearest keys (gensim)."""
+        sims = self.similar_by_word(wa, topn)
+        if not sims:
+            raise ValueError("relative_cosine_similarity: wa has no similar keys")
+        return self.similarity(wa, wb) / sum(s for _, s in sims)
