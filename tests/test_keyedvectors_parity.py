@@ -99,3 +99,18 @@ def test_integer_topn_below_one_returns_no_keys(topn):
     assert len(kv.most_similar("w3", topn=None)) == len(kv)
     assert len(kv.most_similar("w3", topn=np.uint8(4))) == 4
     assert len(kv.most_similar("w3", topn=np.uint8(255))) == len(kv) - 1
+
+
+def test_unit_normalize_all_scales_in_place():
+    kv = _kv()
+    before = kv.vectors.copy()
+    storage = kv.vectors
+    kv.fill_norms()
+    kv.vectors[0] *= 3.0  # norms are stale now: unit_normalize_all must not trust them
+    kv.unit_normalize_all()
+    assert kv.vectors is storage  # in place, as gensim
+    np.testing.assert_allclose(np.linalg.norm(kv.vectors, axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(kv.vectors[1], before[1] / np.linalg.norm(before[1]), rtol=1e-6)
+    np.testing.assert_allclose(kv.vectors[0], before[0] / np.linalg.norm(before[0]), rtol=1e-6)
+    assert np.array_equal(kv.norms, np.ones(len(kv)))
+    np.testing.assert_allclose(kv.get_vector("w5", norm=True), kv["w5"])

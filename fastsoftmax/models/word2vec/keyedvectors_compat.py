@@ -27,3 +27,11 @@ class KeyedVectorsCompat:
         if not sims:
             raise ValueError("relative_cosine_similarity: wa has no similar keys")
         return self.similarity(wa, wb) / sum(s for _, s in sims)
+
+    def unit_normalize_all(self) -> None:
+        """Scales every vector to unit length in place, as gensim: `vectors` (a view of the
+        training table in a model on the CPU) is overwritten and `norms` becomes ones, so
+        training cannot sensibly continue. A zero vector becomes NaN, as in gensim."""
+        self.fill_norms(force=True)
+        self.vectors /= self.norms[:, None]
+        self.norms = np.ones(len(self.vectors), dtype=self.vectors.dtype)
