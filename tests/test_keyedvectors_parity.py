@@ -7,7 +7,9 @@ import pytest
 
 from fastsoftmax.models import KeyedVectors
 
-from w2v_helpers import random_vectors
+from w2v_helpers import GENSIM_MISSING, HAVE_GENSIM, random_vectors
+
+requires_gensim = pytest.mark.skipif(not HAVE_GENSIM, reason=GENSIM_MISSING)
 
 
 def _kv(V=40, D=6, seed=0):
@@ -114,3 +116,43 @@ def test_unit_normalize_all_scales_in_place():
     np.testing.assert_allclose(kv.vectors[0], before[0] / np.linalg.norm(before[0]), rtol=1e-6)
     assert np.array_equal(kv.norms, np.ones(len(kv)))
     np.testing.assert_allclose(kv.get_vector("w5", norm=True), kv["w5"])
+
+
+def test_vectors_for_all_dedups_drops_unknown_and_copies_attributes_on_request():
+    kv = _kv(V=10, D=3)
+    kv.counts = np.arange(100, 110)
+    kv.set_vecattr("w2", "tag", 7)
+    keys = ["w5", "nope", "w2", "w5", 3, "w9"]
+    out = kv.vectors_for_all(keys)
+    assert type(out) is KeyedVectors
+    assert out.index_to_key == ["w5", "w2", 3, "w9"]  # an int is also a row index (gensim)
+    assert np.array_equal(out.vectors, kv.vectors[[5, 2, 3, 9]])
+    assert out.vectors is not kv.vectors and out.vectors.base is not kv.vectors
+    assert list(out.counts) == [4, 3, 2, 1]  # gensim's placeholder counts
+    assert "tag" not in out.expandos
+    strict = kv.vectors_for_all(keys, allow_inference=False)
+    assert strict.index_to_key == ["w5", "w2", "w9"]
+    copied = kv.vectors_for_all(keys, allow_inference=False, copy_vecattrs=True)
+    assert list(copied.counts) == [105, 102, 109]
+    assert [copied.get_vecattr(k, "tag") for k in ("w5", "w2", "w9")] == [0, 7, 0]
+    assert len(kv.vectors_for_all(["nope"])) == 0
+
+
+@requires_gensim
+@pytest.mark.parametrize("copy_vecattrs", [False, True])
+def test_vectors_for_all_matches_gensim(copy_vecattrs):
+    from gensim.models import KeyedVectors as GKeyedVectors
+
+    keys, vectors = random_vectors(12, 4, 3)
+    ours, theirs = KeyedVectors(4), GKeyedVectors(4)
+    for kv in (ours, theirs):
+        kv.add_vectors(keys, vectors)
+        for i, k in enumerate(keys):
+            kv.set_vecattr(k, "count", 50 - i)
+    ask = ["w7", "w1", "zz", "w7", 4, "w11"]
+    a = ours.vectors_for_all(ask, copy_vecattrs=copy_vecattrs)
+    b = theirs.vectors_for_all(ask, copy_vecattrs=copy_vecattrs)
+    assert a.index_to_key == b.index_to_key
+    assert np.array_equal(a.vectors, b.vectors)
+    assert [a.get_vecattr(k, "count") for k in a.index_to_key] == [
+        b.get_vecattr(k, "count") for k in b.index_to_key]
