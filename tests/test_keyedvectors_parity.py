@@ -156,3 +156,39 @@ def test_vectors_for_all_matches_gensim(copy_vecattrs):
     assert np.array_equal(a.vectors, b.vectors)
     assert [a.get_vecattr(k, "count") for k in a.index_to_key] == [
         b.get_vecattr(k, "count") for k in b.index_to_key]
+
+
+def test_preallocated_slots_filled_by_add_vector():
+    kv = KeyedVectors(3, 2)
+    assert len(kv) == 2 and kv.index_to_key == [None, None] and kv.next_index == 0
+    assert kv.add_vector("a", [1, 2, 3]) == 0
+    kv.set_vecattr("a", "count", 9)
+    assert kv.add_vector("b", np.array([4, 5, 6])) == 1
+    assert kv.next_index == 2 and kv.index_to_key == ["a", "b"]
+    assert np.array_equal(kv.vectors, [[1, 2, 3], [4, 5, 6]])
+    kv.fill_norms()
+    with pytest.warns(UserWarning, match="grows"):  # no free slot left: one more row
+        assert kv.add_vector("c", [0, 0, 2]) == 2
+    assert kv.next_index == 3 and kv["c"].tolist() == [0, 0, 2]
+    assert list(kv.counts) == [9, 0, 0]  # the attributes grew with it
+    assert kv.similarity("c", "a") == pytest.approx(3 / np.sqrt(14))  # norms not stale
+    assert kv.add_vector("a", [7, 7, 7]) == 0 and len(kv) == 3  # known key: replaced
+    assert kv["a"].tolist() == [7, 7, 7]
+    kv.add_lifecycle_event("loaded", msg="test")
+    assert kv.lifecycle_events[-1]["event"] == "loaded"
+    assert kv.lifecycle_events[-1]["msg"] == "test"
+
+
+@requires_gensim
+def test_gensims_private_loader_fills_our_preallocated_vectors(tmp_path):
+    from gensim.models.keyedvectors import _load_word2vec_format
+
+    kv = _kv(V=7, D=3)
+    for binary in (False, True):
+        f = str(tmp_path / f"v{binary}")
+        kv.save_word2vec_format(f, binary=binary)
+        back = _load_word2vec_format(KeyedVectors, f, binary=binary, limit=5,
+                                     binary_chunk_size=16)
+        assert type(back) is KeyedVectors and back.index_to_key == kv.index_to_key[:5]
+        assert np.array_equal(back.vectors, kv.vectors[:5])
+        assert list(back.counts) == [5, 4, 3, 2, 1]

@@ -57,7 +57,9 @@ class KeyedVectors(KeyedVectorsCompat):
 
     def __init__(self, vector_size: int, count: int = 0, dtype=np.float32):
         self.vector_size = int(vector_size)
-        self.index_to_key: List = []
+        # count > 0 preallocates slots (key None) that add_vector fills in turn (gensim's)
+        self.index_to_key: List = [None] * count
+        self.next_index = 0
         self.key_to_index: dict = {}
         self.vectors = np.zeros((count, self.vector_size), dtype=dtype)
         self.norms: Optional[np.ndarray] = None

@@ -3,9 +3,16 @@ storage and the core queries): a base class of ``KeyedVectors``."""
 
 from __future__ import annotations
 
+import datetime
+import logging
+import platform
+import sys
+import warnings
 from numbers import Integral
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 
 def no_results(topn) -> bool:
@@ -27,6 +34,47 @@ class KeyedVectorsCompat:
         if not sims:
             raise ValueError("relative_cosine_similarity: wa has no similar keys")
         return self.similarity(wa, wb) / sum(s for _, s in sims)
+
+    def add_vector(self, key, vector) -> int:
+        """Adds one key and its vector; returns its row. As gensim: the preallocated slot at
+        `next_index` (``KeyedVectors(vector_size, count)`` leaves `count` empty slots) is
+        filled when free, otherwise the tables grow by one row (with gensim's warning that
+        this is slow). A key already present has its vector replaced, so that
+        ``vectors[result]`` is always `vector` and ``index_to_key[result]`` is `key`."""
+        if key in self.key_to_index:
+            row = self.key_to_index[key]
+            self.vectors[row] = vector
+        elif self.next_index < len(self.index_to_key) and (
+                self.index_to_key[self.next_index] is None):
+            row = self.next_index
+            self.index_to_key[row], self.key_to_index[key] = key, row
+            self.vectors[row] = vector
+            self.next_index += 1
+        else:
+            warnings.warn("add_vector grows the vectors by one row, which copies them: add "
+                          "keys in batches (add_vectors) or preallocate KeyedVectors(size, "
+                          "count)", UserWarning, stacklevel=2)
+            row = len(self.index_to_key)
+            self.add_vectors([key], np.asarray(vector).reshape(1, -1))
+            self.next_index = row + 1
+        self.norms = None
+        return row
+
+    def add_lifecycle_event(self, event_name: str, log_level=logging.INFO, **event) -> None:
+        """gensim's event log (gensim's own loaders call it): `event` with the time, the
+        versions and the platform, appended to `lifecycle_events` (kept in memory only, not
+        saved) and logged at log_level (a falsy level: not logged)."""
+        from ... import __version__
+
+        record = dict(event, datetime=datetime.datetime.now().isoformat(),
+                      fastsoftmax=__version__, python=sys.version,
+                      platform=platform.platform(), event=event_name)
+        if not hasattr(self, "lifecycle_events"):
+            self.lifecycle_events = []
+        if log_level:
+            logger.log(log_level, "%s lifecycle event %s", type(self).__name__, record)
+        if self.lifecycle_events is not None:
+            self.lifecycle_events.append(record)
 
     def vectors_for_all(self, keys, allow_inference: bool = True, copy_vecattrs: bool = False):
         """A new ``KeyedVectors`` with the vectors of `keys`: duplicates dropped, the first
