@@ -1,10 +1,12 @@
 """gensim 4 methods of ``Word2Vec`` kept out of model.py: the vocabulary scan alone
-(scan_vocab) and starting over from another model's vocabulary (reset_from)."""
+(scan_vocab), starting over from another model's vocabulary (reset_from) and the prediction
+of the center word (predict_output_word)."""
 
 from __future__ import annotations
 
 import logging
 
+import numpy as np
 import torch
 
 from ..vocabulary import count_words
@@ -38,3 +40,22 @@ def reset_from(model, other) -> None:
     model._syn1 = model._syn0.new_zeros(len(keys) - 1, model.vector_size) if model.hs else None
     model._sync_vectors()
     model._tables()
+
+
+def predict_output_word(model, context_words_list, topn):
+    if not model.negative:
+        raise RuntimeError("predict_output_word needs negative sampling (negative > 0), as "
+                           "in gensim; this model was trained with hs=1 and negative=0")
+    idx = [model.wv.get_index(w) for w in context_words_list if w in model.wv]
+    if not idx:
+        logger.warning("All the input context words are out-of-vocabulary for the current "
+                       "model.")
+        return None
+    h = model.wv.vectors[idx].sum(axis=0)
+    if model.cbow_mean:
+        h = h / len(idx)
+    scores = model.syn1neg @ h
+    p = np.exp(scores - scores.max())
+    p /= p.sum()
+    top = np.argsort(-p, kind="stable")[:topn]
+    return [(model.wv.index_to_key[i], float(p[i])) for i in top]

@@ -349,22 +349,7 @@ class Word2Vec:
         cbow_mean=0, of the known context vectors) under a full softmax over syn1neg, as
         gensim; None (with a warning) when no context word is known. Like gensim, it needs
         negative sampling: a model with hs=1 and negative=0 raises RuntimeError."""
-        if not self.negative:
-            raise RuntimeError("predict_output_word needs negative sampling (negative > 0), as "
-                               "in gensim; this model was trained with hs=1 and negative=0")
-        idx = [self.wv.get_index(w) for w in context_words_list if w in self.wv]
-        if not idx:
-            logger.warning("All the input context words are out-of-vocabulary for the current "
-                           "model.")
-            return None
-        h = self.wv.vectors[idx].sum(axis=0)
-        if self.cbow_mean:
-            h = h / len(idx)
-        scores = self.syn1neg @ h
-        p = np.exp(scores - scores.max())
-        p /= p.sum()
-        top = np.argsort(-p, kind="stable")[:topn]
-        return [(self.wv.index_to_key[i], float(p[i])) for i in top]
+        return compat.predict_output_word(self, context_words_list, topn)
 
     def score(self, sentences, total_sentences=int(1e6), chunksize=100, queue_factor=2,
               report_delay=1):
