@@ -27,6 +27,25 @@ def scan_vocab(model, corpus_iterable, corpus_file, progress_per, trim_rule):
     return words, sentences
 
 
+def vocab_report(model, update, trim_rule, min_count, sample) -> dict:
+    """gensim's prepare_vocab report on model.raw_vocab under the settings _prepare_vocab
+    applies: words dropped, retained words and their total count, and what subsampling would
+    leave (words it downsamples, expected retained tokens)."""
+    counts = model.raw_vocab
+    if update or min_count is None:
+        min_count = model.min_count
+    if update or sample is None:
+        sample = model.sample
+    mc = data.effective_min_count(counts, int(min_count), model.max_final_vocab)
+    kept = np.array([c for w, c in counts.items() if data.keep_word(w, c, mc, trim_rule)],
+                    dtype=np.int64)
+    keep = data.keep_probabilities(kept, int(kept.sum()), float(sample))
+    return {"drop_unique": len(counts) - len(kept), "retain_total": int(kept.sum()),
+            "downsample_unique": int((keep < 1).sum()),
+            "downsample_total": int((keep.astype(np.float64) * kept).sum()),
+            "num_retained_words": len(kept)}
+
+
 def reset_from(model, other) -> None:
     keys = list(other.wv.index_to_key)
     model.wv = KeyedVectors(model.vector_size, len(keys))

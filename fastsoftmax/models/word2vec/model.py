@@ -125,6 +125,19 @@ class Word2Vec:
         """gensim's corpus scan alone (raw_vocab, corpus sizes): (total words, sentences)."""
         return compat.scan_vocab(self, corpus_iterable, corpus_file, progress_per, trim_rule)
 
+    def prepare_vocab(self, update=False, keep_raw_vocab=False, trim_rule=None,
+                      min_count=None, sample=None, dry_run=False) -> dict:
+        """gensim's second step of build_vocab: the vocabulary from raw_vocab (left by
+        scan_vocab) under min_count, max_final_vocab, trim_rule and sample, and gensim's
+        report (drop_unique, retain_total, downsample_unique, downsample_total,
+        num_retained_words). Here it also resets the weights (gensim's prepare_weights);
+        dry_run=True only reports, changing nothing."""
+        report = compat.vocab_report(self, update, trim_rule, min_count, sample)
+        if not dry_run:
+            self._prepare_vocab(dict(self.raw_vocab), update, keep_raw_vocab, trim_rule,
+                                min_count, sample)
+        return report
+
     def reset_from(self, other_model) -> None:
         """other_model's vocabulary and corpus sizes, fresh weights (gensim's; compat.py)."""
         compat.reset_from(self, other_model)
