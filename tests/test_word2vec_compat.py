@@ -46,3 +46,31 @@ def test_prepare_vocab_report_matches_gensim(kw):
     assert ours.prepare_vocab() == theirs.prepare_vocab()
     assert ours.effective_min_count == theirs.effective_min_count
     assert sorted(ours.wv.index_to_key) == sorted(theirs.wv.index_to_key)
+
+
+def test_misuse_raises_gensims_types_and_ours(tmp_path):
+    from fastsoftmax.models.word2vec import errors
+
+    for corpus, kw in (([], {}), ([["a", "b"]], dict(min_count=3))):
+        with pytest.raises(errors.EmptyVocabularyError) as info:
+            Word2Vec(corpus, vector_size=4, **kw)
+        assert isinstance(info.value, RuntimeError) and isinstance(info.value, ValueError)
+    corpus = [["a", "b", "c", "a"]] * 5
+    trained = Word2Vec(corpus, vector_size=4, min_count=1, epochs=1)
+    path = str(tmp_path / "v.bin")
+    trained.wv.save_word2vec_format(path, binary=True)
+    swapped = Word2Vec(vector_size=4)
+    swapped.wv = type(trained.wv).load_word2vec_format(path, binary=True)
+    with pytest.raises(ValueError, match="replaced by vectors alone"):  # gensim: ValueError
+        swapped.train(corpus, total_examples=5, epochs=1)
+    with pytest.raises(RuntimeError, match="syn1neg.*replaced"):  # gensim: RuntimeError
+        swapped.predict_output_word(["a"])
+    with pytest.raises(AttributeError):  # reading the missing weights, as before
+        swapped.predict_output_word(["a"])
+    with pytest.raises(RuntimeError, match="build_vocab"):
+        Word2Vec(vector_size=4).train(corpus, total_examples=5, epochs=1)
+    swapped.wv.save(str(tmp_path / "kv.npz"))
+    with pytest.raises(AttributeError, match="holds a 'KeyedVectors'"):  # gensim's type
+        Word2Vec.load(str(tmp_path / "kv.npz"))
+    with pytest.raises(ValueError, match="holds a 'KeyedVectors'"):  # ours until now
+        Word2Vec.load(str(tmp_path / "kv.npz"))

@@ -11,6 +11,7 @@ import torch
 
 from ..vocabulary import count_words
 from . import data
+from .errors import MissingWeightsError
 from .keyedvectors import KeyedVectors
 
 logger = logging.getLogger(__name__)
@@ -61,10 +62,23 @@ def reset_from(model, other) -> None:
     model._tables()
 
 
+def untrainable_reason(model) -> str:
+    """Why a model without training state cannot train or predict, for the error message."""
+    if len(model.wv):
+        return ("this model has no training state: its wv was replaced by vectors alone "
+                "(e.g. from load_word2vec_format), which carry no output weights; call "
+                "build_vocab on a corpus, or load a model saved by Word2Vec.save")
+    return "build the vocabulary first (build_vocab) before train"
+
+
 def predict_output_word(model, context_words_list, topn):
     if not model.negative:
         raise RuntimeError("predict_output_word needs negative sampling (negative > 0), as "
                            "in gensim; this model was trained with hs=1 and negative=0")
+    if model._syn1neg is None:
+        raise MissingWeightsError(
+            "predict_output_word needs the output weights (syn1neg): "
+            + untrainable_reason(model))
     idx = [model.wv.get_index(w) for w in context_words_list if w in model.wv]
     if not idx:
         logger.warning("All the input context words are out-of-vocabulary for the current "

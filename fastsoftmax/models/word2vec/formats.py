@@ -16,6 +16,7 @@ import torch
 from ..._atomic import atomic_open
 from ...tree import ClassTree
 from .data import keep_probabilities
+from .errors import WrongModelFileError
 
 FORMAT_VERSION = 1
 logger = logging.getLogger(__name__)
@@ -254,7 +255,8 @@ def load_npz(path: str, classes) -> tuple:
         raise ValueError(f"{path} cannot be read as a model saved by fastsoftmax (truncated, "
                          f"damaged or written by another program: {reason})") from None
     if meta.get("class") not in classes:
-        raise ValueError(f"{path} holds a {meta.get('class')!r}, expected one of {classes}")
+        raise WrongModelFileError(f"{path} holds a {meta.get('class')!r}, expected one of "
+                                  f"{classes}")
     if meta.get("format") != FORMAT_VERSION:
         raise ValueError(f"{path}: unsupported format version {meta.get('format')}")
     return arrays, meta

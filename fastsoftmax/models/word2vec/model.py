@@ -17,6 +17,7 @@ from ...tree import ClassTree
 from ..textfiles import MAX_SENTENCE_WORDS
 from ..vocabulary import count_words
 from . import compat, data, formats, scoring, training
+from .errors import EmptyVocabularyError, NotTrainableError
 from .keyedvectors import KeyedVectors
 
 logger = logging.getLogger(__name__)
@@ -153,7 +154,7 @@ class Word2Vec:
 
     def _prepare_vocab(self, counts, update, keep_raw_vocab, trim_rule, min_count, sample):
         if sum(counts.values()) == 0:
-            raise ValueError("the corpus is empty: no words to build a vocabulary from")
+            raise EmptyVocabularyError("the corpus is empty: no words to build a vocabulary")
         if update and self._syn0 is None:
             raise RuntimeError("build_vocab(update=True) needs a model that already has a "
                                "vocabulary: build it once without update first")
@@ -167,8 +168,8 @@ class Word2Vec:
         else:
             keys, cnt = data.select(counts, mc, trim_rule, self.sorted_vocab)
             if not keys:
-                raise ValueError(f"no word occurs at least min_count={mc} times in the corpus "
-                                 f"of {sum(counts.values())} words; lower min_count")
+                raise EmptyVocabularyError(f"no word occurs at least min_count={mc} times "
+                                           f"in the {sum(counts.values())} words; lower it")
             self._keep_np = data.keep_probabilities(cnt, int(cnt.sum()), self.sample)
             logger.info("sample=%g downsamples %i most-common words", self.sample,
                         int((self._keep_np < 1).sum()))
@@ -310,7 +311,7 @@ class Word2Vec:
         epochs replace the model's alpha, min_alpha and epochs, as in gensim. Logs progress every report_delay
         seconds in gensim's format. Returns (words trained after subsampling, raw words)."""
         if self._syn0 is None:
-            raise RuntimeError("build the vocabulary first (build_vocab) before train")
+            raise NotTrainableError(compat.untrainable_reason(self))
         if word_count:
             _refuse("word_count", "(words already trained) must be 0")
         if corpus_iterable is None and corpus_file is None:
