@@ -192,3 +192,27 @@ def test_gensims_private_loader_fills_our_preallocated_vectors(tmp_path):
         assert type(back) is KeyedVectors and back.index_to_key == kv.index_to_key[:5]
         assert np.array_equal(back.vectors, kv.vectors[:5])
         assert list(back.counts) == [5, 4, 3, 2, 1]
+
+
+def test_similarity_of_one_key_sets_equals_similarity_exactly():
+    kv = _kv(V=30, D=7, seed=4)
+    assert kv.get_mean_vector(["w1", "w2"], pre_normalize=False).dtype == np.float32
+    for a in range(0, 30, 3):
+        for b in range(1, 30, 4):
+            wa, wb = f"w{a}", f"w{b}"
+            assert kv.n_similarity([wa], [wb]) == kv.similarity(wa, wb)
+
+
+@requires_gensim
+def test_similarity_and_distance_are_gensims_floats():
+    from gensim.models import KeyedVectors as GKeyedVectors
+
+    keys, vectors = random_vectors(30, 7, 4)
+    ours, theirs = KeyedVectors(7), GKeyedVectors(7)
+    ours.add_vectors(keys, vectors)
+    theirs.add_vectors(keys, vectors)
+    for a in keys[::3]:
+        for b in keys[1::4] + [a]:
+            assert ours.similarity(a, b) == theirs.similarity(a, b)
+            assert ours.distance(a, b) == theirs.distance(a, b)
+            assert ours.n_similarity([a, b], [b]) == theirs.n_similarity([a, b], [b])

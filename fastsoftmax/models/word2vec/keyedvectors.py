@@ -36,8 +36,11 @@ def _as_list(x) -> list:
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
-    n = np.linalg.norm(v)
-    return v / n if n > 0 else v
+    """v at unit length as gensim's unitvec computes it (norm and scaling in float64, then
+    rounded to v's type), so similarity(w, w) and n_similarity give gensim's exact floats."""
+    v64 = np.asarray(v, dtype=np.float64)
+    n = np.sqrt(np.dot(v64, v64))
+    return (v64 * (1.0 / n)).astype(np.asarray(v).dtype) if n > 0 else v
 
 
 def _top(scores: np.ndarray, topn: int, exclude: set, offset: int = 0) -> list:
@@ -189,7 +192,9 @@ class KeyedVectors(KeyedVectorsCompat):
         keys = _as_list(keys) if not (isinstance(keys, np.ndarray) and keys.ndim == 2) else keys
         if len(keys) == 0:
             raise ValueError("cannot compute mean with no input")
-        weights = np.ones(len(keys)) if weights is None else np.asarray(weights, dtype=float)
+        if not isinstance(weights, np.ndarray):  # gensim: in the vectors' type (the mean too)
+            weights = np.asarray(np.ones(len(keys)) if weights is None else weights,
+                                 dtype=self.vectors.dtype)
         if len(weights) != len(keys):
             raise ValueError("keys and weights array must have same number of elements")
         mean = np.zeros(self.vector_size, dtype=self.vectors.dtype)
@@ -214,7 +219,7 @@ class KeyedVectors(KeyedVectorsCompat):
         return vectors_all @ vector / norms
 
     def similarity(self, w1, w2) -> float:
-        return float(np.dot(self.get_vector(w1, norm=True), self.get_vector(w2, norm=True)))
+        return float(np.dot(_unit(self.get_vector(w1)), _unit(self.get_vector(w2))))
 
     def distance(self, w1, w2) -> float:
         return 1.0 - self.similarity(w1, w2)
@@ -323,15 +328,6 @@ class KeyedVectors(KeyedVectorsCompat):
         unit = np.vstack([self.get_vector(w, norm=True) for w in used]).astype(np.float32)
         scores = unit @ self.get_mean_vector(unit, post_normalize=True)
         return min(zip(scores.tolist(), used))[1]
-
-    def closer_than(self, key1, key2) -> list:
-        """Keys closer to key1 than key2 is (key1 itself excluded)."""
-        d = self.distances(key1)
-        i1, i2 = self.get_index(key1), self.get_index(key2)
-        return [self.index_to_key[i] for i in np.flatnonzero(d < d[i2]) if i != i1]
-
-    def rank(self, key1, key2) -> int:
-        return len(self.closer_than(key1, key2)) + 1
 
     # -- evaluation and files (evaluation.py, formats.py) --------------------------------
     def evaluate_word_pairs(self, pairs, delimiter: str = "\t", encoding: str = "utf8",

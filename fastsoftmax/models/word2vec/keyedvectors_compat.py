@@ -24,6 +24,15 @@ def no_results(topn) -> bool:
 class KeyedVectorsCompat:
     """gensim 4 methods of ``KeyedVectors`` built on its core ones."""
 
+    def closer_than(self, key1, key2) -> list:
+        """Keys closer to key1 than key2 is (key1 itself excluded)."""
+        d = self.distances(key1)
+        i1, i2 = self.get_index(key1), self.get_index(key2)
+        return [self.index_to_key[i] for i in np.flatnonzero(d < d[i2]) if i != i1]
+
+    def rank(self, key1, key2) -> int:
+        return len(self.closer_than(key1, key2)) + 1
+
     def most_similar_to_given(self, key1, keys_list):
         """The key of keys_list nearest key1."""
         return keys_list[int(np.argmin(self.distances(key1, keys_list)))]
