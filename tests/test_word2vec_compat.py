@@ -74,3 +74,65 @@ def test_misuse_raises_gensims_types_and_ours(tmp_path):
         Word2Vec.load(str(tmp_path / "kv.npz"))
     with pytest.raises(ValueError, match="holds a 'KeyedVectors'"):  # ours until now
         Word2Vec.load(str(tmp_path / "kv.npz"))
+
+
+def _gensim_model(**kw):
+    from gensim.models import Word2Vec as GWord2Vec
+
+    settings = dict(vector_size=8, min_count=2, window=3, epochs=2, seed=5, workers=1)
+    settings.update(kw)
+    return GWord2Vec(_zipf_corpus(), **settings)
+
+
+@requires_gensim
+@pytest.mark.parametrize("kw", [dict(sg=1, negative=5, hs=0, sample=1e-2),
+                                dict(sg=0, negative=0, hs=1, cbow_mean=0),
+                                dict(sg=1, negative=3, hs=1, null_word=1)])
+def test_from_gensim_copies_the_trained_state(kw, tmp_path):
+    g = _gensim_model(**kw)
+    m = Word2Vec.from_gensim(g)
+    for attr in ("vector_size", "window", "sg", "hs", "negative", "cbow_mean", "sample",
+                 "alpha", "min_alpha", "epochs", "seed", "null_word", "corpus_count",
+                 "corpus_total_words", "effective_min_count"):
+        assert getattr(m, attr) == getattr(g, attr), attr
+    assert m.wv.index_to_key == g.wv.index_to_key
+    assert np.array_equal(m.wv.vectors, g.wv.vectors)
+    assert np.array_equal(m.wv.counts, g.wv.expandos["count"])
+    want_keep = g.wv.expandos["sample_int"] / (2.0 ** 32 - 1)
+    np.testing.assert_allclose(m.keep_probabilities(), want_keep, rtol=1e-6)
+    if g.negative:
+        assert np.array_equal(m.syn1neg, g.syn1neg)
+    if g.hs:  # same tree, so every inner node's row is gensim's (the last row unused)
+        assert np.array_equal(m.syn1, g.syn1)
+        for w in g.wv.index_to_key:
+            assert np.array_equal(m.wv.get_vecattr(w, "point"), g.wv.get_vecattr(w, "point"))
+            assert np.array_equal(m.wv.get_vecattr(w, "code"), g.wv.get_vecattr(w, "code"))
+        g.wv.expandos["point"][3] = g.wv.expandos["point"][3][::-1].copy()
+        with pytest.raises(ValueError, match="Huffman tree differs"):  # syn1 would not fit
+            Word2Vec.from_gensim(g)
+    else:
+        got, want = m.predict_output_word(["t3", "t4"]), g.predict_output_word(["t3", "t4"])
+        assert [w for w, _ in got[:3]] == [w for w, _ in want[:3]]
+    g.wv.vectors[0] += 1  # nothing shared
+    assert not np.array_equal(m.wv.vectors[0], g.wv.vectors[0])
+    m.train(_zipf_corpus(1), total_examples=300, epochs=1)  # ready to train on
+    m.save(str(tmp_path / "m.npz"))
+    assert Word2Vec.load(str(tmp_path / "m.npz")).wv.index_to_key == m.wv.index_to_key
+
+
+@requires_gensim
+def test_keyedvectors_from_gensim_and_pickles_pointing_at_it(tmp_path):
+    from fastsoftmax.models import KeyedVectors
+
+    g = _gensim_model()
+    g.wv.set_vecattr("t1", "tag", 3)
+    kv = KeyedVectors.from_gensim(g.wv)
+    assert type(kv) is KeyedVectors and kv.index_to_key == g.wv.index_to_key
+    assert np.array_equal(kv.vectors, g.wv.vectors) and kv.vectors is not g.wv.vectors
+    assert kv.get_vecattr("t1", "tag") == 3
+    assert np.array_equal(kv.counts, g.wv.expandos["count"])
+    assert kv.most_similar("t2", topn=5) == pytest.approx(g.wv.most_similar("t2", topn=5))
+    g.save(str(tmp_path / "g.model"))
+    for load in (Word2Vec.load, KeyedVectors.load):
+        with pytest.raises(ValueError, match="pickle.*from_gensim"):
+            load(str(tmp_path / "g.model"))

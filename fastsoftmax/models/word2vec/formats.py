@@ -242,7 +242,9 @@ def load_npz(path: str, classes) -> tuple:
         magic = f.read(4)
     if magic[:1] == b"\x80":  # pickle protocol 2+
         raise ValueError(f"{path} is a Python pickle: fastsoftmax never unpickles (it can run "
-                         "code); save the model with fastsoftmax's save() and load that")
+                         "code). A model saved by gensim: load it with gensim and convert it, "
+                         "Word2Vec.from_gensim(model) or KeyedVectors.from_gensim(model.wv), "
+                         "then save() it here")
     if magic not in (b"PK\x03\x04", b"PK\x05\x06"):
         raise ValueError(f"{path} is not an .npz file written by save() (it does not start "
                          f"like a zip archive: {magic!r})")

@@ -44,6 +44,20 @@ class KeyedVectorsCompat:
             raise ValueError("relative_cosine_similarity: wa has no similar keys")
         return self.similarity(wa, wb) / sum(s for _, s in sims)
 
+    @classmethod
+    def from_gensim(cls, kv):
+        """A copy of a gensim 4 ``KeyedVectors`` in memory (files gensim pickled are loaded by
+        gensim, never here): keys, vectors, per-key attributes (counts included) and
+        vectors_lockf; nothing is shared with `kv`."""
+        out = cls(kv.vector_size, 0, dtype=kv.vectors.dtype)
+        out.index_to_key, out.key_to_index = list(kv.index_to_key), dict(kv.key_to_index)
+        out.next_index = getattr(kv, "next_index", len(out.index_to_key))
+        out.vectors = np.array(kv.vectors)
+        out.expandos = {attr: values.copy() for attr, values in kv.expandos.items()}
+        out.vectors_lockf = np.array(getattr(kv, "vectors_lockf", 1.0), dtype=np.float32,
+                                     ndmin=1)
+        return out
+
     def add_vector(self, key, vector) -> int:
         """Adds one key and its vector; returns its row. As gensim: the preallocated slot at
         `next_index` (``KeyedVectors(vector_size, count)`` leaves `count` empty slots) is

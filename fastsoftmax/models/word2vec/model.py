@@ -139,6 +139,14 @@ class Word2Vec:
                                 min_count, sample)
         return report
 
+    @classmethod
+    def from_gensim(cls, model, device="cpu"):
+        """A fastsoftmax model from a gensim 4 ``Word2Vec`` in memory (models gensim pickled
+        are loaded by gensim, never here): settings, vocabulary, counts, keep probabilities,
+        vectors and output weights (syn1neg; syn1 with hs=1, the Huffman tree being gensim's),
+        ready to query, save or train on (compat.py)."""
+        return compat.from_gensim(cls, model, device)
+
     def reset_from(self, other_model) -> None:
         """other_model's vocabulary and corpus sizes, fresh weights (gensim's; compat.py)."""
         compat.reset_from(self, other_model)
@@ -284,18 +292,7 @@ class Word2Vec:
 
     def estimate_memory(self, vocab_size=None, report=None) -> dict:
         """Bytes needed by the model, per part, as gensim estimates them."""
-        v = vocab_size or len(self.wv)
-        report = dict(report or {})
-        report["vocab"] = v * (700 if self.hs else 500)  # gensim's allowance (codes, points)
-        report["vectors"] = v * self.vector_size * 4
-        if self.hs:
-            report["syn1"] = v * self.layer1_size * 4
-        if self.negative:
-            report["syn1neg"] = v * self.layer1_size * 4
-        report["total"] = sum(report.values())
-        logger.info("estimated required memory for %i words and %i dimensions: %i bytes", v,
-                    self.vector_size, report["total"])
-        return report
+        return compat.estimate_memory(self, vocab_size, report)
 
     # -- training -------------------------------------------------------------------------
     def train(self, corpus_iterable=None, corpus_file=None, total_examples=None,
