@@ -15,6 +15,9 @@ The package, in the shape of every model of fastsoftmax:
   evaluation.py    word-pair similarity and analogy scores
   formats.py       word2vec.c's text and binary vector files, and the .npz model files
   ppmi_vectors.py  ``PPMIVectors``: count-based vectors (PPMI and a truncated SVD)
+  compat.py, keyedvectors_compat.py  gensim 4 API kept out of model.py and keyedvectors.py
+                   (prepare_vocab, from_gensim, vectors_for_all, add_vector, ...)
+  errors.py        errors of misuse that are both gensim's exception type and ours
 The command line is fastsoftmax/cli/word2vec.py.
 
 Semantics, as gensim 4 (word2vec_inner.pyx) and word2vec.c:

@@ -16,6 +16,7 @@ import torch
 from ..._atomic import atomic_open
 from ...tree import ClassTree
 from .data import keep_probabilities
+from .errors import WrongModelFileError
 
 FORMAT_VERSION = 1
 logger = logging.getLogger(__name__)
@@ -241,7 +242,9 @@ def load_npz(path: str, classes) -> tuple:
         magic = f.read(4)
     if magic[:1] == b"\x80":  # pickle protocol 2+
         raise ValueError(f"{path} is a Python pickle: fastsoftmax never unpickles (it can run "
-                         "code); save the model with fastsoftmax's save() and load that")
+                         "code). A model saved by gensim: load it with gensim and convert it, "
+                         "Word2Vec.from_gensim(model) or KeyedVectors.from_gensim(model.wv), "
+                         "then save() it here")
     if magic not in (b"PK\x03\x04", b"PK\x05\x06"):
         raise ValueError(f"{path} is not an .npz file written by save() (it does not start "
                          f"like a zip archive: {magic!r})")
@@ -254,7 +257,8 @@ def load_npz(path: str, classes) -> tuple:
         raise ValueError(f"{path} cannot be read as a model saved by fastsoftmax (truncated, "
                          f"damaged or written by another program: {reason})") from None
     if meta.get("class") not in classes:
-        raise ValueError(f"{path} holds a {meta.get('class')!r}, expected one of {classes}")
+        raise WrongModelFileError(f"{path} holds a {meta.get('class')!r}, expected one of "
+                                  f"{classes}")
     if meta.get("format") != FORMAT_VERSION:
         raise ValueError(f"{path}: unsupported format version {meta.get('format')}")
     return arrays, meta

@@ -19,6 +19,7 @@ from typing import List, Optional
 import numpy as np
 
 from . import evaluation, formats
+from .keyedvectors_compat import KeyedVectorsCompat, no_results
 
 logger = logging.getLogger(__name__)
 
@@ -35,12 +36,16 @@ def _as_list(x) -> list:
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
-    n = np.linalg.norm(v)
-    return v / n if n > 0 else v
+    """v at unit length as gensim's unitvec computes it (norm and scaling in float64, then
+    rounded to v's type), so similarity(w, w) and n_similarity give gensim's exact floats."""
+    v64 = np.asarray(v, dtype=np.float64)
+    n = np.sqrt(np.dot(v64, v64))
+    return (v64 * (1.0 / n)).astype(np.asarray(v).dtype) if n > 0 else v
 
 
 def _top(scores: np.ndarray, topn: int, exclude: set, offset: int = 0) -> list:
     """Indices of the `topn` largest scores (best first), skipping those in `exclude`."""
+    topn = int(topn)  # a numpy integer (np.uint8(255)) would wrap below
     k = min(topn + len(exclude), len(scores))
     if k <= 0:
         return []
@@ -49,12 +54,15 @@ def _top(scores: np.ndarray, topn: int, exclude: set, offset: int = 0) -> list:
     return [int(i) + offset for i in best if int(i) + offset not in exclude][:topn]
 
 
-class KeyedVectors:
-    """Keys and their vectors (see the module docstring)."""
+class KeyedVectors(KeyedVectorsCompat):
+    """Keys and their vectors (see the module docstring; gensim's more recent additions are
+    in keyedvectors_compat.py)."""
 
     def __init__(self, vector_size: int, count: int = 0, dtype=np.float32):
         self.vector_size = int(vector_size)
-        self.index_to_key: List = []
+        # count > 0 preallocates slots (key None) that add_vector fills in turn (gensim's)
+        self.index_to_key: List = [None] * count
+        self.next_index = 0
         self.key_to_index: dict = {}
         self.vectors = np.zeros((count, self.vector_size), dtype=dtype)
         self.norms: Optional[np.ndarray] = None
@@ -184,7 +192,9 @@ class KeyedVectors:
         keys = _as_list(keys) if not (isinstance(keys, np.ndarray) and keys.ndim == 2) else keys
         if len(keys) == 0:
             raise ValueError("cannot compute mean with no input")
-        weights = np.ones(len(keys)) if weights is None else np.asarray(weights, dtype=float)
+        if not isinstance(weights, np.ndarray):  # gensim: in the vectors' type (the mean too)
+            weights = np.asarray(np.ones(len(keys)) if weights is None else weights,
+                                 dtype=self.vectors.dtype)
         if len(weights) != len(keys):
             raise ValueError("keys and weights array must have same number of elements")
         mean = np.zeros(self.vector_size, dtype=self.vectors.dtype)
@@ -209,7 +219,7 @@ class KeyedVectors:
         return vectors_all @ vector / norms
 
     def similarity(self, w1, w2) -> float:
-        return float(np.dot(self.get_vector(w1, norm=True), self.get_vector(w2, norm=True)))
+        return float(np.dot(_unit(self.get_vector(w1)), _unit(self.get_vector(w2))))
 
     def distance(self, w1, w2) -> float:
         return 1.0 - self.similarity(w1, w2)
@@ -249,10 +259,11 @@ class KeyedVectors:
         """3CosAdd: keys by cosine with the weighted mean of the unit vectors of `positive`
         (+1) and `negative` (-1); items may be keys, vectors or (key, weight) pairs. The query
         keys are excluded. Searches rows clip_start..clip_end (restrict_vocab: the first
-        restrict_vocab rows). [(key, cosine)] best first, or all cosines when topn is falsy."""
+        restrict_vocab rows). [(key, cosine)] best first; all cosines when topn is None;
+        [] for any integer topn < 1 (numpy integers too), as gensim."""
         if indexer is not None:
             raise TypeError("most_similar: indexer is not supported")
-        if isinstance(topn, int) and not isinstance(topn, bool) and topn < 1 and topn != 0:
+        if no_results(topn):
             return []
         keys, weights = self._weighted(positive, negative)
         mean = self.get_mean_vector(keys, weights, pre_normalize=True, post_normalize=True,
@@ -282,7 +293,7 @@ class KeyedVectors:
                             restrict_vocab: Optional[int] = None):
         """3CosMul (Levy and Goldberg 2014, eq. 4, cosines shifted to [0, 1]): the product of
         the shifted cosines with `positive` over that with `negative` (+1e-6)."""
-        if isinstance(topn, int) and not isinstance(topn, bool) and 0 != topn < 1:
+        if no_results(topn):
             return []
         positive, negative = _as_list(positive), _as_list(negative)
         if not positive:
@@ -317,25 +328,6 @@ class KeyedVectors:
         unit = np.vstack([self.get_vector(w, norm=True) for w in used]).astype(np.float32)
         scores = unit @ self.get_mean_vector(unit, post_normalize=True)
         return min(zip(scores.tolist(), used))[1]
-
-    def closer_than(self, key1, key2) -> list:
-        """Keys closer to key1 than key2 is (key1 itself excluded)."""
-        d = self.distances(key1)
-        i1, i2 = self.get_index(key1), self.get_index(key2)
-        return [self.index_to_key[i] for i in np.flatnonzero(d < d[i2]) if i != i1]
-
-    def rank(self, key1, key2) -> int:
-        return len(self.closer_than(key1, key2)) + 1
-
-    def most_similar_to_given(self, key1, keys_list):  # the key of keys_list nearest key1
-        return keys_list[int(np.argmin(self.distances(key1, keys_list)))]
-
-    def relative_cosine_similarity(self, wa, wb, topn: int = 10) -> float:
-        """similarity(wa, wb) / the summed similarities of wa's topn nearest keys (gensim)."""
-        sims = self.similar_by_word(wa, topn)
-        if not sims:
-            raise ValueError("relative_cosine_similarity: wa has no similar keys")
-        return self.similarity(wa, wb) / sum(s for _, s in sims)
 
     # -- evaluation and files (evaluation.py, formats.py) --------------------------------
     def evaluate_word_pairs(self, pairs, delimiter: str = "\t", encoding: str = "utf8",

@@ -16,6 +16,7 @@ from ...samplers import UnigramSampler
 from ...tree import ClassTree
 from ..textfiles import MAX_SENTENCE_WORDS
 from . import compat, data, formats, scoring, training
+from .errors import EmptyVocabularyError, NotTrainableError
 from .keyedvectors import KeyedVectors
 
 logger = logging.getLogger(__name__)
@@ -123,6 +124,27 @@ class Word2Vec:
         """gensim's corpus scan alone (raw_vocab, corpus sizes): (total words, sentences)."""
         return compat.scan_vocab(self, corpus_iterable, corpus_file, progress_per, trim_rule)
 
+    def prepare_vocab(self, update=False, keep_raw_vocab=False, trim_rule=None,
+                      min_count=None, sample=None, dry_run=False) -> dict:
+        """gensim's second step of build_vocab: the vocabulary from raw_vocab (left by
+        scan_vocab) under min_count, max_final_vocab, trim_rule and sample, and gensim's
+        report (drop_unique, retain_total, downsample_unique, downsample_total,
+        num_retained_words). Here it also resets the weights (gensim's prepare_weights);
+        dry_run=True only reports, changing nothing."""
+        report = compat.vocab_report(self, update, trim_rule, min_count, sample)
+        if not dry_run:
+            self._prepare_vocab(dict(self.raw_vocab), update, keep_raw_vocab, trim_rule,
+                                min_count, sample)
+        return report
+
+    @classmethod
+    def from_gensim(cls, model, device="cpu"):
+        """A fastsoftmax model from a gensim 4 ``Word2Vec`` in memory (models gensim pickled
+        are loaded by gensim, never here): settings, vocabulary, counts, keep probabilities,
+        vectors and output weights (syn1neg; syn1 with hs=1, the Huffman tree being gensim's),
+        ready to query, save or train on (compat.py)."""
+        return compat.from_gensim(cls, model, device)
+
     def reset_from(self, other_model) -> None:
         """other_model's vocabulary and corpus sizes, fresh weights (gensim's; compat.py)."""
         compat.reset_from(self, other_model)
@@ -138,7 +160,7 @@ class Word2Vec:
 
     def _prepare_vocab(self, counts, update, keep_raw_vocab, trim_rule, min_count, sample):
         if sum(counts.values()) == 0:
-            raise ValueError("the corpus is empty: no words to build a vocabulary from")
+            raise EmptyVocabularyError("the corpus is empty: no words to build a vocabulary")
         if update and self._syn0 is None:
             raise RuntimeError("build_vocab(update=True) needs a model that already has a "
                                "vocabulary: build it once without update first")
@@ -152,8 +174,8 @@ class Word2Vec:
         else:
             keys, cnt = data.select(counts, mc, trim_rule, self.sorted_vocab)
             if not keys:
-                raise ValueError(f"no word occurs at least min_count={mc} times in the corpus "
-                                 f"of {sum(counts.values())} words; lower min_count")
+                raise EmptyVocabularyError(f"no word occurs at least min_count={mc} times "
+                                           f"in the {sum(counts.values())} words; lower it")
             self._keep_np = data.keep_probabilities(cnt, int(cnt.sum()), self.sample)
             logger.info("sample=%g downsamples %i most-common words", self.sample,
                         int((self._keep_np < 1).sum()))
@@ -268,18 +290,7 @@ class Word2Vec:
 
     def estimate_memory(self, vocab_size=None, report=None) -> dict:
         """Bytes needed by the model, per part, as gensim estimates them."""
-        v = vocab_size or len(self.wv)
-        report = dict(report or {})
-        report["vocab"] = v * (700 if self.hs else 500)  # gensim's allowance (codes, points)
-        report["vectors"] = v * self.vector_size * 4
-        if self.hs:
-            report["syn1"] = v * self.layer1_size * 4
-        if self.negative:
-            report["syn1neg"] = v * self.layer1_size * 4
-        report["total"] = sum(report.values())
-        logger.info("estimated required memory for %i words and %i dimensions: %i bytes", v,
-                    self.vector_size, report["total"])
-        return report
+        return compat.estimate_memory(self, vocab_size, report)
 
     # -- training -------------------------------------------------------------------------
     def train(self, corpus_iterable=None, corpus_file=None, total_examples=None,
@@ -295,7 +306,7 @@ class Word2Vec:
         epochs replace the model's alpha, min_alpha and epochs, as in gensim. Logs progress every report_delay
         seconds in gensim's format. Returns (words trained after subsampling, raw words)."""
         if self._syn0 is None:
-            raise RuntimeError("build the vocabulary first (build_vocab) before train")
+            raise NotTrainableError(compat.untrainable_reason(self))
         if word_count:
             _refuse("word_count", "(words already trained) must be 0")
         if corpus_iterable is None and corpus_file is None:
@@ -347,22 +358,7 @@ class Word2Vec:
         cbow_mean=0, of the known context vectors) under a full softmax over syn1neg, as
         gensim; None (with a warning) when no context word is known. Like gensim, it needs
         negative sampling: a model with hs=1 and negative=0 raises RuntimeError."""
-        if not self.negative:
-            raise RuntimeError("predict_output_word needs negative sampling (negative > 0), as "
-                               "in gensim; this model was trained with hs=1 and negative=0")
-        idx = [self.wv.get_index(w) for w in context_words_list if w in self.wv]
-        if not idx:
-            logger.warning("All the input context words are out-of-vocabulary for the current "
-                           "model.")
-            return None
-        h = self.wv.vectors[idx].sum(axis=0)
-        if self.cbow_mean:
-            h = h / len(idx)
-        scores = self.syn1neg @ h
-        p = np.exp(scores - scores.max())
-        p /= p.sum()
-        top = np.argsort(-p, kind="stable")[:topn]
-        return [(self.wv.index_to_key[i], float(p[i])) for i in top]
+        return compat.predict_output_word(self, context_words_list, topn)
 
     def score(self, sentences, total_sentences=int(1e6), chunksize=100, queue_factor=2,
               report_delay=1):
