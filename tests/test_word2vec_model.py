@@ -163,3 +163,54 @@ def test_corpus_file_matches_sentences(tmp_path):
     b = Word2Vec(corpus_file=str(path), vector_size=8, min_count=1, workers=1, epochs=1)
     assert a.wv.index_to_key == b.wv.index_to_key
     assert np.array_equal(a.wv.vectors, b.wv.vectors)
+
+
+# ---------------------------------------------------------------------------------------
+# learning-rate schedule
+# ---------------------------------------------------------------------------------------
+def rates_trained(monkeypatch, **kw):
+    """(model, [(epoch, sentence within the epoch, rate the op was given)])."""
+    from fastsoftmax.models.word2vec import training
+
+    seen, original = [], training.train_batch
+
+    def spy(model, b, positions, alpha, min_alpha, total):
+        seen.append((b["sentences_before"].copy(), positions.copy(), alpha, min_alpha, total))
+        return original(model, b, positions, alpha, min_alpha, total)
+
+    monkeypatch.setattr(training, "train_batch", spy)
+    model = Word2Vec(planted_corpus(sentences=200), vector_size=8, min_count=1, epochs=3,
+                     batch_words=40, seed=1, **kw)
+    rates = []
+    for within, positions, a, b, total in seen:
+        for n, p in zip(within.tolist(), positions.tolist()):
+            rates.append((n, max(b, a - (a - b) * p / total)))
+    return model, rates
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_gensim_corpus_file_schedule_is_gensims_per_worker_decay(monkeypatch, workers):
+    # gensim's word2vec_corpusfile.pyx: progress = (epoch + own sentences / all of the
+    # epoch's) / epochs, a worker reading 1/workers of the epoch
+    model, rates = rates_trained(monkeypatch, workers=workers,
+                                 alpha_schedule="gensim-corpus_file")
+    P, E, a, b = model.corpus_count, 3, model.alpha, model.min_alpha
+    assert len(rates) == E * P
+    for i, (n, rate) in enumerate(rates):
+        e = i // P
+        assert rate == pytest.approx(a - (a - b) * (e + n / (workers * P)) / E, rel=1e-12)
+    linear = rates_trained(monkeypatch, workers=workers)[1]
+    assert linear[-1][1] == pytest.approx(b + (a - b) / (E * P))  # word2vec.c: down to min
+    if workers > 1:
+        assert rates[-1][1] > linear[-1][1] + (a - b) * 0.1  # never decays past (E-1+1/W)/E
+
+
+def test_schedule_with_one_worker_is_the_linear_one_and_is_saved(tmp_path):
+    corpus = planted_corpus(sentences=200)
+    kw = dict(vector_size=8, min_count=1, epochs=2, workers=1, seed=3)
+    gensim_cf = Word2Vec(corpus, alpha_schedule="gensim-corpus_file", **kw)
+    np.testing.assert_array_equal(gensim_cf.wv.vectors, Word2Vec(corpus, **kw).wv.vectors)
+    gensim_cf.save(str(tmp_path / "m.npz"))
+    assert Word2Vec.load(str(tmp_path / "m.npz")).alpha_schedule == "gensim-corpus_file"
+    with pytest.raises(ValueError, match="alpha_schedule must be 'linear' or"):
+        Word2Vec(alpha_schedule="per-worker")

@@ -29,12 +29,13 @@ def _refuse(name: str, why: str):
 class Word2Vec:
     """Skip-gram (sg=1) or CBOW (sg=0) with negative sampling (negative > 0), hierarchical
     softmax (hs=1) or both: gensim 4's keywords with gensim's meaning (see the package
-    docstring). Besides gensim's: ``device`` ("cpu" or "cuda") and ``huffman`` ("gensim" or
-    "word2vec.c": whose Huffman tree hs=1 uses). A ``hashfxn`` other than ``hash`` is
-    refused (gensim 4 does not use it for training either). As in gensim 4, ``callbacks``
-    fire during the constructor's own training only and are not kept for later ``train()``
-    calls; given without a corpus they (like ``trim_rule``) would do nothing, so they are
-    refused, where gensim only warns."""
+    docstring). Besides gensim's: ``device`` ("cpu" or "cuda"), ``huffman`` ("gensim" or
+    "word2vec.c": whose Huffman tree hs=1 uses), ``alpha_schedule`` ("linear": word2vec.c's;
+    "gensim-corpus_file": the slower decay of gensim's corpus_file workers, docs/word2vec.md).
+    A ``hashfxn`` other than ``hash`` is refused (gensim 4 ignores it too). As in gensim 4,
+    ``callbacks`` fire during the constructor's own training only, not in later ``train()``
+    calls; without a corpus they (like ``trim_rule``) would do nothing, so they are refused
+    (gensim only warns)."""
 
     def __init__(self, sentences=None, corpus_file=None, vector_size=100, alpha=0.025,
                  window=5, min_count=5, max_vocab_size=None, sample=1e-3, seed=1, workers=3,
@@ -42,7 +43,7 @@ class Word2Vec:
                  hashfxn=hash, epochs=5, null_word=0, trim_rule=None, sorted_vocab=1,
                  batch_words=MAX_SENTENCE_WORDS, compute_loss=False, callbacks=(),
                  comment=None, max_final_vocab=None, shrink_windows=True, *, device="cpu",
-                 huffman="gensim"):
+                 huffman="gensim", alpha_schedule="linear"):
         if sentences is not None and corpus_file is not None:
             raise TypeError("give either sentences or corpus_file, not both")  # as gensim
         if hashfxn is not hash:
@@ -57,6 +58,10 @@ class Word2Vec:
         if huffman not in ("gensim", "word2vec.c"):
             raise ValueError(f"huffman must be 'gensim' or 'word2vec.c', got {huffman!r}")
         self.huffman = huffman
+        if alpha_schedule not in ("linear", "gensim-corpus_file"):
+            raise ValueError(f"alpha_schedule must be 'linear' or 'gensim-corpus_file', not "
+                             f"{alpha_schedule!r}")
+        self.alpha_schedule = alpha_schedule
         if not isinstance(negative, (int, np.integer)) or negative < 0:
             raise ValueError(f"negative must be an int >= 0, got {negative!r}")
         if negative == 0 and not hs:
@@ -344,7 +349,8 @@ class Word2Vec:
             logger.warning("Effective 'alpha' higher than previous training cycles: %g > %g",
                            alpha, self.min_alpha_yet_reached)
         result = training.train_epochs(self, corpus, epochs, alpha, min_alpha, by_sentence,
-                                       per_epoch, queue_factor, report_delay, callbacks)
+                                       per_epoch, queue_factor, report_delay, callbacks,
+                                       self.alpha_schedule)
         self.min_alpha_yet_reached = min_alpha  # where the linear schedule ends
         return result
 
@@ -371,7 +377,7 @@ class Word2Vec:
                "ns_exponent", "cbow_mean", "sample", "alpha", "min_alpha", "epochs", "seed",
                "workers", "max_vocab_size", "max_final_vocab", "null_word", "sorted_vocab",
                "batch_words", "compute_loss", "comment", "shrink_windows", "corpus_count",
-               "corpus_total_words", "_tokens_trained", "min_alpha_yet_reached")
+               "corpus_total_words", "_tokens_trained", "min_alpha_yet_reached", "alpha_schedule")
 
     def save(self, path: str, separately=None, sep_limit=None, ignore=frozenset(),
              pickle_protocol=None) -> None:

@@ -19,11 +19,17 @@ logger = logging.getLogger(__name__)
 
 def train_epochs(model, corpus, epochs: int, alpha: float, min_alpha: float,
                  by_sentence: bool, per_epoch: int, queue_factor: int, report_delay: float,
-                 callbacks: tuple):
+                 callbacks: tuple, schedule: str = "linear"):
     """Trains `model` for `epochs` passes over `corpus`, the rate decaying linearly from
-    alpha to min_alpha over epochs x per_epoch sentences (by_sentence) or raw words. Fires
-    `callbacks` and only those. Returns (words trained after subsampling, raw words)."""
+    alpha to min_alpha over epochs x per_epoch sentences (by_sentence) or raw words, or with
+    schedule="gensim-corpus_file" as gensim's corpus_file workers decay it.
+    Fires `callbacks` and only those. Returns (words trained after subsampling, raw words)."""
     total = float(max(1, epochs * per_epoch))
+    # gensim's corpus_file workers (W of them) each count their own share of an epoch over
+    # the whole epoch: in epoch e of E the progress runs from e/E to (e + 1/W)/E only. The op's
+    # rate reads position / total; stretching all but the within-epoch part n by W gives
+    # (W e P + n) / (W E P) = (e + n / (W P)) / E, gensim's progress in exact integers.
+    stretch = model.workers if schedule == "gensim-corpus_file" else 1
     model.running_training_loss = 0.0
     trained = raw_total = 0
     cache = [] if data.replayable(corpus) and epochs > 1 else None  # one pass: nothing to keep
@@ -47,8 +53,9 @@ def train_epochs(model, corpus, epochs: int, alpha: float, min_alpha: float,
         for b in epoch_batches(model.wv.key_to_index, corpus, limit,
                                queue_factor * model.workers, cache):
             before = b["sentences_before"] if by_sentence else b["words_before"]
+            positions = before + stretch * epoch * per_epoch
             before = before + epoch * per_epoch
-            stats = train_batch(model, b, before, alpha, min_alpha, total)
+            stats = train_batch(model, b, positions, alpha, min_alpha, stretch * total)
             epoch_raw += b["raw"]
             epoch_trained += int(stats[2])
             epoch_loss += stats[0]
@@ -76,7 +83,9 @@ def train_epochs(model, corpus, epochs: int, alpha: float, min_alpha: float,
                 model.progress({
                     "epoch": epoch, "epochs": epochs, "words_done": done,
                     "words_total": total, "raw_words": raw_total + epoch_raw,
-                    "seconds": now - start, "lr": learning_rate(alpha, min_alpha, done, total),
+                    "seconds": now - start, "lr": learning_rate(
+                        alpha, min_alpha, done + (stretch - 1) * epoch * per_epoch,
+                        stretch * total),
                     "loss": epoch_loss / max(epoch_examples, 1.0),
                 })
         raw_total += epoch_raw
