@@ -69,14 +69,16 @@ void define_ops(torch::stable::detail::StableLibrary& m) {
   // hs: word w's Huffman path is hs_paths[hs_offsets[w] .. hs_offsets[w + 1]) (int32 steps
   // 2 * inner node + code, root first, word2vec.c's points and codes; hs_offsets int64
   // [V + 1]). With negative = 0 syn1neg and the alias table, and without hs syn1 and the
-  // paths, are not read (may be empty).
+  // paths, are not read (may be empty). lockf: gensim's vectors_lockf, float32 [L]: word w's
+  // input-vector updates are scaled by lockf[w % L] (empty: by 1).
   // Returns float64 [3] = (summed loss, positive predictions, tokens kept after subsampling).
   m.def(
       "word2vec_train(Tensor(a!) syn0, Tensor(b!) syn1neg, Tensor tokens, Tensor sentence_ends,"
       " Tensor words_before, Tensor keep_prob, Tensor ns_prob, Tensor ns_alias, int seed,"
       " int first_token, bool sg, bool cbow_mean, int window, int negative,"
       " bool shrink_windows, float alpha, float min_alpha, float total_words,"
-      " int num_workers, Tensor(c!) syn1, Tensor hs_paths, Tensor hs_offsets, bool hs)"
+      " int num_workers, Tensor(c!) syn1, Tensor hs_paths, Tensor hs_offsets, Tensor lockf,"
+      " bool hs)"
       " -> Tensor");
 
   // Hierarchical softmax. The tree is given as links int32 [2V - 1]: nodes

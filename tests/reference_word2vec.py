@@ -74,9 +74,15 @@ def _w2v_step(h, center, negatives, syn1, lr, hs=None):
     return grad_h, loss
 
 
+def _lock(lockf, word: int) -> float:
+    """gensim's vectors_lockf factor on word's input-vector update."""
+    return 1.0 if lockf is None or len(lockf) == 0 else float(lockf[word % len(lockf)])
+
+
 def w2v_train_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob, alias, *,
                         seed, first_token, sg, cbow_mean, window, negative, shrink, alpha,
-                        min_alpha, total_words, syn1_hs=None, codes=None, points=None):
+                        min_alpha, total_words, syn1_hs=None, codes=None, points=None,
+                        lockf=None):
     """Returns (syn0, syn1neg, loss, examples, kept) after training `sentences` (lists of ids)
     in order, and syn1_hs last with hierarchical softmax. syn0/syn1neg: float64 numpy [V, D]
     (copied; syn1neg None when negative = 0). Hierarchical softmax: syn1_hs [V - 1, D] with
@@ -110,7 +116,7 @@ def w2v_train_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob,
                     grad_h, step_loss = _w2v_step(h, center, negs[c * negative:(c + 1) * negative],
                                                   syn1, lr, hs)
                     loss += step_loss
-                    syn0[kept[j]] += grad_h
+                    syn0[kept[j]] += _lock(lockf, kept[j]) * grad_h
                     examples += 1
             else:
                 h = sum(syn0[kept[j]] for j in ctx)
@@ -123,7 +129,7 @@ def w2v_train_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob,
                 if not cbow_mean:
                     grad_h /= len(ctx)
                 for j in ctx:
-                    syn0[kept[j]] += grad_h
+                    syn0[kept[j]] += _lock(lockf, kept[j]) * grad_h
                 examples += 1
     if hs is not None:
         return syn0, syn1, loss, examples, kept_total, hs[0]

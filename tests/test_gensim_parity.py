@@ -14,19 +14,22 @@ from w2v_helpers import planted_corpus
 CORPUS = planted_corpus(sentences=200)
 
 
-def test_locked_vectors_are_refused_not_ignored():
-    # The native trainer has no per-word lock factor: a lockf other than 1 must be an error
-    # rather than locked vectors that silently keep training.
-    m = Word2Vec(vector_size=4, min_count=1, workers=1)
+@pytest.mark.parametrize("sg,hs", [(1, 0), (0, 0), (0, 1)])
+def test_locked_vectors_stay_and_damped_ones_move_less(sg, hs):
+    # gensim's vectors_lockf: word w's input-vector updates are scaled by lockf[w % len]
+    m = Word2Vec(vector_size=4, min_count=1, workers=1, sg=sg, hs=hs)
     m.build_vocab(CORPUS)
     assert np.array_equal(m.wv.vectors_lockf, np.ones(1, dtype=np.float32))
-    m.wv.vectors_lockf = np.ones(len(m.wv), dtype=np.float32)
-    m.train(CORPUS, total_examples=m.corpus_count, epochs=1)  # all ones: nothing locked
-    m.wv.vectors_lockf[0] = 0.0
+    lockf = np.ones(len(m.wv), dtype=np.float32)
+    lockf[:5] = 0.0
+    m.wv.vectors_lockf = lockf
     before = m.wv.vectors.copy()
-    with pytest.raises(NotImplementedError, match="vectors_lockf"):
+    m.train(CORPUS, total_examples=m.corpus_count, epochs=2)
+    np.testing.assert_array_equal(m.wv.vectors[:5], before[:5])  # locked
+    assert (np.abs(m.wv.vectors[5:] - before[5:]).sum(axis=1) > 0).all()  # the rest trained
+    m.wv.vectors_lockf = np.array([np.nan], dtype=np.float32)
+    with pytest.raises(ValueError, match="vectors_lockf must be finite"):
         m.train(CORPUS, total_examples=m.corpus_count, epochs=1)
-    assert np.array_equal(m.wv.vectors, before)
 
 
 @pytest.mark.parametrize("huffman", ["gensim", "word2vec.c"])

@@ -28,9 +28,10 @@ def _table(counts, device="cpu"):
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sg,cbow_mean,shrink", [(1, 1, True), (1, 1, False), (0, 1, True),
-                                                 (0, 0, True), (0, 1, False)])
-def test_op_matches_reference(device, sg, cbow_mean, shrink):
+@pytest.mark.parametrize("sg,cbow_mean,shrink,locked", [
+    (1, 1, True, False), (1, 1, False, True), (0, 1, True, True), (0, 0, True, False),
+    (0, 1, False, False)])
+def test_op_matches_reference(device, sg, cbow_mean, shrink, locked):
     rng = np.random.default_rng(5)
     V, D, W, K = 13, 10, 3, 4
     counts = rng.integers(1, 60, V)
@@ -42,6 +43,8 @@ def test_op_matches_reference(device, sg, cbow_mean, shrink):
     keep = rng.uniform(0.3, 1.0, V).astype(np.float32)
     prob, alias = _table(counts)
     a0, a1 = torch.tensor(syn0, device=device), torch.tensor(syn1, device=device)
+    # gensim's vectors_lockf, read modulo its length: words 1, 6, 11 are locked
+    lockf = np.array([1.0, 0.0, 0.5, 1.0, 0.25], dtype=np.float32) if locked else None
     batches = replay_batches(sentences, before, 1000, device)
     stats = torch.zeros(3, dtype=torch.float64)
     for batch, batch_before, first in batches:
@@ -49,11 +52,14 @@ def test_op_matches_reference(device, sg, cbow_mean, shrink):
         stats += ops.word2vec_train(
             a0, a1, tokens.to(device), ends.to(device), torch.tensor(batch_before).to(device),
             torch.tensor(keep, device=device), prob.to(device), alias.to(device), 11, first,
-            sg, cbow_mean, W, K, shrink, 0.2, 0.01, 60.0, 1).cpu()
+            sg, cbow_mean, W, K, shrink, 0.2, 0.01, 60.0, 1,
+            lockf=None if lockf is None else torch.tensor(lockf, device=device)).cpu()
     r0, r1, loss, examples, kept = R.w2v_train_reference(
         syn0, syn1, sentences, before, keep, prob.numpy(), alias.numpy(), seed=11,
         first_token=1000, sg=sg, cbow_mean=cbow_mean, window=W, negative=K, shrink=shrink,
-        alpha=0.2, min_alpha=0.01, total_words=60.0)
+        alpha=0.2, min_alpha=0.01, total_words=60.0, lockf=lockf)
+    if locked:
+        np.testing.assert_array_equal(a0.cpu().numpy()[1::5], syn0[1::5])
     assert examples > 0 and kept < sum(len(s) for s in sentences)  # the case is not trivial
     assert stats[1].item() == examples and stats[2].item() == kept
     assert stats[0].item() == pytest.approx(loss, rel=1e-5)
@@ -177,7 +183,8 @@ def test_op_opcheck():
         torch.ops.fastsoftmax.word2vec_train.default,
         (torch.rand(V, D), torch.zeros(V, D), tokens, ends, torch.zeros(2, dtype=torch.int64),
          torch.ones(V), prob, alias, 1, 0, True, True, 2, 2, True, 0.1, 0.0, 10.0, 1,
-         torch.zeros(V - 1, D), *ops.huffman_paths(tree.links, tree.lengths), True),
+         torch.zeros(V - 1, D), *ops.huffman_paths(tree.links, tree.lengths),
+         torch.tensor([1.0, 0.0, 0.5]), True),
         test_utils=("test_schema", "test_faketensor"),
     )
 

@@ -174,9 +174,9 @@ def rates_trained(monkeypatch, **kw):
 
     seen, original = [], training.train_batch
 
-    def spy(model, b, positions, alpha, min_alpha, total):
+    def spy(model, b, positions, alpha, min_alpha, total, *rest):
         seen.append((b["sentences_before"].copy(), positions.copy(), alpha, min_alpha, total))
-        return original(model, b, positions, alpha, min_alpha, total)
+        return original(model, b, positions, alpha, min_alpha, total, *rest)
 
     monkeypatch.setattr(training, "train_batch", spy)
     model = Word2Vec(planted_corpus(sentences=200), vector_size=8, min_count=1, epochs=3,

@@ -38,7 +38,7 @@ inline TrainParams prepare_train(
     const Tensor& ns_alias, int64_t seed, int64_t first_token, bool sg, bool cbow_mean,
     int64_t window, int64_t negative, bool shrink_windows, double alpha, double min_alpha,
     double total_words, int64_t num_workers, const Tensor& syn1, const Tensor& hs_paths,
-    const Tensor& hs_offsets, bool hs) {
+    const Tensor& hs_offsets, const Tensor& lockf, bool hs) {
   FS_CHECK_TYPE(syn0.scalar_type() == kFloat && syn0.dim() == 2 && syn0.is_contiguous(),
                 "word2vec_train: syn0 must be a contiguous float32 [V, D] tensor");
   const int64_t V = syn0.size(0), D = syn0.size(1);
@@ -80,6 +80,12 @@ inline TrainParams prepare_train(
   FS_CHECK_TYPE(keep_prob.scalar_type() == kFloat && keep_prob.dim() == 1 &&
                     keep_prob.numel() == V,
                 "word2vec_train: keep_prob must be float32 [V] with V = ", V);
+  if (lockf.numel() > 0) {
+    FS_CHECK_TYPE(lockf.scalar_type() == kFloat && lockf.dim() == 1,
+                  "word2vec_train: lockf must be a 1-D float32 tensor, got ",
+                  lockf.scalar_type(), " ", lockf.sizes());
+    used.push_back(&lockf);
+  }
   for (const Tensor* t : used) {
     FS_CHECK_VALUE(t->device() == syn0.device(), "word2vec_train: all tensors must be on ",
                    syn0.device(), ", found one on ", t->device());
@@ -138,6 +144,8 @@ inline TrainParams prepare_train(
   p.ns_alias = negative > 0 ? data<int32_t>(ns_alias) : nullptr;
   p.hs_paths = hs ? data<int32_t>(hs_paths) : nullptr;
   p.hs_offsets = hs ? data<int64_t>(hs_offsets) : nullptr;
+  p.lockf = lockf.numel() > 0 ? data<float>(lockf) : nullptr;
+  p.lockf_len = lockf.numel();
   p.S = S;
   p.N = tokens.numel();
   p.V = V;

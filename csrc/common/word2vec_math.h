@@ -39,6 +39,10 @@ struct TrainParams {
   // root first, each step 2 * inner id + code (word2vec.c's point and code).
   const int32_t* hs_paths;      // [P]
   const int64_t* hs_offsets;    // [V + 1]
+  // gensim's vectors_lockf: word w's input-vector updates are scaled by lockf[w % lockf_len]
+  // (0 locks the vector); lockf_len 0: no factor.
+  const float* lockf;           // [lockf_len]
+  int64_t lockf_len;
   int64_t S, N, V, D;
   uint64_t seed, first_token;
   int window, negative;         // negative = 0: no negative sampling (hs only)
@@ -53,6 +57,11 @@ struct TrainParams {
   float* scratch;               // [warps, 2, D] in global memory, or nullptr: shared memory
   double* stats;                // [2] summed loss, positive predictions
 };
+
+// The factor on word w's input-vector update (vectors_lockf).
+FS_HOST_DEVICE float lock_factor(const TrainParams& p, int32_t w) {
+  return p.lockf_len ? p.lockf[w % p.lockf_len] : 1.0f;
+}
 
 // Keep decision for a token whose word has keep probability `keep` (word2vec.c's
 // (sqrt(c/(s T)) + 1) (s T) / c, capped at 1, precomputed per word on the host).

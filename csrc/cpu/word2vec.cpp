@@ -255,7 +255,7 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
           float* in = a.syn0 + static_cast<int64_t>(sen[j]) * D;
           std::fill(work.begin(), work.end(), 0.0f);
           predict(a, in, sen[i], negs + c * K, alpha, work.data(), st, rows);
-          axpy(1.0f, work.data(), in, D);
+          axpy(w2v::lock_factor(a, sen[j]), work.data(), in, D);
           ++c;
           ++st.examples;
         }
@@ -274,7 +274,9 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
         if (!a.cbow_mean)
           for (int64_t d = 0; d < D; ++d) work[d] *= inv;
         for (int j = lo; j < hi; ++j)
-          if (j != i) axpy(1.0f, work.data(), a.syn0 + static_cast<int64_t>(sen[j]) * D, D);
+          if (j != i)
+            axpy(w2v::lock_factor(a, sen[j]), work.data(), a.syn0 + static_cast<int64_t>(sen[j]) * D,
+                 D);
         ++st.examples;
       }
       std::swap(negs, negs_next);
@@ -310,11 +312,11 @@ Tensor word2vec_train_cpu(const Tensor& syn0, const Tensor& syn1neg, const Tenso
                           int64_t window, int64_t negative, bool shrink_windows, double alpha,
                           double min_alpha, double total_words, int64_t num_workers,
                           const Tensor& syn1, const Tensor& hs_paths, const Tensor& hs_offsets,
-                          bool hs) {
+                          const Tensor& lockf, bool hs) {
   const TrainParams a = w2v::prepare_train(
       syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob, ns_alias, seed,
       first_token, sg, cbow_mean, window, negative, shrink_windows, alpha, min_alpha,
-      total_words, num_workers, syn1, hs_paths, hs_offsets, hs);
+      total_words, num_workers, syn1, hs_paths, hs_offsets, lockf, hs);
   // Cut the batch into runs of whole sentences of about kChunkTokens tokens (more runs than
   // workers), which the workers take in order from a shared counter: a worker that the OS
   // descheduled (the machine may be shared) delays only its current run, not a fixed half

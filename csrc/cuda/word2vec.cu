@@ -147,7 +147,8 @@ __global__ void train_kernel(TrainParams p) {
           for (int64_t d = lane; d < p.D; d += 32) work[d] = 0.f;
           const uint64_t counter = (gid * static_cast<uint64_t>(2 * W) + k) * K;
           loss += predict(p, in, sen[i], counter, alpha, work, lane);
-          for (int64_t d = lane; d < p.D; d += 32) in[d] += work[d];
+          const float lock = w2v::lock_factor(p, sen[j]);
+          for (int64_t d = lane; d < p.D; d += 32) in[d] += lock * work[d];
           ++k;
           examples += 1;
         }
@@ -164,7 +165,8 @@ __global__ void train_kernel(TrainParams p) {
         for (int j = lo; j < hi; ++j) {
           if (j == i) continue;
           float* row = p.syn0 + static_cast<int64_t>(sen[j]) * p.D;
-          for (int64_t d = lane; d < p.D; d += 32) row[d] += scale * work[d];
+          const float step = scale * w2v::lock_factor(p, sen[j]);
+          for (int64_t d = lane; d < p.D; d += 32) row[d] += step * work[d];
         }
         examples += 1;
       }
@@ -184,11 +186,11 @@ Tensor word2vec_train_cuda(const Tensor& syn0, const Tensor& syn1neg, const Tens
                            int64_t window, int64_t negative, bool shrink_windows, double alpha,
                            double min_alpha, double total_words, int64_t num_workers,
                            const Tensor& syn1, const Tensor& hs_paths, const Tensor& hs_offsets,
-                           bool hs) {
+                           const Tensor& lockf, bool hs) {
   TrainParams p = w2v::prepare_train(
       syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob, ns_alias, seed,
       first_token, sg, cbow_mean, window, negative, shrink_windows, alpha, min_alpha,
-      total_words, num_workers, syn1, hs_paths, hs_offsets, hs);
+      total_words, num_workers, syn1, hs_paths, hs_offsets, lockf, hs);
   const int64_t D = syn0.size(1);
   const cuda::DeviceGuard guard(syn0.device());
   const Device device = syn0.device();

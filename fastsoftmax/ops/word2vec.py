@@ -18,12 +18,14 @@ def word2vec_train(
     sg: bool, cbow_mean: bool, window: int, negative: int, shrink_windows: bool, alpha: float,
     min_alpha: float, total_words: float, num_workers: int, *, syn1: Optional[Tensor] = None,
     hs_paths: Optional[Tensor] = None, hs_offsets: Optional[Tensor] = None,
+    lockf: Optional[Tensor] = None,
 ) -> Tensor:
     """One Hogwild SGD pass of word2vec over a batch of sentences, updating syn0 and syn1neg
     (and, with hierarchical softmax, syn1 [V - 1, D]) in place; returns float64 [3] =
     (summed loss, positive predictions, tokens kept). Hierarchical softmax runs when syn1 is
-    given, with the Huffman paths (hs_paths, hs_offsets) of `huffman_paths`. See csrc/ops.cpp
-    for the arguments."""
+    given, with the Huffman paths (hs_paths, hs_offsets) of `huffman_paths`. `lockf` (gensim's
+    vectors_lockf, float32 [L]) scales word w's input-vector updates by lockf[w % L]. See
+    csrc/ops.cpp for the arguments."""
     hs = syn1 is not None
     if hs and (hs_paths is None or hs_offsets is None):
         raise ValueError("word2vec_train: syn1 (hierarchical softmax) needs hs_paths and "
@@ -38,11 +40,13 @@ def word2vec_train(
         syn1 = syn0.new_empty(0, syn0.shape[-1])
         hs_paths = torch.empty(0, dtype=torch.int32, device=syn0.device)
         hs_offsets = torch.empty(0, dtype=torch.int64, device=syn0.device)
+    if lockf is None:
+        lockf = torch.empty(0, dtype=torch.float32, device=syn0.device)
     return _op("word2vec_train")(
         syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob, ns_alias,
         int(seed), int(first_token), bool(sg), bool(cbow_mean), int(window), int(negative),
         bool(shrink_windows), float(alpha), float(min_alpha), float(total_words),
-        int(num_workers), syn1, hs_paths, hs_offsets, hs,
+        int(num_workers), syn1, hs_paths, hs_offsets, lockf, hs,
     )
 
 
@@ -87,5 +91,5 @@ def corpus_count(text: Tensor, max_sentence_words: int):
 def _word2vec_train_fake(syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob,
                          ns_prob, ns_alias, seed, first_token, sg, cbow_mean, window, negative,
                          shrink_windows, alpha, min_alpha, total_words, num_workers, syn1,
-                         hs_paths, hs_offsets, hs):
+                         hs_paths, hs_offsets, lockf, hs):
     return syn0.new_empty(3, dtype=torch.float64)

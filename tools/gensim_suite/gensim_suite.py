@@ -50,9 +50,6 @@ EXCLUDED = {
     "test_word2vec.py::TestWord2VecModel::test_large_mmap":
         "loads with mmap='r'; the model file is one .npz read into memory (its tables become "
         "writable torch tensors for training), so load refuses mmap",
-    "test_word2vec.py::TestWord2VecModel::test_locking":
-        "trains with vectors_lockf (per-word update factors), which the native trainer does "
-        "not have; train() refuses it (NotImplementedError) rather than ignore it",
 }
 
 

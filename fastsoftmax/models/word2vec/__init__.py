@@ -54,9 +54,8 @@ Deviations, on purpose: the logistic is exact inside (-6, 6) (gensim reads a 100
 table); sentences longer than 10,000 words are split, not truncated; random numbers come from
 Philox keyed by ``seed`` and the token position, so one worker reproduces a run and CPU and
 CUDA draw the same samples; the training loss (compute_loss) counts every prediction.
-``wv.vectors_lockf`` (gensim's per-word factor on the input-vector updates, used to lock
-vectors) must stay 1: the native trainer has no such factor, so train() refuses other values
-instead of training locked vectors.
+``wv.vectors_lockf`` is gensim's per-word factor on the input-vector updates (word w's by
+``vectors_lockf[w % len]``; 0 locks a vector), applied by the native trainer on both devices.
 """
 
 from ..textfiles import LineSentence

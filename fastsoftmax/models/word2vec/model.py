@@ -324,11 +324,6 @@ class Word2Vec:
         if epochs is None or epochs <= 0:
             raise ValueError(f"train() needs a positive epochs count, got {epochs!r} (the "
                              "usual value is epochs=model.epochs)")
-        lockf = np.asarray(getattr(self.wv, "vectors_lockf", 1.0))
-        if np.any(lockf != 1.0):
-            raise NotImplementedError(
-                "wv.vectors_lockf other than 1 (locked or damped vectors) is not supported: "
-                "the native trainer updates every input vector fully; set it back to ones")
         epochs = int(epochs)
         corpus = data.corpus_of(corpus_iterable, corpus_file, passes=epochs)
         # As gensim, the call's rates and epochs stay on the model (a rate of 0 or None

@@ -32,6 +32,7 @@ def train_epochs(model, corpus, epochs: int, alpha: float, min_alpha: float,
     stretch = model.workers if schedule == "gensim-corpus_file" else 1
     model.running_training_loss = 0.0
     trained = raw_total = 0
+    lockf = lock_factors(model)
     cache = [] if data.replayable(corpus) and epochs > 1 else None  # one pass: nothing to keep
     # Words per native call. CPU: eight jobs of batch_words per worker, so that the wait
     # for the slowest worker at the end of a call (at most one run of ~2k tokens) stays
@@ -55,7 +56,7 @@ def train_epochs(model, corpus, epochs: int, alpha: float, min_alpha: float,
             before = b["sentences_before"] if by_sentence else b["words_before"]
             positions = before + stretch * epoch * per_epoch
             before = before + epoch * per_epoch
-            stats = train_batch(model, b, positions, alpha, min_alpha, stretch * total)
+            stats = train_batch(model, b, positions, alpha, min_alpha, stretch * total, lockf)
             epoch_raw += b["raw"]
             epoch_trained += int(stats[2])
             epoch_loss += stats[0]
@@ -107,7 +108,17 @@ def train_epochs(model, corpus, epochs: int, alpha: float, min_alpha: float,
     return trained, raw_total
 
 
-def train_batch(model, b: dict, before: np.ndarray, alpha, min_alpha, total) -> list:
+def lock_factors(model):
+    """wv.vectors_lockf as the op's float32 tensor on the model's device, or None when it
+    locks nothing (all ones: the op then reads no factor)."""
+    lockf = np.asarray(getattr(model.wv, "vectors_lockf", 1.0), dtype=np.float32).ravel()
+    if lockf.size == 0 or not np.isfinite(lockf).all():
+        raise ValueError(f"wv.vectors_lockf must be finite factors, got {lockf!r}")
+    return None if (lockf == 1.0).all() else torch.from_numpy(lockf).to(model.device)
+
+
+def train_batch(model, b: dict, before: np.ndarray, alpha, min_alpha, total,
+                lockf=None) -> list:
     dev = model.device
     hs = dict(syn1=model._syn1, hs_paths=model._hs_paths,
               hs_offsets=model._hs_offsets) if model.hs else {}
@@ -117,7 +128,8 @@ def train_batch(model, b: dict, before: np.ndarray, alpha, min_alpha, total) -> 
         torch.from_numpy(b["ends"]).to(dev), torch.from_numpy(before).to(dev), model._keep,
         model._ns_prob, model._ns_alias, model.seed & ((1 << 63) - 1), model._tokens_trained,
         bool(model.sg), bool(model.cbow_mean), model.window, model.negative,
-        model.shrink_windows, alpha, min_alpha, total, model.workers, **hs).tolist()
+        model.shrink_windows, alpha, min_alpha, total, model.workers, lockf=lockf,
+        **hs).tolist()
     model._tokens_trained += len(b["tokens"])
     return stats
 
