@@ -42,7 +42,7 @@ cuda-emu-test: build cuda-emu
 # gensim 4.4.0's own tests of Word2Vec and KeyedVectors (the installed
 # gensim/test/test_word2vec.py and test_keyedvectors.py) run against fastsoftmax's classes,
 # which tools/gensim_suite/gensim_suite.py puts in place of gensim's; prints the counts per
-# module and the tests left out, with their reasons. Not part of `make test`.
+# module and the tests left out, with their reasons. Not part of `make test`; CI runs it.
 GENSIM_TESTS = $$($(BIN)/python -c 'import gensim.test, os; print(os.path.dirname(gensim.test.__file__))')
 gensim-suite: build
 	PYTHONPATH="$(CURDIR)/tools/gensim_suite:$(CURDIR)" $(BIN)/python -m pytest -q \
