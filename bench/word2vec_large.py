@@ -8,7 +8,8 @@ words, and one line of 25,000 words per 100 MB, past gensim's 10,000-word senten
 --folder, then trains CBOW with negative sampling from it in a fresh process and reports:
 build_vocab and train() seconds, words/s, the process's peak RSS, and what that peak should
 be made of: the interpreter with torch before the corpus (measured), the model (Word2Vec's
-estimate_memory), and, with more than one epoch, the int32 token buffer every epoch replays.
+estimate_memory), and, with more than one epoch, the buffer every epoch replays (int32 tokens
+and three int64 per sentence).
 Rows go to bench/results/word2vec-large-cpu.csv. The corpus is deleted unless --keep.
 """
 
@@ -86,11 +87,13 @@ def train(path: str, workers: int, epochs: int) -> dict:
     train_s = time.perf_counter() - t
     peak = _status_bytes("VmHWM")
     in_vocab = int(m.wv.counts.sum())  # corpus words in the vocabulary: the buffer's tokens
+    # the replayed batches: 4 bytes per token, 3 int64 per sentence (end, words and
+    # sentences before it)
     return dict(build_vocab_s=vocab_s, train_s=train_s, raw_words=m.corpus_total_words,
                 words_per_s=m.corpus_total_words * epochs / train_s, vocab=len(m.wv),
                 peak_rss_bytes=peak, baseline_rss_bytes=base,
                 model_bytes=m.estimate_memory()["total"],
-                token_buffer_bytes=4 * in_vocab if epochs > 1 else 0,
+                token_buffer_bytes=4 * in_vocab + 24 * m.corpus_count if epochs > 1 else 0,
                 sentences=m.corpus_count)
 
 
