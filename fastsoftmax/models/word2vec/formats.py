@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import zipfile
 
 import numpy as np
@@ -17,6 +18,7 @@ from ...tree import ClassTree
 from .data import keep_probabilities
 
 FORMAT_VERSION = 1
+MAX_VECTOR_SIZE = 1 << 40
 
 
 # ---------------------------------------------------------------------------------------
@@ -51,11 +53,15 @@ def _text_shape(path, encoding, unicode_errors):
     """(lines, D) of a header-less text file: D from the first line."""
     lines, D = 0, None
     with open(path, "rb") as f:
-        for raw in f:
+        for number, raw in enumerate(f, 1):
             if not raw.strip():
                 continue
             if D is None:
-                D = len(raw.decode(encoding, unicode_errors).rstrip().split(" ")) - 1
+                try:
+                    D = len(raw.decode(encoding, unicode_errors).rstrip().split(" ")) - 1
+                except UnicodeDecodeError as e:
+                    raise ValueError(f"{path}, line {number}: not {encoding} ({e}); pass "
+                                     "unicode_errors='replace' to read it anyway") from None
             lines += 1
     if not D:
         raise ValueError(f"{path}: no vectors found (no_header=True)")
@@ -86,14 +92,18 @@ def load_word2vec_format(cls, path, binary=False, encoding="utf8", unicode_error
             except ValueError:
                 raise ValueError(f"{path}, line 1: expected a header 'vocab_size "
                                  f"vector_size', got {header[:80]!r}") from None
+            if D >= MAX_VECTOR_SIZE:  # numpy cannot shape an array of such rows
+                raise ValueError(f"{path}, line 1: a vector size of {D} (the header) is "
+                                 f"past {MAX_VECTOR_SIZE - 1}")
         full = V
         if limit is not None:
             V = min(V, int(limit))
-        kv = cls(D, V)
+        rows = _Rows(D, V, os.fstat(f.fileno()).st_size - f.tell(), 4 * D if binary else 2 * D)
         keys = []
         if binary:
             width = 4 * D
-            data = f.read() if limit is None else f.read(V * (width + 256 + 2))
+            size = os.fstat(f.fileno()).st_size
+            data = f.read() if limit is None else f.read(min(V * (width + 256 + 2), size))
             pos = 0
             for i in range(V):
                 while pos < len(data) and data[pos:pos + 1] in (b"\n", b"\r"):
@@ -109,7 +119,7 @@ def load_word2vec_format(cls, path, binary=False, encoding="utf8", unicode_error
                     raise ValueError(f"{path}: entry {i + 1} of {V}: word is not {encoding} "
                                      f"({e}); pass unicode_errors='replace' to read it anyway"
                                      ) from None
-                kv.vectors[i] = np.frombuffer(data, dtype="<f4", count=D, offset=space + 1)
+                rows.append(np.frombuffer(data, dtype="<f4", count=D, offset=space + 1))
                 pos = space + 1 + width
             if V == full and data[pos:].strip():
                 raise ValueError(f"{path}: data after the {V} entries the header announces")
@@ -132,7 +142,7 @@ def load_word2vec_format(cls, path, binary=False, encoding="utf8", unicode_error
                     raise ValueError(f"{path}, line {line_no}: expected a word and {D} "
                                      f"numbers, got {len(fields)} fields")
                 try:
-                    kv.vectors[i] = np.array(fields[1:], dtype=np.float32)
+                    rows.append(np.array(fields[1:], dtype=np.float32))
                 except ValueError:
                     raise ValueError(f"{path}, line {line_no}: a vector value is not a number"
                                      ) from None
@@ -143,10 +153,33 @@ def load_word2vec_format(cls, path, binary=False, encoding="utf8", unicode_error
         seen = set()
         dup = next(k for k in keys if k in seen or seen.add(k))
         raise ValueError(f"{path}: word {dup!r} appears more than once")
+    kv = cls(D, 0)
     kv.index_to_key = keys
     kv.key_to_index = {k: i for i, k in enumerate(keys)}
-    kv.vectors = kv.vectors.astype(datatype)
+    kv.vectors = rows.array().astype(datatype)
     return kv
+
+
+class _Rows:
+    """The [n, D] float32 rows read so far. Room is made for the rows the file can hold (each
+    takes at least `row_bytes` of its `file_bytes`), never for the count the header claims
+    alone: a header saying 10^12 vectors in a tiny file must not allocate them."""
+
+    def __init__(self, D: int, claimed: int, file_bytes: int, row_bytes: int):
+        self.n = 0
+        self.buf = np.zeros((min(claimed, max(file_bytes, 0) // max(row_bytes, 1)), D),
+                            dtype=np.float32)
+
+    def append(self, row: np.ndarray) -> None:
+        if self.n == len(self.buf):  # only if the bound above was wrong: grow by doubling
+            grown = np.zeros((max(1, 2 * self.n), self.buf.shape[1]), dtype=np.float32)
+            grown[:self.n] = self.buf
+            self.buf = grown
+        self.buf[self.n] = row
+        self.n += 1
+
+    def array(self) -> np.ndarray:
+        return self.buf if self.n == len(self.buf) else self.buf[:self.n].copy()
 
 
 # ---------------------------------------------------------------------------------------
