@@ -9,6 +9,8 @@ import io
 import json
 import os
 import zipfile
+import zlib
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -218,7 +220,13 @@ def load_npz(path: str, classes) -> tuple:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: np.array(z[k]) for k in z.files}
         meta = decode_json(arrays.pop("meta"))
-    except (zipfile.BadZipFile, EOFError, KeyError, ValueError) as exc:
+        if not isinstance(meta, dict):
+            raise ValueError(f"its meta entry is a JSON {type(meta).__name__}, not an object")
+    # A damaged archive fails in the zip layer (BadZipFile, EOFError; zlib.error, OSError or
+    # NotImplementedError for a compression method changed by the damage, RuntimeError for
+    # an entry flagged encrypted) or in numpy's .npy reader (ValueError, OverflowError).
+    except (zipfile.BadZipFile, EOFError, KeyError, ValueError, OverflowError, zlib.error,
+            OSError, NotImplementedError, RuntimeError) as exc:
         reason = f"no {exc} entry" if isinstance(exc, KeyError) else str(exc)
         raise ValueError(f"{path} cannot be read as a model saved by fastsoftmax (truncated, "
                          f"damaged or written by another program: {reason})") from None
@@ -249,8 +257,31 @@ def save_model(model, path: str) -> None:
     save_npz(path, arrays, {"class": "Word2Vec", "config": config})
 
 
+@contextmanager
+def file_contents(path: str, what: str):
+    """Errors of building `what` from a file's arrays and settings name the file: a hostile
+    file can hold any JSON and any arrays (KeyError, TypeError, IndexError, ... there)."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, IndexError, OverflowError, ValueError) as exc:
+        if isinstance(exc, ValueError) and str(path) in str(exc):
+            raise
+        raise ValueError(f"{path}: its contents do not make a {what} ({type(exc).__name__}: "
+                         f"{exc})") from None
+
+
+def _check_shape(name: str, array, shape: tuple) -> None:
+    if tuple(array.shape) != shape:
+        raise ValueError(f"{name} has shape {tuple(array.shape)}, expected {shape}")
+
+
 def load_model(cls, path: str, device=None):
     arrays, meta = load_npz(path, ("Word2Vec",))
+    with file_contents(path, "Word2Vec model"):
+        return _model(cls, path, arrays, meta, device)
+
+
+def _model(cls, path: str, arrays: dict, meta: dict, device):
     cfg = meta["config"]
     model = cls(vector_size=cfg["vector_size"], hs=cfg.get("hs", 0),
                 negative=cfg.get("negative", 5), device=device or "cpu")
@@ -276,6 +307,16 @@ def load_model(cls, path: str, device=None):
     counts = model.wv.counts
     model._keep_np = (arrays["keep"].astype(np.float32) if "keep" in arrays else
                       keep_probabilities(counts, int(counts.sum()), model.sample))
+    # Every table has a row per word (syn1 one per inner node): otherwise the model would
+    # load and fail only when trained (word2vec_train checks the shapes), far from the file.
+    V, D = len(model.wv), model.vector_size
+    _check_shape("the vectors", model.wv.vectors, (V, D))
+    _check_shape("the counts", counts, (V,))
+    _check_shape("the keep probabilities", model._keep_np, (V,))
+    if model.negative:
+        _check_shape("syn1neg", model._syn1neg, (V, D))
+    if model.hs:
+        _check_shape("syn1", model._syn1, (V - 1, D))
     model._sync_vectors()
     model._tables(tree)
     return model

@@ -347,7 +347,8 @@ class KeyedVectors:
     @classmethod
     def load(cls, path: str):
         arrays, meta = formats.load_npz(path, ("KeyedVectors", "Word2Vec", "PPMIVectors"))
-        return cls._from_arrays(arrays, "wv_" if meta["class"] != "KeyedVectors" else "")
+        with formats.file_contents(path, "KeyedVectors"):
+            return cls._from_arrays(arrays, "wv_" if meta["class"] != "KeyedVectors" else "")
 
     def _arrays(self, prefix: str = "") -> dict:
         out = {prefix + "vectors": np.ascontiguousarray(self.vectors, dtype=np.float32),
