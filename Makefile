@@ -10,8 +10,8 @@ DEPS := numpy scipy pytest pytest-benchmark ninja setuptools wheel matplotlib tq
 WITH_VENV := PATH="$(CURDIR)/$(BIN):$$PATH"
 
 .PHONY: setup build cuda-emu test cuda-emu-test demo bench lint cuda-check wheel wheel-check \
-	wheel-check-next cuda-wheel cuda-wheel-check abi-check fuzz sanitize sanitize-subset clean \
-	gensim-suite
+	wheel-check-next cuda-wheel cuda-wheel-check abi-check fuzz fuzz-files sanitize \
+	sanitize-subset clean gensim-suite
 
 $(VENV)/.deps: Makefile
 	test -x $(BIN)/python || $(PY) -m venv --system-site-packages $(VENV)
@@ -61,6 +61,29 @@ bench: build
 # run. Prints the number of examples each op passed.
 fuzz: build
 	FASTSOFTMAX_FUZZ_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:warnings tests/fuzz
+
+# Coverage-guided fuzzing of the file readers with atheris (libFuzzer), FUZZ_RUNS inputs per
+# target (tools/fuzz_files/): the native corpus_file reader (the op corpus_encode against its
+# plain reference, the file's batches against the Python reader's), the word2vec text and
+# binary vector loaders and Word2Vec.load, against the ASan+UBSan build of the extension
+# (build/sanitize). atheris goes into build/fuzz-deps with pip --target, beside .venv rather
+# than into it (its binary wheel brings its own libFuzzer; .venv stays as make setup made
+# it). Prints per target the executions, exec/s and crashes; a crash fails the run, and its
+# input is in build/fuzz-files/TARGET/. FUZZ_RUNS=2000 for a quick check; FUZZ_SECONDS=N
+# stops each target after N seconds (reported, not a failure); FUZZ_TARGETS picks some.
+FUZZ_RUNS ?= 1000000
+FUZZ_SECONDS ?= 0
+FUZZ_TARGETS ?=
+ATHERIS_SPEC ?= atheris==3.0.0
+build/fuzz-deps/.installed: Makefile
+	rm -rf build/fuzz-deps
+	$(BIN)/python -m pip install -q --no-deps --target build/fuzz-deps "$(ATHERIS_SPEC)"
+	touch $@
+
+fuzz-files: setup build/fuzz-deps/.installed
+	PY=$(CURDIR)/$(BIN)/python tools/sanitize.sh --build-ext
+	FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python tools/fuzz_files/run.py \
+	  --asan $(FUZZ_TARGETS)
 
 # The extension and the emulated CUDA build with AddressSanitizer + UndefinedBehaviorSanitizer
 # in build/sanitize (the in-place build and build/cuda_emu are left alone); runs the op-level

@@ -12,6 +12,7 @@
 #                                tests, the emulator's tests and 50 fuzz examples per
 #                                property (10 per emulated one) instead of 220 (22)
 #   tools/sanitize.sh --build    build only
+#   tools/sanitize.sh --build-ext    build only the extension (make fuzz-files)
 #   SANITIZE_TESTS="tests/x.py" tools/sanitize.sh    build, then run those tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,6 +49,7 @@ require_asan() {
 }
 require_asan "$so"
 echo "sanitize: built $OUT/$so in $(( $(date +%s) - start )) s"
+[ "${1:-}" = "--build-ext" ] && exit 0
 
 ASAN_LIB=$(gcc -print-file-name=libasan.so)
 UBSAN_LIB=$(gcc -print-file-name=libubsan.so)

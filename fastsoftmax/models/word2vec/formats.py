@@ -8,7 +8,10 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import zipfile
+import zlib
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -19,6 +22,7 @@ from .data import keep_probabilities
 from .errors import WrongModelFileError
 
 FORMAT_VERSION = 1
+MAX_VECTOR_SIZE = 1 << 40
 logger = logging.getLogger(__name__)
 
 
@@ -105,11 +109,14 @@ def _text_shape(path, encoding, unicode_errors):
     """(lines, D) of a header-less text file: D from the first line."""
     lines, D = 0, None
     with open(path, "rb") as f:
-        for raw in f:
+        for number, raw in enumerate(f, 1):
             if not raw.strip():
                 continue
             if D is None:
-                D = len(raw.decode(encoding, unicode_errors).rstrip().split(" ")) - 1
+                try:
+                    D = len(raw.decode(encoding, unicode_errors).rstrip().split(" ")) - 1
+                except UnicodeDecodeError as e:
+                    raise _decode_error(e, f"{path}, line {number}", encoding) from None
             lines += 1
     if not D:
         raise ValueError(f"{path}: no vectors found (no_header=True)")
@@ -144,29 +151,33 @@ def load_word2vec_format(cls, path, fvocab=None, binary=False, encoding="utf8",
             except ValueError:
                 raise ValueError(f"{path}, line 1: expected a header 'vocab_size "
                                  f"vector_size', got {header[:80]!r}") from None
+            if D >= MAX_VECTOR_SIZE:  # numpy cannot shape an array of such rows
+                raise ValueError(f"{path}, line 1: a vector size of {D} (the header) is "
+                                 f"past {MAX_VECTOR_SIZE - 1}")
         full = V
         if limit is not None:
             V = min(V, int(limit))
-        kv = cls(D, V)
+        rows = _Rows(D, V, os.fstat(f.fileno()).st_size - f.tell(), 4 * D if binary else 2 * D)
         keys = []
         if binary:
             width = 4 * D
-            data = f.read() if limit is None else f.read(V * (width + 256 + 2))
+            size = os.fstat(f.fileno()).st_size
+            data = f.read() if limit is None else f.read(min(V * (width + 256 + 2), size))
             pos = 0
             for i in range(V):
                 while pos < len(data) and data[pos:pos + 1] in (b"\n", b"\r"):
                     pos += 1
                 space = data.find(b" ", pos)
                 if space < 0 or space + 1 + width > len(data):
-                    raise TruncatedFileError(f"{path}: entry {i + 1} of {V} (line {i + 2} counting the "
-                                     f"header) is truncated: expected a word, a space and {D} "
-                                     "float32 values")
+                    raise TruncatedFileError(
+                        f"{path}: entry {i + 1} of {V} (line {i + 2} counting the header) is "
+                        f"truncated: expected a word, a space and {D} float32 values")
                 try:
                     keys.append(data[pos:space].decode(encoding, unicode_errors))
                 except UnicodeDecodeError as e:
                     raise _decode_error(e, f"{path}: entry {i + 1} of {V}: the word",
                                         encoding) from None
-                kv.vectors[i] = np.frombuffer(data, dtype="<f4", count=D, offset=space + 1)
+                rows.append(np.frombuffer(data, dtype="<f4", count=D, offset=space + 1))
                 pos = space + 1 + width
             if V == full and data[pos:].strip():
                 raise ValueError(f"{path}: data after the {V} entries the header announces")
@@ -177,8 +188,8 @@ def load_word2vec_format(cls, path, fvocab=None, binary=False, encoding="utf8",
                     raw = f.readline()
                 line_no = i + first_line
                 if not raw:
-                    raise TruncatedFileError(f"{path}, line {line_no}: file ends after {i} of the {V} "
-                                     "words the header announces")
+                    raise TruncatedFileError(f"{path}, line {line_no}: file ends after {i} of "
+                                             f"the {V} words the header announces")
                 try:
                     text = raw.decode(encoding, unicode_errors)
                 except UnicodeDecodeError as e:
@@ -188,7 +199,7 @@ def load_word2vec_format(cls, path, fvocab=None, binary=False, encoding="utf8",
                     raise ValueError(f"{path}, line {line_no}: expected a word and {D} "
                                      f"numbers, got {len(fields)} fields")
                 try:
-                    kv.vectors[i] = np.array(fields[1:], dtype=np.float32)
+                    rows.append(np.array(fields[1:], dtype=np.float32))
                 except ValueError:
                     raise ValueError(f"{path}, line {line_no}: a vector value is not a number"
                                      ) from None
@@ -199,9 +210,10 @@ def load_word2vec_format(cls, path, fvocab=None, binary=False, encoding="utf8",
         seen = set()
         dup = next(k for k in keys if k in seen or seen.add(k))
         raise ValueError(f"{path}: word {dup!r} appears more than once")
+    kv = cls(D, 0)
     kv.index_to_key = keys
     kv.key_to_index = {k: i for i, k in enumerate(keys)}
-    kv.vectors = kv.vectors.astype(datatype)
+    kv.vectors = rows.array().astype(datatype)
     if fvocab is None:
         kv.counts = np.arange(len(keys), 0, -1)
     else:
@@ -212,6 +224,28 @@ def load_word2vec_format(cls, path, fvocab=None, binary=False, encoding="utf8",
                            "is 0", fvocab, len(missing), missing[0])
         kv.counts = np.array([counts.get(k, 0) for k in keys], dtype=np.int64)
     return kv
+
+
+class _Rows:
+    """The [n, D] float32 rows read so far. Room is made for the rows the file can hold (each
+    takes at least `row_bytes` of its `file_bytes`), never for the count the header claims
+    alone: a header saying 10^12 vectors in a tiny file must not allocate them."""
+
+    def __init__(self, D: int, claimed: int, file_bytes: int, row_bytes: int):
+        self.n = 0
+        self.buf = np.zeros((min(claimed, max(file_bytes, 0) // max(row_bytes, 1)), D),
+                            dtype=np.float32)
+
+    def append(self, row: np.ndarray) -> None:
+        if self.n == len(self.buf):  # only if the bound above was wrong: grow by doubling
+            grown = np.zeros((max(1, 2 * self.n), self.buf.shape[1]), dtype=np.float32)
+            grown[:self.n] = self.buf
+            self.buf = grown
+        self.buf[self.n] = row
+        self.n += 1
+
+    def array(self) -> np.ndarray:
+        return self.buf if self.n == len(self.buf) else self.buf[:self.n].copy()
 
 
 # ---------------------------------------------------------------------------------------
@@ -252,7 +286,13 @@ def load_npz(path: str, classes) -> tuple:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: np.array(z[k]) for k in z.files}
         meta = decode_json(arrays.pop("meta"))
-    except (zipfile.BadZipFile, EOFError, KeyError, ValueError) as exc:
+        if not isinstance(meta, dict):
+            raise ValueError(f"its meta entry is a JSON {type(meta).__name__}, not an object")
+    # A damaged archive fails in the zip layer (BadZipFile, EOFError; zlib.error, OSError or
+    # NotImplementedError for a compression method changed by the damage, RuntimeError for
+    # an entry flagged encrypted) or in numpy's .npy reader (ValueError, OverflowError).
+    except (zipfile.BadZipFile, EOFError, KeyError, ValueError, OverflowError, zlib.error,
+            OSError, NotImplementedError, RuntimeError) as exc:
         reason = f"no {exc} entry" if isinstance(exc, KeyError) else str(exc)
         raise ValueError(f"{path} cannot be read as a model saved by fastsoftmax (truncated, "
                          f"damaged or written by another program: {reason})") from None
@@ -296,8 +336,31 @@ def save_model(model, path: str) -> None:
     save_npz(path, arrays, {"class": "Word2Vec", "config": config})
 
 
+@contextmanager
+def file_contents(path: str, what: str):
+    """Errors of building `what` from a file's arrays and settings name the file: a hostile
+    file can hold any JSON and any arrays (KeyError, TypeError, IndexError, ... there)."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, IndexError, OverflowError, ValueError) as exc:
+        if isinstance(exc, ValueError) and str(path) in str(exc):
+            raise
+        raise ValueError(f"{path}: its contents do not make a {what} ({type(exc).__name__}: "
+                         f"{exc})") from None
+
+
+def _check_shape(name: str, array, shape: tuple) -> None:
+    if tuple(array.shape) != shape:
+        raise ValueError(f"{name} has shape {tuple(array.shape)}, expected {shape}")
+
+
 def load_model(cls, path: str, device=None):
     arrays, meta = load_npz(path, ("Word2Vec",))
+    with file_contents(path, "Word2Vec model"):
+        return _model(cls, path, arrays, meta, device)
+
+
+def _model(cls, path: str, arrays: dict, meta: dict, device):
     cfg = meta["config"]
     model = cls(vector_size=cfg["vector_size"], hs=cfg.get("hs", 0),
                 negative=cfg.get("negative", 5), device=device or "cpu")
@@ -323,6 +386,16 @@ def load_model(cls, path: str, device=None):
     counts = model.wv.counts
     model._keep_np = (arrays["keep"].astype(np.float32) if "keep" in arrays else
                       keep_probabilities(counts, int(counts.sum()), model.sample))
+    # Every table has a row per word (syn1 one per inner node): otherwise the model would
+    # load and fail only when trained (word2vec_train checks the shapes), far from the file.
+    V, D = len(model.wv), model.vector_size
+    _check_shape("the vectors", model.wv.vectors, (V, D))
+    _check_shape("the counts", counts, (V,))
+    _check_shape("the keep probabilities", model._keep_np, (V,))
+    if model.negative:
+        _check_shape("syn1neg", model._syn1neg, (V, D))
+    if model.hs:
+        _check_shape("syn1", model._syn1, (V - 1, D))
     model._sync_vectors()
     model._tables(tree)
     return model

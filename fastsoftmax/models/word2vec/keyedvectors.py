@@ -67,7 +67,7 @@ class KeyedVectors(KeyedVectorsCompat):
         self.vectors = np.zeros((count, self.vector_size), dtype=dtype)
         self.norms: Optional[np.ndarray] = None
         self.expandos: dict = {}
-        # gensim's per-key update factor; the native trainer has none (train refuses != 1)
+        # gensim's per-key factor on the input-vector updates (word w: vectors_lockf[w % len])
         self.vectors_lockf = np.ones(1, dtype=np.float32)
 
     # -- lookup ---------------------------------------------------------------------------
@@ -365,7 +365,8 @@ class KeyedVectors(KeyedVectorsCompat):
     @classmethod
     def load(cls, path: str):
         arrays, meta = formats.load_npz(path, ("KeyedVectors", "Word2Vec", "PPMIVectors"))
-        return cls._from_arrays(arrays, "wv_" if meta["class"] != "KeyedVectors" else "")
+        with formats.file_contents(path, "KeyedVectors"):
+            return cls._from_arrays(arrays, "wv_" if meta["class"] != "KeyedVectors" else "")
 
     def _arrays(self, prefix: str = "") -> dict:
         out = {prefix + "vectors": np.ascontiguousarray(self.vectors, dtype=np.float32),
