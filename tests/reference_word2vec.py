@@ -165,3 +165,21 @@ def _lines(text: bytes):
     parts = text.split(b"\n")
     lines = [p + b"\n" for p in parts[:-1]]
     return lines + ([parts[-1]] if parts[-1] else [])
+
+
+def corpus_count_reference(text: bytes, max_sentence_words: int):
+    """fastsoftmax::corpus_count in plain Python: ({word: count} in first-seen order,
+    sentences, raw words, offset of the first byte that is not UTF-8 or -1), read as
+    corpus_encode_reference reads. With a bad byte only its offset is defined."""
+    counts, sentences, words, start = {}, 0, 0, 0
+    for line in _lines(text):
+        try:
+            split = line.decode("utf-8").split()
+        except UnicodeDecodeError as exc:
+            return None, None, None, start + exc.start
+        for w in split:
+            counts[w] = counts.get(w, 0) + 1
+        sentences += max(1, -(-len(split) // max_sentence_words))
+        words += len(split)
+        start += len(line)
+    return counts, sentences, words, -1

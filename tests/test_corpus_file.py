@@ -13,7 +13,7 @@ import torch
 import fastsoftmax as fs
 from fastsoftmax.models.textfiles import MAX_SENTENCE_WORDS, CorpusDecodeError, LineSentence
 from fastsoftmax.models.word2vec import Word2Vec, corpus_file, data
-from reference import corpus_encode_reference
+from reference import corpus_count_reference, corpus_encode_reference
 
 # Every character Python's str.split() splits on, and a few that look alike but are not.
 SPACES = [chr(c) for c in (9, 11, 12, 13, 0x1C, 0x1F, 32, 0x85, 0xA0, 0x1680, 0x2000, 0x200A,
@@ -66,6 +66,25 @@ def test_op_finds_the_first_bad_byte_as_python(bad):
     assert got[3] == text.index(bad, 12)
 
 
+def count(text: bytes, max_words: int):
+    t = torch.frombuffer(bytearray(text), dtype=torch.uint8) if text else torch.empty(
+        0, dtype=torch.uint8)
+    blob, ends, found, sentences, words, bad = fs.ops.corpus_count(t, max_words)
+    raw, stops = bytes(blob.tolist()), ends.tolist()
+    keys = [raw[a:b].decode() for a, b in zip([0] + stops[:-1], stops)]
+    return dict(zip(keys, found.tolist())), sentences, words, bad
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_count_op_matches_reference(seed):
+    rng = random.Random(seed)
+    vocab = ["w%d" % i for i in range(12)] + ["é", "日本", "\U0001F600"]
+    text = random_text(rng, rng.randrange(1, 30), vocab).encode()
+    max_words = rng.choice([1, 2, 5, MAX_SENTENCE_WORDS])
+    got, want = count(text, max_words), corpus_count_reference(text, max_words)
+    assert got == want and list(got[0]) == list(want[0])  # first-seen order too
+
+
 def test_op_random_bytes_agree_with_python_decoding():
     rng = random.Random(7)
     pool = [b"a", b" ", b"\n", b"\xc3", b"\xa9", b"\xe2", b"\x80", b"\x85", b"\xa0", b"\xf0",
@@ -74,6 +93,8 @@ def test_op_random_bytes_agree_with_python_decoding():
         text = b"".join(rng.choice(pool) for _ in range(rng.randrange(1, 40)))
         assert encode(text, ["a", "aa", "é"], 3) == corpus_encode_reference(
             text, ["a", "aa", "é"], 3), text
+        got, want = count(text, 3), corpus_count_reference(text, 3)
+        assert got[3] == want[3] and (want[3] >= 0 or got == want), text
 
 
 def test_op_repeated_vocabulary_word_takes_the_first_id():

@@ -1,6 +1,7 @@
-"""Fuzz target: the op fastsoftmax::corpus_encode (csrc/cpu/corpus_encode.cpp) against its
-plain reference (tests/reference_word2vec.py: LineSentence's reading in Python): the same
-tokens, sentence ends, raw word counts and first bad byte, for any bytes.
+"""Fuzz target: the ops fastsoftmax::corpus_encode and corpus_count (csrc/cpu/, on the scanner
+of text_scan.h) against their plain references (tests/reference_word2vec.py: LineSentence's
+reading in Python): the same tokens, sentence ends, raw word counts, distinct words with their
+counts in first-seen order, and first bad byte, for any bytes.
 
 Input: one control byte (max_sentence_words), then either the text alone or a vocabulary
 and the text, `word \\x01 word ... \\x00\\x00 text` (the vocabulary's words may repeat, be
@@ -17,11 +18,11 @@ DEFAULT_VOCAB = ["w1", "w2", "é", "日本", "a\u200bb", "\U0001F600", "x"]
 
 
 def instrument():
-    global torch, ops, corpus_encode_reference
+    global torch, ops, corpus_encode_reference, corpus_count_reference
     import torch
 
     from fastsoftmax import ops
-    from reference_word2vec import corpus_encode_reference
+    from reference_word2vec import corpus_count_reference, corpus_encode_reference
 
 
 def split_input(data: bytes):
@@ -51,6 +52,15 @@ def one_input(data: bytes) -> None:
         raise AssertionError(f"corpus_encode differs from the reference on {text!r} "
                              f"(vocabulary {words!r}, max {max_words}): {got} != {want}")
     assert tokens.dtype == torch.int32 and sentence_ends.dtype == raw.dtype == torch.int64
+    blob, word_ends, found, sentences, words, bad = ops.corpus_count(t, max_words)
+    spelled, stops = bytes(blob.tolist()), word_ends.tolist()
+    keys = [spelled[a:b].decode("utf-8") for a, b in zip([0] + stops[:-1], stops)]
+    got = (list(zip(keys, found.tolist())), sentences, words, bad)
+    counts, *rest = corpus_count_reference(text, max_words)
+    want = (list(counts.items()) if counts is not None else None, *rest)
+    if bad != want[3] or (bad < 0 and got != want):
+        raise AssertionError(f"corpus_count differs from the reference on {text!r} (max "
+                             f"{max_words}): {got} != {want}")
 
 
 def seeds():
