@@ -23,14 +23,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from common import DATA, write_results  # noqa: E402
+from bench_word2vec import CORPORA  # noqa: E402
+from common import write_results  # noqa: E402
 
 from fastsoftmax.models.word2vec import LineSentence, Word2Vec  # noqa: E402
 
-CORPORA = {
-    "wikitext2": os.path.join(DATA, "wikitext-2", "wiki.train.tokens"),
-    "ptb": os.path.join(DATA, "ptb", "ptb.train.txt"),
-}
 PARAMS = dict(vector_size=100, window=5, negative=5, sample=1e-3, min_count=5)
 MODES = ("ours-memory", "ours-corpus_file", "ours-python-reader", "gensim-iterable",
          "gensim-corpus_file")
