@@ -27,7 +27,7 @@ $PY -m pip install -q --no-deps "$WHEEL" || exit 1
 # The tests and benchmarks run from a copy outside the checkout: they put their root on
 # sys.path, and the checkout's fastsoftmax/ (no compiled extension) would shadow the wheel.
 WORK=${GPU_WORK:-/tmp/fastsoftmax-gpu-run}
-rm -rf "$WORK" && mkdir -p "$WORK" && cp -a tests bench pyproject.toml "$WORK/"
+rm -rf "$WORK" && mkdir -p "$WORK" && cp -a tests bench tools pyproject.toml "$WORK/"
 cd "$WORK"
 $PY -c "import fastsoftmax, torch; print(fastsoftmax.__file__, fastsoftmax.build_info()); \
 assert fastsoftmax.build_info()['cuda'] and torch.cuda.is_available()" || exit 1
