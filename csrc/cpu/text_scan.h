@@ -14,9 +14,9 @@ namespace text_scan {
 constexpr uint64_t kHashBasis = 1469598103934665603ull;
 inline uint64_t hash_step(uint64_t h, uint8_t b) { return (h ^ b) * 1099511628211ull; }
 
-// The character at p (before end): its length in bytes, 0 if p does not start a valid UTF-8
-// sequence (Python's strict decoder: no overlong forms, surrogates or code points past
-// U+10FFFF), and whether str.split() would split on it.
+// The non-ASCII character at p (before end): its length in bytes, 0 if p does not start a
+// valid UTF-8 sequence (Python's strict decoder: no overlong forms, surrogates or code points
+// past U+10FFFF), and whether str.split() would split on it.
 struct Char {
   int length;
   bool space;
@@ -24,13 +24,9 @@ struct Char {
 
 inline bool continuation(uint8_t b) { return (b & 0xC0) == 0x80; }
 
+// Called for lead bytes of 0x80 and up only: scan_lines classifies ASCII (ascii_space).
 inline Char next_char(const uint8_t* p, const uint8_t* end) {
-  uint8_t b = p[0];
-  if (b < 0x80) {
-    // \t \n \v \f \r, the separators 0x1C-0x1F, and space ('\n' never reaches here).
-    bool space = b == ' ' || (b >= 0x09 && b <= 0x0D) || (b >= 0x1C && b <= 0x1F);
-    return {1, space};
-  }
+  const uint8_t b = p[0];
   int n;
   uint8_t lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
   if (b >= 0xC2 && b <= 0xDF) {
