@@ -154,13 +154,21 @@ def batches(corpus: LineSentence, key_to_index: dict, limit: int) -> Iterator[di
 
 
 def _batch(parts: list, offset: int, sentences: int) -> dict:
-    tokens = np.concatenate([p[0] for p in parts]).astype(np.int32, copy=False)
     in_vocab = np.concatenate([p[1] for p in parts])
-    words = np.concatenate([p[2] for p in parts])
+    return batch_of(np.concatenate([p[0] for p in parts]), np.cumsum(in_vocab),
+                    np.concatenate([p[2] for p in parts]), offset, sentences)
+
+
+def batch_of(tokens: np.ndarray, ends: np.ndarray, words: np.ndarray, offset: int,
+             sentences: int) -> dict:
+    """The trainer's batch (both readers make it): tokens int32 [N] (in-vocabulary ids), ends
+    int64 [S] (sentence ends in tokens), words_before / sentences_before int64 [S] (raw words
+    / sentences of the epoch before each sentence, `offset` / `sentences` before the batch),
+    raw (its raw words); `words` int64 [S] is each sentence's raw words."""
     raw_ends = np.cumsum(words)
     return {
-        "tokens": tokens,
-        "ends": np.cumsum(in_vocab),
+        "tokens": tokens.astype(np.int32, copy=False),
+        "ends": ends,
         "words_before": offset + raw_ends - words,
         "sentences_before": sentences + np.arange(len(words), dtype=np.int64),
         "raw": int(raw_ends[-1]) if len(words) else 0,

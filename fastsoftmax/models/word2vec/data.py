@@ -108,21 +108,14 @@ def token_ids(key_to_index: dict, pieces: list):
     return ids, lengths
 
 
-def encode(key_to_index: dict, pieces: list, raw: int, offset: int, first_sentence: int):
-    """A batch of sentences (word lists) as a dict: tokens int32 [N] (in-vocabulary ids),
-    ends int64 [S] (sentence ends in tokens), words_before / sentences_before int64 [S] (raw
-    words / sentences of the epoch before each sentence), raw (raw words of the batch)."""
+def encode(key_to_index: dict, pieces: list, offset: int, first_sentence: int):
+    """A batch of sentences (word lists) as the trainer's dict (corpus_file.batch_of):
+    `offset` raw words and `first_sentence` sentences of the epoch come before it."""
     ids, lengths = token_ids(key_to_index, pieces)
     known = ids >= 0
     in_vocab_before = np.concatenate(([0], np.cumsum(known)))
-    raw_ends = np.cumsum(lengths)
-    return {
-        "tokens": ids[known].astype(np.int32),
-        "ends": in_vocab_before[raw_ends],
-        "words_before": offset + raw_ends - lengths,
-        "sentences_before": first_sentence + np.arange(len(pieces), dtype=np.int64),
-        "raw": raw,
-    }
+    return corpus_file.batch_of(ids[known], in_vocab_before[np.cumsum(lengths)], lengths,
+                                offset, first_sentence)
 
 
 def python_batches(key_to_index, corpus, limit: int):
@@ -135,12 +128,12 @@ def python_batches(key_to_index, corpus, limit: int):
             pieces.append(piece)
             raw += len(piece)
             if raw >= limit:
-                yield encode(key_to_index, pieces, raw, offset, sentences)
+                yield encode(key_to_index, pieces, offset, sentences)
                 offset += raw
                 sentences += len(pieces)
                 pieces, raw = [], 0
     if pieces:
-        yield encode(key_to_index, pieces, raw, offset, sentences)
+        yield encode(key_to_index, pieces, offset, sentences)
 
 
 def _reader(batches, out: queue.Queue, stop: threading.Event):
