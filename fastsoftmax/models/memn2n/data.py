@@ -24,12 +24,13 @@ Batches (B stories, M memories, J words per sentence), memories in story order, 
 
 import itertools
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence
 
 import torch
 from torch import Tensor
 
+from ..babi import Story, tokenize  # noqa: F401 (re-exported: the models' story type)
 from ..vocabulary import UNK, Vocabulary
 
 PAD = "<pad>"
@@ -50,18 +51,6 @@ DROP = ("dropped", "discarded", "put down", "left")
 def names(base: Sequence[str], n: int, stem: str) -> List[str]:
     """n names: the list's own, then stem1, stem2, ... for more."""
     return list(base[:n]) + [f"{stem}{i}" for i in range(len(base) + 1, n + 1)]
-
-
-@dataclass
-class Story:
-    sentences: List[List[str]]
-    question: List[str]
-    answer: str
-    support: List[int] = field(default_factory=list)  # indices into sentences
-    # True: `support` is a chain read in that order (task two: the object's fact, then its
-    # carrier's move); False: a set (counting) or a single fact.
-    chain: bool = False
-    lines: List[int] = field(default_factory=list)  # input line numbers (parsed stories)
 
 
 @dataclass
@@ -221,15 +210,6 @@ def answer_words(task: str, world: World) -> List[str]:
     if task in ("single", "two"):
         return names(PLACES, world.locations, "place")
     return ["yes", "no"] if task == "yes-no" else list(NUMBERS)
-
-
-def tokenize(line: str) -> List[str]:
-    """Lower-case words, with '.' and '?' as words of their own; a leading bAbI line number
-    is dropped."""
-    words = line.lower().replace(".", " . ").replace("?", " ? ").replace(",", " ").split()
-    if words and words[0].isdigit():
-        words = words[1:]
-    return words
 
 
 @dataclass
