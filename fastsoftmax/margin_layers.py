@@ -89,6 +89,7 @@ class _MarginSampledLayer(_SampledLayer):
 
 
 _RANKING_ARGS = """
+
     Args:
         in_features: D, the size of each input row.
         num_classes: V, the number of classes.
