@@ -5,9 +5,9 @@ over the vocabulary, or over K sampled negatives) and WARP.
 Every score is s(x, c) = input.linear_weight[c] + linear_bias[c]. The scores are matrix
 products done by torch (BLAS / cuBLAS); the per-row hinge reduction and its gradient are the
 native op `margin_rank_forward` / `margin_rank_backward` (fastsoftmax.ops.margin). The exact
-losses stream the vocabulary in blocks of at most `chunk_bytes` of scores, as the full softmax
-does (fastsoftmax/full_softmax.py): no [N, V] block larger than that exists; in training,
-autograd keeps the blocks for backward.
+losses stream the vocabulary in blocks of at most `chunk_bytes` of scores and make the blocks
+again in the backward (fastsoftmax/_margin_stream.py): no [N, V] block larger than that
+exists, in training or in eval.
 
 Shapes: input [*, D], linear_weight [V, D], linear_bias [V], target int64 [*] (a row whose
 target is ignore_index contributes nothing; 'mean' averages over the other rows).
@@ -25,7 +25,8 @@ from torch import Tensor
 from . import ops
 from ._reduction import finish, loss_rows
 from ._shapes import check_count, check_generator
-from .full_softmax import CHUNK_BYTES, _logit_blocks
+from ._margin_stream import StreamedHinge
+from .full_softmax import CHUNK_BYTES
 from .samplers import Sampler, UniformSampler
 
 _NEGATIVES_REDUCTIONS = ("sum", "mean")
@@ -82,22 +83,10 @@ def _check_range(safe: Tensor, V: int) -> None:
 
 def _stream_hinge(h, weight, bias, t, safe, margin, p, ignore_index, chunk_bytes) -> Tensor:
     """sum over classes c != t_n of max(0, margin - s_t + s_c)^p per row [N] (p = 0: the
-    count of violators), over blocks of at most chunk_bytes of scores."""
-    V = weight.shape[0]
-    _check_range(safe, V)
-    s_t = _scores(h, weight, bias, safe)
-    blocks = []
-    for rows, c0, logits in _logit_blocks(h, weight, bias, chunk_bytes):
-        classes = torch.arange(c0, c0 + logits.shape[1], device=h.device)
-        part = ops.margin_rank_forward(logits, s_t[rows], t[rows], classes, margin, p,
-                                       ops.MODE_HINGE, V, ignore_index)
-        if c0 == 0:  # a new block of rows begins
-            blocks.append(part)
-        else:
-            blocks[-1] = blocks[-1] + part
-    if not blocks:
-        return s_t.new_zeros(h.shape[0])
-    return torch.cat(blocks) if len(blocks) > 1 else blocks[0]
+    count of violators), over blocks of at most chunk_bytes of scores, in the forward and
+    (made again) in the backward: fastsoftmax/_margin_stream.py."""
+    _check_range(safe, weight.shape[0])
+    return StreamedHinge.apply(h, weight, bias, t, safe, margin, p, ignore_index, chunk_bytes)
 
 
 def _check_p(p) -> int:
