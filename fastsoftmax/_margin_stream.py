@@ -5,7 +5,8 @@
 computed over blocks of at most `chunk_bytes` of scores in the forward, and the blocks made
 again in the backward instead of being kept. So no [N, V] block larger than the budget exists
 in training either (autograd would otherwise keep every block for the backward, N·V scores
-in all). The per-block hinge reduction and its gradient dL/ds are the native ops
+in all). When all the scores fit in one block, that block is kept: making it again would
+cost a second product for no memory saved. The per-block hinge reduction and its gradient dL/ds are the native ops
 margin_rank_forward / margin_rank_backward; the products are torch's (BLAS / cuBLAS):
 
     grad_h += G W_blk,   grad_W_blk += Gᵀ h,   grad_b_blk += column sums of G
@@ -17,7 +18,7 @@ g_t w_t to grad_h, g_t h to grad_W[t] and g_t to grad_b[t].
 import torch
 
 from . import ops
-from .full_softmax import _logit_blocks
+from .full_softmax import _blocks, _logit_blocks
 
 
 def _acc(t):
@@ -34,17 +35,20 @@ class StreamedHinge(torch.autograd.Function):
         V = weight.shape[0]
         s_t = ops.row_scores(h, weight, bias, safe[:, None])[:, 0]
         out = torch.zeros(h.shape[0], dtype=s_t.dtype, device=h.device)
+        one_block = _blocks(h.shape[0], V, chunk_bytes) == (max(h.shape[0], 1), V)
+        kept = None
         for rows, c0, logits in _logit_blocks(h, weight, bias, chunk_bytes):
             classes = torch.arange(c0, c0 + logits.shape[1], device=h.device)
             out[rows] += ops.margin_rank_forward(logits, s_t[rows], t[rows], classes, margin,
                                                  p, ops.MODE_HINGE, V, ignore_index)
-        ctx.save_for_backward(h, weight, bias, t, safe, s_t)
+            kept = logits if one_block else None  # one block: kept for the backward
+        ctx.save_for_backward(h, weight, bias, t, safe, s_t, kept)
         ctx.options = (margin, p, ignore_index, chunk_bytes)
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        h, weight, bias, t, safe, s_t = ctx.saved_tensors
+        h, weight, bias, t, safe, s_t, kept = ctx.saved_tensors
         margin, p, ignore_index, chunk_bytes = ctx.options
         V, acc = weight.shape[0], _acc(h)
         grad = grad.contiguous().to(acc)
@@ -54,7 +58,9 @@ class StreamedHinge(torch.autograd.Function):
         grad_b = torch.zeros(V, dtype=acc, device=h.device)
         grad_t = torch.zeros_like(s_t)
         backward_op = ops._op("margin_rank_backward")
-        for rows, c0, logits in _logit_blocks(h, weight, bias, chunk_bytes):
+        blocks = _logit_blocks(h, weight, bias, chunk_bytes) if kept is None else \
+            [(slice(0, h.shape[0]), 0, kept)]
+        for rows, c0, logits in blocks:
             c1 = c0 + logits.shape[1]
             classes = torch.arange(c0, c1, device=h.device)
             g, g_t = backward_op(grad[rows], logits, s_t[rows], t[rows], classes, margin, p,
