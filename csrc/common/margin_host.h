@@ -19,10 +19,13 @@ struct FS_HIDDEN MarginArgs {
   int64_t N, C, cand_stride;  // cand_stride: C for per-row candidates, 0 for shared ones
 };
 
+// check_ids: the id range checks (one device-to-host copy on CUDA). The kernels only compare
+// ids for equality, never index with them, so the backward (whose ids the forward checked)
+// skips them.
 inline MarginArgs margin_prologue(const Tensor& scores, const Tensor& target_score,
                                   const Tensor& target, const Tensor& candidates, double margin,
                                   int64_t p, int64_t mode, int64_t num_classes,
-                                  int64_t ignore_index) {
+                                  int64_t ignore_index, bool check_ids = true) {
   FS_CHECK_TYPE(is_floating(scores.scalar_type()),
                 "scores must be a floating-point tensor, got ", scores.scalar_type());
   FS_CHECK_TYPE(target_score.scalar_type() == scores.scalar_type(),
@@ -48,10 +51,12 @@ inline MarginArgs margin_prologue(const Tensor& scores, const Tensor& target_sco
   FS_CHECK_VALUE(mode == kModeWarp || (p >= 0 && p <= 2), "p must be 1 or 2, got ", p);
   FS_CHECK_VALUE(std::isfinite(margin), "margin must be a finite number, got ", margin);
   FS_CHECK_VALUE(num_classes > 0, "num_classes must be positive, got ", num_classes);
-  loss::IdChecks checks{num_classes, ignore_index};
-  checks.target(torch::stable::reshape(target, {N, 1}));
-  checks.ids(candidates, "candidates");
-  checks.run();
+  if (check_ids) {
+    loss::IdChecks checks{num_classes, ignore_index};
+    checks.target(torch::stable::reshape(target, {N, 1}));
+    checks.ids(candidates, "candidates");
+    checks.run();
+  }
   MarginArgs a;
   a.scores = contiguous(scores), a.target_score = contiguous(target_score);
   a.target = contiguous(target), a.candidates = contiguous(candidates);

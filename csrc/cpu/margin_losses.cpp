@@ -73,7 +73,7 @@ std::tuple<Tensor, Tensor> margin_rank_backward_cpu(
     const Tensor& target_, const Tensor& candidates_, double margin, int64_t p, int64_t mode,
     int64_t num_classes, int64_t ignore_index) {
   const MarginArgs a = margin_prologue(scores_, target_score_, target_, candidates_, margin, p,
-                                       mode, num_classes, ignore_index);
+                                       mode, num_classes, ignore_index, /*check_ids=*/false);
   const Tensor grad_loss = margin_grad_loss(grad_loss_, a);
   const int64_t N = a.N, C = a.C;
   const ScalarType dtype = a.scores.scalar_type();

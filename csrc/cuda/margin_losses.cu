@@ -155,7 +155,7 @@ std::tuple<Tensor, Tensor> margin_rank_backward_cuda(
     int64_t num_classes, int64_t ignore_index) {
   const cuda::DeviceGuard guard(scores_.device());
   const MarginArgs a = margin_prologue(scores_, target_score_, target_, candidates_, margin, p,
-                                       mode, num_classes, ignore_index);
+                                       mode, num_classes, ignore_index, /*check_ids=*/false);
   const Tensor grad_loss = margin_grad_loss(grad_loss_, a);
   const ScalarType dtype = a.scores.scalar_type();
   Tensor grad_scores = empty({a.N, a.C}, dtype, a.scores.device());
