@@ -265,8 +265,8 @@ def sampled_margin_ranking_loss(
     sum_k max(0, margin - s(x, y) + s(x, ỹ_k)), negatives equal to the target left out
     (accidental hits). `negatives_reduction='mean'` divides by the row's negatives kept.
 
-    The negatives are `sampled` (int64 [*, K] per row, or [K] shared by the batch) or, when
-    not given, K = `num_sampled` per row drawn with replacement from `sampler` (default
+    The negatives are `sampled` (int64 [*, K] per row, or [K] shared by the batch, also as
+    the SampledValues of sampler.candidates) or, when not given, K = `num_sampled` per row drawn with replacement from `sampler` (default
     uniform over the V classes) with `generator`. With the uniform sampler, the sum's
     expectation times V / K is the exact loss of full_margin_ranking_loss."""
     if negatives_reduction not in _NEGATIVES_REDUCTIONS:

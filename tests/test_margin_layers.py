@@ -195,3 +195,23 @@ def test_exact_losses_keep_no_block_of_scores_for_backward(loss):
     assert sum(saved) < n * v / 4, saved
     out.backward()
     assert h.grad is not None and bool(h.grad.abs().sum() > 0)
+
+
+def test_compile_fullgraph_functionals_with_given_samples():
+    """The functionals with samples drawn as a separate step (as a model passes them)
+    compile without a graph break and give the eager loss and gradients."""
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(N, D, generator=g, requires_grad=True)
+    w = torch.randn(V, D, generator=g, requires_grad=True)
+    t = torch.randint(0, V, (N,), generator=g)
+    neg = torch.randint(0, V, (N, K), generator=g)
+
+    def f(h, w, t, neg):
+        return (FF.sampled_margin_ranking_loss(h, w, t, sampled=neg, margin=0.5)
+                + FF.warp_loss(h, w, t, sampled=neg) + FF.multi_margin_loss(h, w, t, p=2))
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")(h, w, t, neg)
+    eager = f(h, w, t, neg)
+    torch.testing.assert_close(compiled, eager)
+    for a, b in zip(torch.autograd.grad(compiled, (h, w)), torch.autograd.grad(eager, (h, w))):
+        torch.testing.assert_close(a, b)
