@@ -313,3 +313,16 @@ def test_row_scores_weight_gradient_deterministic_on_cuda(cuda_backend):
     assert all(torch.equal(a, b) for a, b in zip(*runs))
     for a, b in zip(runs[0], cpu):
         torch.testing.assert_close(a.cpu(), b, rtol=1e-6, atol=1e-6)
+
+
+def test_sampled_values_are_shared_candidates(device):
+    c = make_case(device)
+    cand = fs.UniformSampler(V, device=device).candidates(
+        c["t"][:, None], K, generator=torch.Generator().manual_seed(2))
+    a = FF.sampled_margin_ranking_loss(c["h"], c["w"], c["t"], sampled=cand, reduction="none")
+    b = FF.sampled_margin_ranking_loss(c["h"], c["w"], c["t"], sampled=cand.sampled_candidates,
+                                       reduction="none")
+    assert torch.equal(a, b)
+    ref = R.ranking_reference(c["h"].detach().cpu(), c["w"].detach().cpu(), None, c["t"].cpu(),
+                              cand.sampled_candidates.cpu())
+    close(a, ref)
