@@ -85,12 +85,13 @@ def test_warp_layer_trains_on_its_sampler_and_evaluates_exactly(device):
 def test_sampled_ranking_equals_exact_in_expectation_by_enumeration():
     """Uniform negatives with replacement, hits left out: E[sum over K negatives] =
     K / V * sum_{c != y} hinge_c. Enumerating all V^K ordered draws gives the expectation
-    exactly, so V / K times it is the exact loss to rounding."""
+    exactly, so V / K times it is the exact loss (and its gradient) to rounding."""
     g = torch.Generator().manual_seed(1)
     x = torch.randn(N, D, generator=g, dtype=torch.float64)
     w = torch.randn(V, D, generator=g, dtype=torch.float64)
     t = torch.randint(0, V, (N,), generator=g)
     k = 2
+    x.requires_grad_(), w.requires_grad_()
     draws = torch.tensor(list(itertools.product(range(V), repeat=k)))  # [V^k, k]
     rows = x.repeat(draws.shape[0], 1)
     sampled = draws.repeat_interleave(N, 0)
@@ -99,6 +100,10 @@ def test_sampled_ranking_equals_exact_in_expectation_by_enumeration():
     expectation = loss.reshape(-1, N).mean(0)
     exact = FF.full_margin_ranking_loss(x, w, t, reduction="none")
     torch.testing.assert_close(expectation * V / k, exact, rtol=1e-12, atol=1e-12)
+    # The gradient is linear in the loss: the same holds for it (what SGD sees on average).
+    for a, b in zip(torch.autograd.grad((expectation * V / k).sum(), (x, w)),
+                    torch.autograd.grad(exact.sum(), (x, w))):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
 def test_sampled_ranking_equals_exact_in_expectation_with_the_sampler():
