@@ -55,6 +55,22 @@ void define_ops(torch::stable::detail::StableLibrary& m) {
       " Tensor sampled, Tensor grad_logits, Tensor grad_true, bool has_bias, int ignore_index,"
       " bool sparse, bool deterministic=False) -> (Tensor grad_input, Tensor grad_weight,"
       " Tensor grad_bias, Tensor grad_weight_ids)");
+  // Margin (hinge) losses over a block of scores made by torch's matmul (fastsoftmax/margin.py):
+  // scores [N, C], target_score [N] (same dtype), target [N] (ignore_index allowed),
+  // candidates [C] or [N, C], the class of each score column; a column equal to the row's
+  // target is left out. mode 0: per row sum_j max(0, margin - s_y + s_j)^p (p 1 or 2; 0
+  // counts the violators); mode 1: WARP, L(floor((V - 1) / trials)) times the hinge of the
+  // first violating column (csrc/common/margin_math.h); V = num_classes. Per-row loss in the
+  // accumulation dtype; the backward recomputes from the scores and returns dloss/dscores
+  // and dloss/dtarget_score.
+  m.def(
+      "margin_rank_forward(Tensor scores, Tensor target_score, Tensor target,"
+      " Tensor candidates, float margin, int p, int mode, int num_classes,"
+      " int ignore_index) -> Tensor");
+  m.def(
+      "margin_rank_backward(Tensor grad_loss, Tensor scores, Tensor target_score,"
+      " Tensor target, Tensor candidates, float margin, int p, int mode, int num_classes,"
+      " int ignore_index) -> (Tensor grad_scores, Tensor grad_target_score)");
   // word2vec: one Hogwild SGD pass of skip-gram (sg) or CBOW over a batch of sentences with
   // negative sampling (negative > 0), hierarchical softmax (hs) or both, updating syn0 and
   // syn1neg [V, D] and syn1 [V - 1, D] in place.

@@ -80,3 +80,17 @@ from .nn import HierarchicalSoftmaxLoss  # noqa: E402
 from .tree import ClassTree  # noqa: E402
 
 __all__ += ["ClassTree", "HierarchicalSoftmaxLoss", "hierarchical_softmax_loss"]
+
+# Margin (hinge) losses: the multiclass hinge, margin ranking (exact and sampled) and WARP;
+# importing margin_layers registers the heads 'multi_margin', 'margin_ranking' and 'warp'.
+from .margin import (  # noqa: E402
+    full_margin_ranking_loss,
+    multi_margin_loss,
+    sampled_margin_ranking_loss,
+    warp_loss,
+)
+from .margin_layers import MultiMarginLoss, SampledMarginRankingLoss, WARPLoss  # noqa: E402
+
+__all__ += ["MultiMarginLoss", "SampledMarginRankingLoss", "WARPLoss",
+            "full_margin_ranking_loss", "multi_margin_loss", "sampled_margin_ranking_loss",
+            "warp_loss"]

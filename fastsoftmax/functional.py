@@ -287,3 +287,15 @@ __all__ += ["hierarchical_softmax_loss"]
 from .retrieval import in_batch_softmax_loss  # noqa: E402
 
 __all__ += ["in_batch_softmax_loss"]
+
+# The margin (hinge) losses live in margin.py.
+from .margin import (  # noqa: E402
+    full_margin_ranking_loss,
+    full_warp_loss,
+    multi_margin_loss,
+    sampled_margin_ranking_loss,
+    warp_loss,
+)
+
+__all__ += ["full_margin_ranking_loss", "full_warp_loss", "multi_margin_loss",
+            "sampled_margin_ranking_loss", "warp_loss"]

@@ -13,12 +13,13 @@ from typing import Optional
 import torch
 
 from .. import _loader
-from . import hierarchical, losses, sampling, word2vec
+from . import hierarchical, losses, margin, sampling, word2vec
 from ._registry import DEFAULT_NAMESPACE, current_namespace, namespace
 # The raw op (ops._op) and its OpOverload (ops._overload, what opcheck takes), for the
 # tests and the error-path checks.
 from ._registry import _op as _op, _overload as _overload
 from .hierarchical import hierarchical_softmax_forward, huffman_tree
+from .margin import MODE_HINGE, MODE_WARP, margin_rank_forward
 from .losses import (MODE_NCE, MODE_SOFTMAX, needs_grad, negative_sampling_forward,
                      sampled_logits_forward)
 from .sampling import (KIND_ALIAS, KIND_LOG_UNIFORM, KIND_UNIFORM, alias_build, draw_seed,
@@ -27,7 +28,7 @@ from .word2vec import corpus_count, corpus_encode, huffman_paths, word2vec_train
 
 _C = _loader.load()
 
-FAMILIES = (sampling, losses, word2vec, hierarchical)
+FAMILIES = (sampling, losses, word2vec, hierarchical, margin)
 
 
 def register(namespace: str, lib: Optional[torch.library.Library] = None) -> None:
@@ -40,8 +41,8 @@ def register(namespace: str, lib: Optional[torch.library.Library] = None) -> Non
 register(DEFAULT_NAMESPACE)
 
 __all__ = [
-    "DEFAULT_NAMESPACE", "KIND_ALIAS", "KIND_LOG_UNIFORM", "KIND_UNIFORM", "MODE_NCE",
-    "MODE_SOFTMAX", "alias_build", "corpus_count", "corpus_encode", "current_namespace",
+    "DEFAULT_NAMESPACE", "KIND_ALIAS", "KIND_LOG_UNIFORM", "KIND_UNIFORM", "MODE_HINGE",
+    "MODE_NCE", "MODE_SOFTMAX", "MODE_WARP", "margin_rank_forward", "alias_build", "corpus_count", "corpus_encode", "current_namespace",
     "draw_seed", "hierarchical_softmax_forward", "huffman_paths", "huffman_tree", "namespace",
     "needs_grad", "negative_sampling_forward", "register", "sample", "sample_unique",
     "sampled_logits_forward", "word2vec_train",

@@ -1,0 +1,55 @@
+"""The margin (hinge) loss ops (csrc/cpu/margin_losses.cpp, csrc/cuda/margin_losses.cu): the
+per-row hinge sum and WARP's first-violator loss over a block of scores, forward and backward
+as separate ops joined by register_autograd. The scores are made by torch (matmul) outside
+the op, so autograd carries the gradient on to input, linear_weight and bias."""
+
+import torch
+from torch import Tensor
+
+from ._registry import OpParts, _op
+
+MODE_HINGE, MODE_WARP = 0, 1
+
+PARTS = OpParts()
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def margin_rank_forward(scores: Tensor, target_score: Tensor, target: Tensor,
+                        candidates: Tensor, margin: float, p: int, mode: int,
+                        num_classes: int, ignore_index: int) -> Tensor:
+    """Per-row loss [N] (float32, float64 for float64 scores) of scores [N, C] against
+    target_score [N]; candidates [C] or [N, C] name each column's class (a column equal to
+    the row's target is left out). mode MODE_HINGE: sum_j max(0, margin - s_y + s_j)^p;
+    MODE_WARP: L(floor((num_classes - 1) / trials)) * hinge of the first violating column."""
+    return _op("margin_rank_forward")(scores, target_score, target, candidates, float(margin),
+                                      int(p), int(mode), int(num_classes), int(ignore_index))
+
+
+@PARTS.fake("margin_rank_forward")
+def _margin_rank_forward_fake(scores, target_score, target, candidates, margin, p, mode,
+                              num_classes, ignore_index):
+    torch._check(scores.dim() == 2)
+    return scores.new_empty(scores.shape[0], dtype=_acc_dtype(scores.dtype))
+
+
+@PARTS.fake("margin_rank_backward")
+def _margin_rank_backward_fake(grad_loss, scores, target_score, target, candidates, margin, p,
+                               mode, num_classes, ignore_index):
+    return scores.new_empty(scores.shape), target_score.new_empty(target_score.shape)
+
+
+def _margin_rank_setup(ctx, inputs, output):
+    scores, target_score, target, candidates, *options = inputs
+    ctx.options = tuple(options)
+    ctx.save_for_backward(scores, target_score, target, candidates)
+
+
+@PARTS.autograd("margin_rank_forward", "margin_rank_backward", _margin_rank_setup)
+def _margin_rank_backward(backward_op, ctx, grad_loss):
+    scores, target_score, target, candidates = ctx.saved_tensors
+    grad_scores, grad_target = backward_op(grad_loss.contiguous(), scores, target_score,
+                                           target, candidates, *ctx.options)
+    return (grad_scores, grad_target) + (None,) * 7
