@@ -170,8 +170,11 @@ class MemNN(nn.Module):
                margin: float) -> Tensor:
         """The supporting-fact ranking loss, summed over hops, each the mean over questions of
         Σ_{f̄ ≠ f} max(0, γ − s_O(x, f) + s_O(x, f̄)), x holding the true earlier facts (strong
-        supervision); with time features, per §3.4, Σ max(0, γ − s_Ot(x, f, f̄)) + max(0, γ +
-        s_Ot(x, f̄, f)), f to beat every other memory in both places of the comparison.
+        supervision). With time features the term of f̄ is max(0, γ − s_Ot(x, f, f̄)) when f is
+        older, max(0, γ + s_Ot(x, f̄, f)) when f̄ is: f wins the comparison the loop makes, the
+        older memory first. (The paper's appendix asks for both orders; for two memories of
+        the same words only one order can be won, since "y older than y'" is off in the
+        other, and that unreachable half of the loss would pull against the reachable one.)
         Hops whose target (or an earlier hop's) fell out of memory (-1) do not count."""
         memories = self.memories(story)
         B, M = mask.shape
@@ -182,9 +185,10 @@ class MemNN(nn.Module):
             f = targets[:, k]
             g, t = self.o_terms(query, facts, memories)
             fk = f.clamp(min=0)[:, None].expand(B, M)
-            terms = torch.relu(margin - self.compare(g, t, x_time, fk, others))
-            if t is not None:
-                terms = terms + torch.relu(margin + self.compare(g, t, x_time, others, fk))
+            # The loop compares the older memory with the newer: f must win that comparison.
+            older, newer = torch.minimum(fk, others), torch.maximum(fk, others)
+            sign = torch.where(fk == older, 1.0, -1.0).to(g.dtype)
+            terms = torch.relu(margin - sign * self.compare(g, t, x_time, older, newer))
             terms = terms.masked_fill(~mask | (others == fk), 0.0).sum(1)
             known = (targets[:, :k + 1] >= 0).all(1)
             if known.any():
@@ -207,13 +211,14 @@ class MemNN(nn.Module):
         return scores
 
     def answer_loss(self, r: Tensor, answer: Tensor, *, num_sampled: int, sampler,
-                    margin: float, generator=None) -> Tensor:
+                    margin: float, generator=None, sampled: Optional[Tensor] = None) -> Tensor:
         """The answer's ranking loss, Σ_{r̄ ≠ r} max(0, γ − s_R(x, r) + s_R(x, r̄)) over
-        `num_sampled` words drawn from `sampler` (fastsoftmax's sampled margin-ranking layer),
-        the mean over questions."""
+        `num_sampled` words drawn from `sampler` (or the words `sampled`, [B, K] or [K]), the
+        answer itself left out, by fastsoftmax's sampled margin-ranking layer; the mean over
+        questions."""
         return F.sampled_margin_ranking_loss(r, self.answer_weight, answer,
                                              num_sampled=num_sampled, sampler=sampler,
-                                             margin=margin, generator=generator)
+                                             margin=margin, generator=generator, sampled=sampled)
 
     def predict(self, story: Tensor, mask: Tensor, query: Tensor) -> Tuple[Tensor, Tensor]:
         """(answer word ids [B], chosen memories [B, κ])."""

@@ -40,6 +40,7 @@ class TrainConfig(RunOptions):
         hops: κ, the supporting memories O picks (the paper's 2; task 3 has three facts).
         time_features: the write-time comparisons of §3.4 (which fact is the latest).
         margin: γ of every ranking term.
+        anneal_every: halve the learning rate every this many epochs (0: never).
         num_sampled: words per step the answer's ranking term compares the answer with.
         checkpoint: written after every epoch; None picks a new memnn-task<N>-<time>.pt here.
     """
@@ -59,8 +60,9 @@ class TrainConfig(RunOptions):
     # its training
     optimizer: str = "adam"
     lr: float = 0.01
+    anneal_every: int = 5
     clip: float = 40.0
-    epochs: int = 30
+    epochs: int = 20
     batch_size: int = 32
     seed: int = 0
 
@@ -136,6 +138,9 @@ def check_numbers(config) -> None:
             bad(name, "a positive number")
     if not (math.isfinite(config.clip) and config.clip >= 0):
         bad("clip", "a number ≥ 0 (0: off)")
+    if isinstance(config.anneal_every, bool) or not isinstance(config.anneal_every, int) \
+            or config.anneal_every < 0:
+        bad("anneal_every", "an integer ≥ 0 (0: off)")
     for name in ("embed_dim", "hops", "memory_size", "num_sampled", "epochs", "batch_size"):
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -187,6 +192,10 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
         return loss, len(b)
 
     def train_epoch(epoch: int) -> dict:
+        lr = config.lr * 0.5 ** ((epoch - 1) // config.anneal_every) if config.anneal_every \
+            else config.lr
+        for group in opt.param_groups:
+            group["lr"] = lr
         stats = run_epoch(step_loss, batches(train, config.batch_size,
                                              memory_size=config.memory_size, hops=config.hops,
                                              shuffle=True, seed=config.seed * 100003 + epoch - 1),
@@ -196,12 +205,13 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
         ev = evaluate(model, valid, device=config.device) if valid else dict(
             accuracy=math.nan, support_hits=[math.nan] * config.hops)
         return dict(epoch=epoch, train_loss=stats["loss"], valid_accuracy=ev["accuracy"],
-                    support_hits=ev["support_hits"], seconds=stats["seconds"])
+                    support_hits=ev["support_hits"], lr=lr, seconds=stats["seconds"])
 
     def describe(row: dict) -> str:
         hits = " ".join(f"{h:.0f}%" for h in row["support_hits"])
         return (f"epoch {row['epoch']:3d} | train loss {row['train_loss']:.4f} | valid acc "
-                f"{row['valid_accuracy']:.1f}% | support hits {hits} | {row['seconds']:.1f} s")
+                f"{row['valid_accuracy']:.1f}% | support hits {hits} | lr {row['lr']:.3g} | "
+                f"{row['seconds']:.1f} s")
 
     history = trainer.fit(config.epochs, train_epoch, describe)
     test = evaluate(model, data["encoded"]["test"], device=config.device)
