@@ -71,6 +71,14 @@ void define_ops(torch::stable::detail::StableLibrary& m) {
       "margin_rank_backward(Tensor grad_loss, Tensor scores, Tensor target_score,"
       " Tensor target, Tensor candidates, float margin, int p, int mode, int num_classes,"
       " int ignore_index) -> (Tensor grad_scores, Tensor grad_target_score)");
+  // The scores of per-row candidates, s[n, k] = input[n].weight[ids[n, k]] + bias[ids[n, k]]
+  // (ids int64 [N, K] in [0, V)), as fused gather-dots: no [N, K, D] block of gathered rows.
+  // Scores in the accumulation dtype; the backward's `deterministic` as the losses'.
+  m.def("row_scores_forward(Tensor input, Tensor weight, Tensor? bias, Tensor ids) -> Tensor");
+  m.def(
+      "row_scores_backward(Tensor grad_scores, Tensor input, Tensor weight, Tensor ids,"
+      " bool has_bias, bool deterministic=False) -> (Tensor grad_input, Tensor grad_weight,"
+      " Tensor grad_bias)");
   // word2vec: one Hogwild SGD pass of skip-gram (sg) or CBOW over a batch of sentences with
   // negative sampling (negative > 0), hierarchical softmax (hs) or both, updating syn0 and
   // syn1neg [V, D] and syn1 [V - 1, D] in place.

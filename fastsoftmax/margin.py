@@ -54,13 +54,12 @@ def _rows(input, linear_weight, target, reduction, linear_bias):
 
 
 def _scores(h: Tensor, weight: Tensor, bias: Optional[Tensor], ids: Tensor) -> Tensor:
-    """s(h_n, ids[n, k]) [N, K] for per-row ids [N, K] (a batched product over the
-    gathered rows [N, K, D]) or s(h_n, ids[k]) [N, K] for shared ids [K]; ids valid."""
-    rows = weight[ids]
+    """s(h_n, ids[n, k]) [N, K] for per-row ids [N, K] (the native fused gather-dots: no
+    [N, K, D] block of gathered rows) or s(h_n, ids[k]) [N, K] for shared ids [K] (one
+    matrix product)."""
     if ids.dim() == 2:
-        s = torch.bmm(rows, h.unsqueeze(2)).squeeze(2)
-    else:
-        s = h @ rows.T
+        return ops.row_scores(h, weight, bias, ids)
+    s = h @ weight[ids].T
     if bias is not None:
         s = s + bias[ids]
     return s.to(_acc(h))

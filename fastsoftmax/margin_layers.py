@@ -13,10 +13,27 @@ from typing import Optional, Union
 from torch import Tensor
 
 from . import margin as M
-from ._layer_parts import COMMON_ARGS, SAMPLER_ARGS
+from ._layer_parts import SAMPLER_ARGS
 from .margin import check_margin
 from .nn import _LinearLayer, _SampledLayer, _with_layer_keywords, register_head
 from .samplers import Sampler
+
+
+# Docstring text of the layer keywords (torch.nn.LinearCrossEntropyLoss's) as the margin
+# layers read them.
+_LAYER_ARGS = """
+        out_features: only () (one class id per row); any other value is refused.
+        bias: learn a bias `linear.bias` [V] added to every score (default False).
+        linear_weight: an existing nn.Parameter [V, D] as the output embedding (pass
+            embedding.weight to tie them); default: a new one, N(0, 1/D). Held as
+            `linear.weight`, as in torch.nn.LinearCrossEntropyLoss.
+        reduction: 'mean' (over the rows not ignored), 'sum' or 'none'.
+        ignore_index: target value whose rows contribute nothing (default None: -100).
+        label_smoothing: only 0.0 (a hinge loss has no target distribution to smooth).
+        options: only None.
+        device, dtype: of the parameters and buffers, as for torch.nn.Linear."""
+
+_SAMPLING_ARGS = SAMPLER_ARGS.format(default="uniform").split("        sparse:")[0].rstrip()
 
 
 def _refuse_label_smoothing(layer: str, value) -> None:
@@ -43,9 +60,8 @@ class MultiMarginLoss(_LinearLayer):
         margin: the hinge's margin (default 1.0).
         p: 1 or 2, the power of each hinge (default 1).
         weight: per-class weight [V]: row n's loss is multiplied by weight[target_n], and
-            'mean' divides by the number of rows (torch.nn.MultiMarginLoss's rule).
-        label_smoothing: only 0.0.""" + COMMON_ARGS.split("        weight:")[0] + """
-        reduction, ignore_index, options, device, dtype: as the other layers."""
+            'mean' divides by the number of rows (torch.nn.MultiMarginLoss's rule).""" + \
+        _LAYER_ARGS
 
     def __init__(self, in_features: int, num_classes: int, *, margin: float = 1.0, p: int = 1,
                  **layer):
@@ -89,11 +105,13 @@ class _MarginSampledLayer(_SampledLayer):
 
 
 _RANKING_ARGS = """
+
     Args:
         in_features: D, the size of each input row.
         num_classes: V, the number of classes.
         num_sampled: K, the candidates drawn per row (with replacement).
-        margin: γ >= 0 (default 1.0)."""
+        margin: γ >= 0 (default 1.0).
+        weight: only None (a per-class weight is MultiMarginLoss's)."""
 
 
 class SampledMarginRankingLoss(_MarginSampledLayer):
@@ -104,8 +122,7 @@ class SampledMarginRankingLoss(_MarginSampledLayer):
     training loss averages over the row's kept negatives and the eval loss divides the exact
     sum by V - 1.""" + _RANKING_ARGS + """
         negatives_reduction: 'sum' (default) or 'mean' over the negatives.""" + \
-        SAMPLER_ARGS.format(default="uniform").split("        sparse:")[0] + """
-        bias, linear_weight, reduction, ignore_index, device, dtype: as the other layers."""
+        _SAMPLING_ARGS + _LAYER_ARGS
 
     def __init__(self, in_features: int, num_classes: int, num_sampled: int, *,
                  margin: float = 1.0, negatives_reduction: str = "sum",
@@ -142,8 +159,7 @@ class WARPLoss(_MarginSampledLayer):
     first violator in draw order weighted by L(floor((V - 1) / N)), N its trial count
     (fastsoftmax.margin.warp_loss); eval: the loss WARP estimates, L(r) / r times the sum of
     the r violators' hinges (fastsoftmax.margin.full_warp_loss).""" + _RANKING_ARGS + \
-        SAMPLER_ARGS.format(default="uniform").split("        sparse:")[0] + """
-        bias, linear_weight, reduction, ignore_index, device, dtype: as the other layers."""
+        _SAMPLING_ARGS + _LAYER_ARGS
 
     def __init__(self, in_features: int, num_classes: int, num_sampled: int, *,
                  margin: float = 1.0, sampler: Union[Sampler, str, None] = None, counts=None,

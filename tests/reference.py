@@ -390,3 +390,7 @@ class FrequencyEstimatorReference:
 
 # word2vec: one prediction at a time, in its own file for length.
 from reference_word2vec import *  # noqa: E402,F401,F403
+
+
+# The margin (hinge) losses: tests/reference_margin.py.
+from reference_margin import *  # noqa: E402,F401,F403

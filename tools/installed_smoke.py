@@ -200,6 +200,9 @@ def main() -> int:
                 "nce": lambda h, w: fs.nce_loss(h, w, target, num_sampled=10, sampler=sampler),
                 "hierarchical_softmax": lambda h, w: fs.hierarchical_softmax_loss(
                     h, w[: v - 1], target, tree),
+                "multi_margin": lambda h, w: fs.multi_margin_loss(h, w, target),
+                "margin_ranking": lambda h, w: fs.sampled_margin_ranking_loss(
+                    h, w, target, num_sampled=5, sampler=sampler),
             }
             for name, loss_fn in losses.items():
                 h = torch.randn(n, d, requires_grad=True)

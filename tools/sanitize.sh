@@ -91,7 +91,7 @@ elif [ "${1:-}" = "--subset" ]; then
   TESTS="tests/test_losses.py tests/test_corpus_file.py tests/test_cuda_emulator.py tests/fuzz"
   export FASTSOFTMAX_FUZZ_EXAMPLES=${FASTSOFTMAX_FUZZ_EXAMPLES:-50}
 else
-  TESTS="tests/test_samplers.py tests/test_sampler_api.py tests/test_losses.py tests/test_word2vec.py tests/test_word2vec_model.py tests/test_corpus_file.py tests/test_cuda_emulator.py tests/fuzz"
+  TESTS="tests/test_samplers.py tests/test_sampler_api.py tests/test_losses.py tests/test_margin_losses.py tests/test_word2vec.py tests/test_word2vec_model.py tests/test_corpus_file.py tests/test_cuda_emulator.py tests/fuzz"
 fi
 start=$(date +%s)
 # Run from the copy: `python -m pytest` puts the working directory first on sys.path, so

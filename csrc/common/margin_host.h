@@ -67,5 +67,47 @@ inline Tensor margin_grad_loss(const Tensor& grad_loss, const MarginArgs& a) {
                        to_opmath(a.scores.scalar_type())));
 }
 
+// row_scores_*: s[n, k] = input[n].weight[ids[n, k]] + bias[ids[n, k]], the scores of per-row
+// candidates without an [N, K, D] gather. input [N, D], weight [V, D], bias [V], ids [N, K].
+struct FS_HIDDEN RowScores {
+  Tensor input, weight, ids;
+  int64_t N, D, V, K;
+};
+
+inline RowScores row_scores_prologue(const Tensor& input, const Tensor& weight,
+                                     const std::optional<Tensor>& bias, const Tensor& ids) {
+  loss::check_dense(input, weight, bias);
+  loss::check_ids_tensor(ids, "ids", input);
+  FS_CHECK_VALUE(ids.dim() == 2 && ids.size(0) == input.size(0),
+                 "ids must be [N, K] with N = ", input.size(0), ", got shape ", ids.sizes());
+  loss::IdChecks checks{weight.size(0), -1};
+  checks.ids(ids, "ids");
+  checks.run();
+  RowScores r;
+  r.input = contiguous(input), r.weight = contiguous(weight), r.ids = contiguous(ids);
+  r.N = input.size(0), r.D = input.size(1), r.V = weight.size(0), r.K = ids.size(1);
+  return r;
+}
+
+// The incoming gradient of the scores [N, K], as the accumulation dtype.
+inline Tensor row_scores_grad(const Tensor& grad_scores, const RowScores& r) {
+  const int64_t shape[] = {r.N, r.K};
+  FS_CHECK_VALUE(grad_scores.sizes() == IntArrayRef(shape) &&
+                     grad_scores.device() == r.input.device(),
+                 "grad_scores must be [N, K] = ", IntArrayRef(shape), " on the input's device");
+  return contiguous(to(grad_scores, to_opmath(r.input.scalar_type())));
+}
+
+// dL/dbias: the gradients of every score of class c, summed (index_put_ with accumulate adds
+// in a fixed order on the CPU and sorts on CUDA: deterministic on both).
+inline Tensor row_scores_bias_grad(const Tensor& grad, const RowScores& r, bool has_bias) {
+  const ScalarType dtype = r.input.scalar_type();
+  if (!has_bias) return empty({0}, dtype, r.input.device());
+  Tensor gb = zeros({r.V}, grad.scalar_type(), r.input.device());
+  call("aten::index_put_", "", gb, std::vector<std::optional<Tensor>>{loss::flat(r.ids)},
+       loss::flat(grad), true);
+  return to(gb, dtype);
+}
+
 }  // namespace margin
 }  // namespace fastsoftmax

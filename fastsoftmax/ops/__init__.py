@@ -19,7 +19,7 @@ from ._registry import DEFAULT_NAMESPACE, current_namespace, namespace
 # tests and the error-path checks.
 from ._registry import _op as _op, _overload as _overload
 from .hierarchical import hierarchical_softmax_forward, huffman_tree
-from .margin import MODE_HINGE, MODE_WARP, margin_rank_forward
+from .margin import MODE_HINGE, MODE_WARP, margin_rank_forward, row_scores
 from .losses import (MODE_NCE, MODE_SOFTMAX, needs_grad, negative_sampling_forward,
                      sampled_logits_forward)
 from .sampling import (KIND_ALIAS, KIND_LOG_UNIFORM, KIND_UNIFORM, alias_build, draw_seed,
@@ -44,6 +44,6 @@ __all__ = [
     "DEFAULT_NAMESPACE", "KIND_ALIAS", "KIND_LOG_UNIFORM", "KIND_UNIFORM", "MODE_HINGE",
     "MODE_NCE", "MODE_SOFTMAX", "MODE_WARP", "margin_rank_forward", "alias_build", "corpus_count", "corpus_encode", "current_namespace",
     "draw_seed", "hierarchical_softmax_forward", "huffman_paths", "huffman_tree", "namespace",
-    "needs_grad", "negative_sampling_forward", "register", "sample", "sample_unique",
+    "needs_grad", "negative_sampling_forward", "register", "row_scores", "sample", "sample_unique",
     "sampled_logits_forward", "word2vec_train",
 ]

@@ -53,3 +53,36 @@ def _margin_rank_backward(backward_op, ctx, grad_loss):
     grad_scores, grad_target = backward_op(grad_loss.contiguous(), scores, target_score,
                                            target, candidates, *ctx.options)
     return (grad_scores, grad_target) + (None,) * 7
+
+
+def row_scores(input: Tensor, weight: Tensor, bias, ids: Tensor) -> Tensor:
+    """s[n, k] = input[n].weight[ids[n, k]] + bias[ids[n, k]] [N, K] (float32, float64 for
+    float64 input) by fused gather-dots: no [N, K, D] tensor of gathered rows."""
+    return _op("row_scores_forward")(input, weight, bias, ids)
+
+
+@PARTS.fake("row_scores_forward")
+def _row_scores_forward_fake(input, weight, bias, ids):
+    torch._check(input.dim() == 2 and weight.dim() == 2 and ids.dim() == 2)
+    return input.new_empty(ids.shape[0], ids.shape[1], dtype=_acc_dtype(input.dtype))
+
+
+@PARTS.fake("row_scores_backward")
+def _row_scores_backward_fake(grad_scores, input, weight, ids, has_bias, deterministic=False):
+    return (input.new_empty(input.shape), weight.new_empty(weight.shape),
+            input.new_empty(weight.shape[0] if has_bias else 0))
+
+
+def _row_scores_setup(ctx, inputs, output):
+    input, weight, bias, ids = inputs
+    ctx.has_bias = bias is not None
+    ctx.save_for_backward(input, weight, ids)
+
+
+@PARTS.autograd("row_scores_forward", "row_scores_backward", _row_scores_setup)
+def _row_scores_backward(backward_op, ctx, grad_scores):
+    input, weight, ids = ctx.saved_tensors
+    grad_input, grad_weight, grad_bias = backward_op(
+        grad_scores.contiguous(), input, weight, ids, ctx.has_bias,
+        torch.are_deterministic_algorithms_enabled())
+    return grad_input, grad_weight, grad_bias if ctx.has_bias else None, None
