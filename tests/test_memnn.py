@@ -184,6 +184,13 @@ def test_answer_loss_is_the_loop_of_margins_over_the_sampled_words():
         want += sum(max(0.0, 0.3 - pos + float(r[b].detach() @ W[w].detach())) for w in sampled[b].tolist()
                     if w != answer[b]) / 4
     assert got.item() == pytest.approx(want, rel=1e-10)
+    exact = model.exact_answer_loss(r, answer, margin=0.3)
+    want = 0.0
+    for b in range(4):
+        pos = float(r[b].detach() @ W[answer[b]].detach())
+        want += sum(max(0.0, 0.3 - pos + float(r[b].detach() @ W[w].detach()))
+                    for w in range(V) if w != answer[b]) / 4
+    assert exact.item() == pytest.approx(want, rel=1e-10)
 
 
 def test_hop_targets_follow_the_chain_and_repeat_its_last_fact():
@@ -229,6 +236,7 @@ def test_learns_a_tiny_task_perfectly(tiny_babi, tmp_path):
                       device="cpu", checkpoint=str(tmp_path / "m.pt")), log=lambda m: None)
     assert len(res["data"]["test"]) == 180
     assert res["test"]["accuracy"] == 100.0 and res["test"]["support_hits"] == [100.0, 100.0]
+    assert res["history"][-1]["valid_answer_loss"] < res["history"][0]["valid_answer_loss"]
     again = mm.evaluate_checkpoint(str(tmp_path / "m.pt"))
     assert again["accuracy"] == 100.0 and again["questions"] == 180
 

@@ -30,7 +30,8 @@ def cmd_eval(args, argv) -> None:
     res = mm.evaluate_checkpoint(args.checkpoint, data=args.data, device=args.device)
     hits = ", ".join(f"{h:.1f}%" for h in res["support_hits"])
     print(f"task {res['task']}: {res['questions']} test questions, accuracy "
-          f"{res['accuracy']:.2f}%, supporting facts found per hop {hits}")
+          f"{res['accuracy']:.2f}%, answer ranking loss {res['loss']:.4f}, supporting facts "
+          f"found per hop {hits}")
     model, vocab, data = res["model"], res["data"]["vocab"], res["data"]
     for story in data["test"][:args.explain]:
         batch = mm.collate(mm.encode([story], vocab), model.config["memory_size"],

@@ -220,6 +220,13 @@ class MemNN(nn.Module):
                                              num_sampled=num_sampled, sampler=sampler,
                                              margin=margin, generator=generator, sampled=sampled)
 
+    def exact_answer_loss(self, r: Tensor, answer: Tensor, *, margin: float,
+                          reduction: str = "mean") -> Tensor:
+        """The answer's ranking loss over every word of the vocabulary (what the sampled term
+        estimates: its expectation times V / num_sampled)."""
+        return F.full_margin_ranking_loss(r, self.answer_weight, answer, margin=margin,
+                                          reduction=reduction)
+
     def predict(self, story: Tensor, mask: Tensor, query: Tensor) -> Tuple[Tensor, Tensor]:
         """(answer word ids [B], chosen memories [B, κ])."""
         chosen = self.select(story, mask, query)

@@ -108,21 +108,26 @@ def load_data(config: TrainConfig, vocab: Optional[Vocabulary] = None) -> dict:
 
 
 @torch.no_grad()
-def evaluate(model: MemNN, items: list, *, batch_size: int = 256, device="cpu") -> dict:
-    """Answer accuracy (%) and, per hop, the share (%) of questions whose chosen memory is
-    that hop's supporting fact, over encoded questions; O chooses, nothing is given."""
+def evaluate(model: MemNN, items: list, *, margin: float = 0.1, batch_size: int = 256,
+             device="cpu") -> dict:
+    """Answer accuracy (%), the answer's exact ranking loss over the whole vocabulary (γ =
+    `margin`) and, per hop, the share (%) of questions whose chosen memory is that hop's
+    supporting fact, over encoded questions; O chooses, nothing is given."""
     was = model.training
     model.eval()
-    correct, hits = 0.0, torch.zeros(model.hops, dtype=torch.float64)
+    correct, loss, hits = 0.0, 0.0, torch.zeros(model.hops, dtype=torch.float64)
     for b in batches(items, batch_size, memory_size=model.config["memory_size"],
                      hops=model.hops):
         b = b.to(device)
-        answer, chosen = model.predict(b.story, b.mask, b.query)
-        correct += float((answer == b.answer).sum())
+        chosen = model.select(b.story, b.mask, b.query)
+        r = model.r_input(b.story, b.query, chosen)
+        correct += float((model.answer_scores(r).argmax(1) == b.answer).sum())
+        loss += float(model.exact_answer_loss(r, b.answer, margin=margin, reduction="sum"))
         hits += (chosen == b.targets).sum(0).double().cpu()
     model.train(was)
     n = max(len(items), 1)
-    return dict(accuracy=100.0 * correct / n, support_hits=(100.0 * hits / n).tolist())
+    return dict(accuracy=100.0 * correct / n, loss=loss / n,
+                support_hits=(100.0 * hits / n).tolist())
 
 
 def check_numbers(config) -> None:
@@ -202,19 +207,21 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
                           opt, parameters=list(model.parameters()), clip=config.clip,
                           progress=trainer.epoch_bar(
                               math.ceil(len(train) / config.batch_size), epoch, config.progress))
-        ev = evaluate(model, valid, device=config.device) if valid else dict(
-            accuracy=math.nan, support_hits=[math.nan] * config.hops)
-        return dict(epoch=epoch, train_loss=stats["loss"], valid_accuracy=ev["accuracy"],
+        ev = evaluate(model, valid, margin=config.margin, device=config.device) if valid else \
+            dict(accuracy=math.nan, loss=math.nan, support_hits=[math.nan] * config.hops)
+        return dict(epoch=epoch, train_loss=stats["loss"], valid_answer_loss=ev["loss"],
+                    valid_accuracy=ev["accuracy"],
                     support_hits=ev["support_hits"], lr=lr, seconds=stats["seconds"])
 
     def describe(row: dict) -> str:
         hits = " ".join(f"{h:.0f}%" for h in row["support_hits"])
-        return (f"epoch {row['epoch']:3d} | train loss {row['train_loss']:.4f} | valid acc "
-                f"{row['valid_accuracy']:.1f}% | support hits {hits} | lr {row['lr']:.3g} | "
+        return (f"epoch {row['epoch']:3d} | train loss {row['train_loss']:.4f} | valid answer "
+                f"loss {row['valid_answer_loss']:.4f} acc {row['valid_accuracy']:.1f}% | "
+                f"support hits {hits} | lr {row['lr']:.3g} | "
                 f"{row['seconds']:.1f} s")
 
     history = trainer.fit(config.epochs, train_epoch, describe)
-    test = evaluate(model, data["encoded"]["test"], device=config.device)
+    test = evaluate(model, data["encoded"]["test"], margin=config.margin, device=config.device)
     hits = ", ".join(f"{h:.1f}%" for h in test["support_hits"])
     trainer.log(f"test accuracy {test['accuracy']:.2f}% ({len(data['encoded']['test'])} "
                 f"questions), support hits per hop {hits}")
@@ -233,5 +240,5 @@ def evaluate_checkpoint(path: str, *, data: Optional[str] = None, device: str = 
         config.data = data
     loaded = load_data(config, vocab)
     model.to(device)
-    return dict(evaluate(model, loaded["encoded"]["test"], device=device), model=model,
-                data=loaded, questions=len(loaded["test"]), task=config.task)
+    return dict(evaluate(model, loaded["encoded"]["test"], margin=config.margin, device=device),
+                model=model, data=loaded, questions=len(loaded["test"]), task=config.task)
