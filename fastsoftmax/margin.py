@@ -5,9 +5,9 @@ over the vocabulary, or over K sampled negatives) and WARP.
 Every score is s(x, c) = input.linear_weight[c] + linear_bias[c]. The scores are matrix
 products done by torch (BLAS / cuBLAS); the per-row hinge reduction and its gradient are the
 native op `margin_rank_forward` / `margin_rank_backward` (fastsoftmax.ops.margin). The exact
-losses stream the vocabulary in blocks of at most `chunk_bytes` of scores, as the full softmax
-does (fastsoftmax/full_softmax.py): no [N, V] block larger than that exists; in training,
-autograd keeps the blocks for backward.
+losses stream the vocabulary in blocks of at most `chunk_bytes` of scores and make the blocks
+again in the backward (fastsoftmax/_margin_stream.py): no [N, V] block larger than that
+exists, in training or in eval.
 
 Shapes: input [*, D], linear_weight [V, D], linear_bias [V], target int64 [*] (a row whose
 target is ignore_index contributes nothing; 'mean' averages over the other rows).
@@ -25,14 +25,11 @@ from torch import Tensor
 from . import ops
 from ._reduction import finish, loss_rows
 from ._shapes import check_count, check_generator
-from .full_softmax import CHUNK_BYTES, _logit_blocks
+from ._margin_stream import StreamedHinge
+from .full_softmax import CHUNK_BYTES
 from .samplers import Sampler, UniformSampler
 
 _NEGATIVES_REDUCTIONS = ("sum", "mean")
-
-
-def _acc(t: Tensor) -> torch.dtype:
-    return torch.float64 if t.dtype == torch.float64 else torch.float32
 
 
 def check_margin(margin, *, allow_negative: bool) -> float:
@@ -53,22 +50,23 @@ def _rows(input, linear_weight, target, reduction, linear_bias):
     return lead, t2, h
 
 
-def _scores(h: Tensor, weight: Tensor, bias: Optional[Tensor], ids: Tensor) -> Tensor:
-    """s(h_n, ids[n, k]) [N, K] for per-row ids [N, K] (the native fused gather-dots: no
-    [N, K, D] block of gathered rows) or s(h_n, ids[k]) [N, K] for shared ids [K] (one
-    matrix product)."""
-    if ids.dim() == 2:
-        return ops.row_scores(h, weight, bias, ids)
-    s = h @ weight[ids].T
+def _scores(h: Tensor, weight: Tensor, bias: Optional[Tensor], safe: Tensor,
+            neg: Optional[Tensor] = None):
+    """The target scores s(h_n, safe[n]) [N] and, with per-row negatives neg [N, K] or shared
+    ones [K], their scores [N, K], in the accumulation dtype. Per-row ids go through the
+    native fused gather-dots (ops.row_scores: no [N, K, D] block of gathered rows, and one
+    weight-gradient scatter for the targets and negatives together); shared negatives are
+    one matrix product."""
+    if neg is not None and neg.dim() == 2:
+        s = ops.row_scores(h, weight, bias, torch.cat([safe[:, None], neg], 1))
+        return s[:, 0], s[:, 1:]
+    s_t = ops.row_scores(h, weight, bias, safe[:, None])[:, 0]
+    if neg is None:
+        return s_t
+    s = h @ weight[neg].T
     if bias is not None:
-        s = s + bias[ids]
-    return s.to(_acc(h))
-
-
-def _target_scores(h: Tensor, weight: Tensor, bias: Optional[Tensor], safe: Tensor) -> Tensor:
-    """s(h_n, t_n) [N] in the accumulation dtype (a gather-dot, [N, D] rows)."""
-    s = (h.to(_acc(h)) * weight[safe].to(_acc(h))).sum(-1)
-    return s if bias is None else s + bias[safe].to(s.dtype)
+        s = s + bias[neg]
+    return s_t, s.to(s_t.dtype)
 
 
 def _check_range(safe: Tensor, V: int) -> None:
@@ -85,22 +83,10 @@ def _check_range(safe: Tensor, V: int) -> None:
 
 def _stream_hinge(h, weight, bias, t, safe, margin, p, ignore_index, chunk_bytes) -> Tensor:
     """sum over classes c != t_n of max(0, margin - s_t + s_c)^p per row [N] (p = 0: the
-    count of violators), over blocks of at most chunk_bytes of scores."""
-    V = weight.shape[0]
-    _check_range(safe, V)
-    s_t = _target_scores(h, weight, bias, safe)
-    blocks = []
-    for rows, c0, logits in _logit_blocks(h, weight, bias, chunk_bytes):
-        classes = torch.arange(c0, c0 + logits.shape[1], device=h.device)
-        part = ops.margin_rank_forward(logits, s_t[rows], t[rows], classes, margin, p,
-                                       ops.MODE_HINGE, V, ignore_index)
-        if c0 == 0:  # a new block of rows begins
-            blocks.append(part)
-        else:
-            blocks[-1] = blocks[-1] + part
-    if not blocks:
-        return s_t.new_zeros(h.shape[0])
-    return torch.cat(blocks) if len(blocks) > 1 else blocks[0]
+    count of violators), over blocks of at most chunk_bytes of scores, in the forward and
+    (made again) in the backward: fastsoftmax/_margin_stream.py."""
+    _check_range(safe, weight.shape[0])
+    return StreamedHinge.apply(h, weight, bias, t, safe, margin, p, ignore_index, chunk_bytes)
 
 
 def _check_p(p) -> int:
@@ -252,8 +238,7 @@ def _sampled_margin(mode, input, linear_weight, target, num_sampled, sampler, ma
     safe = torch.where(t == ignore_index, torch.zeros_like(t), t)
     _check_range(safe, V)
     neg = _negatives(h, V, safe, lead, num_sampled, sampler, sampled, generator, UniformSampler)
-    s_neg = _scores(h, linear_weight, linear_bias, neg)
-    s_t = _target_scores(h, linear_weight, linear_bias, safe)
+    s_t, s_neg = _scores(h, linear_weight, linear_bias, safe, neg)
     loss = ops.margin_rank_forward(s_neg, s_t, t, neg, margin, 1, mode, V, int(ignore_index))
     if per_negative == "mean":  # over the row's negatives that are not its target
         kept = (neg != t[:, None]) if neg.dim() == 2 else (neg[None, :] != t[:, None])

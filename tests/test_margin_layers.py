@@ -173,3 +173,23 @@ def test_layer_arguments_are_checked():
         fs.SampledMarginRankingLoss(D, V, K, negatives_reduction="none")
     with pytest.raises(TypeError, match="unexpected keyword argument"):
         fs.MultiMarginLoss(D, V, num_sampled=3)
+
+
+@pytest.mark.parametrize("loss", ["multi_margin", "ranking", "warp"])
+def test_exact_losses_keep_no_block_of_scores_for_backward(loss):
+    """Training the exact losses saves the inputs and per-row values for the backward, not
+    the [N, V] scores: the blocks are made again in the backward."""
+    g = torch.Generator().manual_seed(0)
+    n, d, v = 64, 4, 1000
+    h = torch.randn(n, d, generator=g, requires_grad=True)
+    w = torch.randn(v, d, generator=g, requires_grad=True)
+    t = torch.randint(0, v, (n,), generator=g)
+    fn = {"multi_margin": FF.multi_margin_loss, "ranking": FF.full_margin_ranking_loss,
+          "warp": FF.full_warp_loss}[loss]
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda x: saved.append(x.numel()) or x,
+                                                  lambda x: x):
+        out = fn(h, w, t, chunk_bytes=4 * n * 100)  # blocks of 100 classes
+    assert sum(saved) < n * v / 4, saved
+    out.backward()
+    assert h.grad is not None and bool(h.grad.abs().sum() > 0)
