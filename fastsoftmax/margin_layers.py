@@ -13,6 +13,7 @@ from typing import Optional, Union
 from torch import Tensor
 
 from . import margin as M
+from . import nn as _nn
 from ._layer_parts import SAMPLER_ARGS
 from .margin import check_margin
 from .nn import _LinearLayer, _SampledLayer, _with_layer_keywords, register_head
@@ -185,6 +186,12 @@ class WARPLoss(_MarginSampledLayer):
 for _layer in (SampledMarginRankingLoss, WARPLoss):
     _with_layer_keywords(_layer).__init__.__doc__ = _layer.__doc__
 MultiMarginLoss.__init__.__doc__ = MultiMarginLoss.__doc__
+
+# Also fastsoftmax.nn.<name>, beside the rest of the family: nn.py imports its other layers
+# from their own modules, but it is at the 400-line limit, so the names are added from here.
+for _layer in (MultiMarginLoss, SampledMarginRankingLoss, WARPLoss):
+    setattr(_nn, _layer.__name__, _layer)
+    _nn.__all__.append(_layer.__name__)
 
 register_head("multi_margin", MultiMarginLoss)
 register_head("margin_ranking", SampledMarginRankingLoss)

@@ -25,6 +25,8 @@ def test_heads_are_registered():
     assert fs.nn.HEADS["multi_margin"] is fs.MultiMarginLoss
     assert fs.nn.HEADS["margin_ranking"] is fs.SampledMarginRankingLoss
     assert fs.nn.HEADS["warp"] is fs.WARPLoss
+    for name in ("MultiMarginLoss", "SampledMarginRankingLoss", "WARPLoss"):
+        assert getattr(fs.nn, name) is getattr(fs, name) and name in fs.nn.__all__
     head = fs.make_head("margin_ranking", D, V, num_samples=K, margin=0.5, bias=True)
     assert isinstance(head, fs.SampledMarginRankingLoss) and head.num_sampled == K
     assert head.margin == 0.5 and head.linear_bias is not None
