@@ -2,7 +2,7 @@
 
     python tests/kill_training.py WORKDIR [KILLS] [SEED] [MODEL]
 
-`fastsoftmax-MODEL train` (MODEL lm, seq2seq or memn2n; the command line's code) checkpoints
+`fastsoftmax-MODEL train` (MODEL lm, seq2seq, memn2n or memnn; the command line's code) checkpoints
 (the language model after every step, --save-every 1; the others after every epoch of a tiny
 task) in a child process, which is SIGKILLed KILLS times: half at a random moment,
 half the instant a checkpoint's temporary file appears, i.e. in the middle of torch.save. After
@@ -31,7 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch._dynamo  # noqa: E402,F401  (torch.optim imports it on first use: seconds, once)
 from fastsoftmax.cli import lm as lm_cli, memn2n as memn2n_cli, seq2seq as seq2seq_cli  # noqa: E402
-from fastsoftmax.models import lm, memn2n, seq2seq  # noqa: E402
+from fastsoftmax.cli import memnn as memnn_cli  # noqa: E402
+from fastsoftmax.models import lm, memn2n, memnn, seq2seq  # noqa: E402
 
 # Big enough that torch.save takes a few milliseconds (a target to hit), small enough to train
 # fast: embedding + output layer of a 2,000-word vocabulary, with Adam's two moments.
@@ -68,6 +69,14 @@ def write_pairs(folder: str, seed: int = 0) -> str:
     return path
 
 
+def write_babi(folder: str, seed: int = 0) -> str:
+    """A tiny bAbI task 1 (the memory network's test data) under folder/en."""
+    from pathlib import Path
+
+    from test_memnn import write_task
+    return str(write_task(Path(folder), 1, random.Random(seed), 20))
+
+
 # Per model: its command line, the options of a fresh run after --data (the data written by the
 # function given) and a loader whose checkpoint "model" entry holds the weights.
 MODELS = dict(
@@ -78,6 +87,8 @@ MODELS = dict(
     memn2n=(memn2n_cli, None,
             ["--train-size", "60", "--test-size", "10", "--embed-dim", "8", "--batch-size", "8",
              "--device", "cpu", "--no-progress"], memn2n.load_checkpoint),
+    memnn=(memnn_cli, write_babi, ["--embed-dim", "8", "--batch-size", "8", "--device", "cpu",
+                                   "--no-progress"], memnn.load_checkpoint),
 )
 cli, load = lm_cli, lm.load_checkpoint  # the model under test (main sets them)
 
@@ -112,7 +123,7 @@ def temporaries(folder: str, name: str) -> set:
 def progress(path: str):
     """(steps taken, finished epochs) of the checkpoint at `path`; it must load."""
     state = load(path)
-    done = sum(h.get("steps", 1) for h in state["history"])  # seq2seq, memn2n: one per epoch
+    done = sum(h.get("steps", 1) for h in state["history"])  # the others: one per epoch
     if state.get("position") is not None:
         done += state["position"]["totals"]["steps"]
     return done, state["epoch"]
