@@ -38,9 +38,7 @@ def _decode_error(exc: UnicodeDecodeError, where: str, encoding: str) -> Unicode
                               "unicode_errors='replace' to read it anyway")
 
 
-# ---------------------------------------------------------------------------------------
-# word2vec.c formats
-# ---------------------------------------------------------------------------------------
+# ----------------------------------- word2vec.c formats ----------------------------------
 
 
 def save_word2vec_format(kv, path, fvocab=None, binary=False, total_vec=None,
