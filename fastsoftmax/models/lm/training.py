@@ -269,8 +269,6 @@ def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> d
             say(f"stopping: the {config.max_steps} steps of --max-steps are done")
             return None
         budget = None if config.max_steps is None else config.max_steps - steps_done
-        if budget is not None and position is not None:
-            budget += position["totals"]["steps"]
         bar = progress_bar(min(steps_per_epoch, budget or steps_per_epoch), f"epoch {epoch}",
                            enabled=config.progress if rank == 0 else False)
         resumed = {}
