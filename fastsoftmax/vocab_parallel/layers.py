@@ -47,7 +47,8 @@ class VocabParallelLayer(nn.Module):
                  bias: bool = False, device=None, dtype=None, reduction: str = "mean",
                  weight: Optional[Tensor] = None, ignore_index: Optional[int] = None,
                  label_smoothing: float = 0.0, z_loss: float = 0.0, softcap=None,
-                 chunk_bytes: int = CHUNK_BYTES, check_targets: bool = True):
+                 chunk_bytes: int = CHUNK_BYTES, check_targets: bool = True,
+                 _rows: Optional[Tensor] = None):
         super().__init__()
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("vocabulary-parallel layers need torch.distributed: call "
@@ -64,14 +65,18 @@ class VocabParallelLayer(nn.Module):
         self.ignore_index = -100 if ignore_index is None else int(ignore_index)
         self.z_loss, self.softcap, self.chunk_bytes = z_loss, softcap, chunk_bytes
         self.check_targets = bool(check_targets)
-        # Distinct rows per rank even when the ranks' generators agree (they must, for the
-        # candidates): one draw from the shared stream keeps them in step, the rank tells the
-        # shards apart.
-        seed = int(torch.randint(2**62, (1,)))
-        g = torch.Generator().manual_seed(int.from_bytes(hashlib.sha256(
-            f"{seed}/{rank}".encode()).digest()[:7], "little"))
-        init = torch.randn(rows, in_features, generator=g, dtype=dtype or torch.float32)
-        self.linear_weight = nn.Parameter((init / in_features ** 0.5).to(device))
+        if _rows is not None:  # shard_layer's: this rank's rows of a given layer, no draw
+            init = _rows.detach().clone()
+        else:
+            # Distinct rows per rank even when the ranks' generators agree (they must, for
+            # the candidates): one draw from the shared stream keeps them in step, the rank
+            # tells the shards apart.
+            seed = int(torch.randint(2**62, (1,)))
+            g = torch.Generator().manual_seed(int.from_bytes(hashlib.sha256(
+                f"{seed}/{rank}".encode()).digest()[:7], "little"))
+            init = torch.randn(rows, in_features, generator=g, dtype=dtype or torch.float32)
+            init = init / in_features ** 0.5
+        self.linear_weight = nn.Parameter(init.to(device))
         self.linear_bias = (nn.Parameter(torch.zeros(rows, device=device, dtype=init.dtype))
                             if bias else None)
         self.register_buffer("weight", None if weight is None else weight.to(device))
@@ -229,7 +234,9 @@ def shard_layer(layer: nn.Module, process_group=None) -> VocabParallelLayer:
                          "(each rank's shard is already the rows it owns); build with "
                          "sparse=False")
     w = layer.linear_weight
-    options = dict(process_group=process_group, bias=layer.linear_bias is not None,
+    start, rows = shard_range(layer.num_classes, group_size(process_group),
+                              group_rank(process_group))
+    options = dict(_rows=w[start:start + rows], process_group=process_group, bias=layer.linear_bias is not None,
                    device=w.device, dtype=w.dtype, reduction=layer.reduction,
                    weight=layer.weight, ignore_index=layer.ignore_index,
                    label_smoothing=layer.label_smoothing, chunk_bytes=layer.chunk_bytes)
