@@ -27,7 +27,7 @@ def _check_exact(results: list) -> int:
     """Every rank's every comparison within tolerance; returns how many were bit-exact."""
     exact = 0
     for rank, per_rank in enumerate(results):
-        assert len(per_rank) == 32
+        assert len(per_rank) == 40
         for key, diffs in per_rank.items():
             tol = TOLERANCE[key.split("/")[0]]
             for name, value in diffs.items():

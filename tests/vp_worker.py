@@ -37,13 +37,14 @@ def make(kind: str, V: int, dtype, **extra):
     return fs.NegativeSamplingLoss(D, V, 3, counts=counts, **common, **extra)
 
 
-def compare(kind: str, V: int, dtype, train: bool, **extra) -> dict:
+def compare(kind: str, V: int, dtype, train: bool, blocks: bool = True, **extra) -> dict:
     """Loss and gradients (input, this rank's weight rows, bias, log_z) of the sharded layer
     against the single-process one; the generators of both start from one seed, so they draw
     the same candidates."""
     single = make(kind, V, dtype, **extra)
     shard = shard_layer(single, process_group=None)
-    shard.chunk_bytes = 4 * N * 3  # blocks of 3 classes: the streamed path, not one block
+    if blocks:  # blocks of 3 classes: the streamed, recomputed path, not the one kept block
+        shard.chunk_bytes = 4 * N * 3
     single.train(train)
     shard.train(train)
     torch.manual_seed(11)
@@ -88,6 +89,7 @@ def case_exact() -> dict:
         for kind, extra in (("full", {}), ("full", dict(bias=True, reduction="sum")),
                             ("full", dict(weight=torch.rand(V, dtype=dtype), label_smoothing=0.1,
                                           z_loss=1e-3, ignore_index=1, reduction="none")),
+                            ("full", dict(softcap=5.0, bias=True)),
                             ("sampled", dict(bias=True)), ("sampled", dict(reduction="none")),
                             ("nce", dict(bias=True, learn_log_z=True)), ("neg", {}),
                             ("neg", dict(shared=True, reduction="sum"))):
@@ -96,6 +98,8 @@ def case_exact() -> dict:
             for train in (True, False):
                 key = f"{name}/{kind}/{sorted(extra)}/{'train' if train else 'eval'}"
                 results[key] = compare(kind, V, dtype, train, **extra)
+                if kind == "full" and not extra:
+                    results[key + "/one-block"] = compare(kind, V, dtype, train, False)
     return results
 
 

@@ -25,6 +25,7 @@ from .. import ops
 from .._reduction import check_softcap, check_z_loss, finish, loss_rows
 from .._shapes import check_label_smoothing
 from ..full_softmax import CHUNK_BYTES, _acc_dtype, _stream
+from .shard_softmax import shard_softmax_stats
 from .mappings import (agree, copy_to_vocab_group, logsumexp_over_vocab_group,
                        reduce_from_vocab_group)
 
@@ -65,14 +66,22 @@ def vocab_parallel_full_softmax_loss(
     h = copy_to_vocab_group(h, group)
     local = safe - start  # outside [0, rows) on the other ranks: _stream leaves it out
     acc = _acc_dtype(h)
+    a = None
     if eps:  # F.cross_entropy's smoothing needs sum_c a(c) * logit_c over all V classes
         a = (torch.ones(V, dtype=acc, device=h.device) if class_weight is None
              else class_weight.to(acc))
+    if softcap is None:
+        # The logit blocks are recomputed in backward, never kept (shard_softmax.py).
+        lse, true, total = shard_softmax_stats(h, linear_weight, linear_bias, local,
+                                               None if a is None else a[start:start + rows],
+                                               chunk_bytes)
+    elif eps:  # the cap's derivative: autograd through the streamed blocks
         lse, true, total = _stream(h, linear_weight, linear_bias, chunk_bytes, local,
                                    a[start:start + rows], softcap)
-        total = reduce_from_vocab_group(total, group)
     else:
         lse, true = _stream(h, linear_weight, linear_bias, chunk_bytes, local, softcap=softcap)
+    if eps:
+        total = reduce_from_vocab_group(total, group)
     lse = logsumexp_over_vocab_group(lse, group)
     true = reduce_from_vocab_group(true, group)
     loss = lse - true / t2.shape[1]
