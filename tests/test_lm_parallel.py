@@ -295,3 +295,15 @@ def test_hs_features_tree_from_a_trained_model(corpus_dir, tmp_path, capsys):
     bad = ("--output", "hs", "--hs-tree", "features")
     assert cli.main(_train_args(corpus_dir, str(tmp_path / "x.pt"), 1, bad)) == 2
     assert "--hs-tree-model goes with --hs-tree features" in capsys.readouterr().err
+
+
+def test_max_steps_on_resume_counts_the_steps_already_taken(corpus_dir, tmp_path, monkeypatch):
+    """--max-steps is the whole run's step count: a mid-epoch checkpoint at step 5 resumed
+    with --max-steps 8 takes 3 more steps, not 8."""
+    mid = str(tmp_path / "mid.pt")
+    argv = ["train", "--data", corpus_dir, "--embed-dim", "8", "--hidden-size", "8",
+            "--batch-size", "4", "--bptt", "6", "--epochs", "1", "--save-every", "5",
+            "--no-progress", "--device", "cpu", "--checkpoint", mid]
+    _train_killed_after_save(monkeypatch, argv, epoch=1, step=5)
+    cli.main(["train", "--resume", mid, "--max-steps", "8", "--no-progress"])
+    assert lm.load_checkpoint(mid)["history"][0]["steps"] == 8

@@ -13,6 +13,8 @@ may differ from the checkpoint's, others are refused naming the flag.
 
 Data-parallel under torchrun (torchrun --nproc_per_node N -m fastsoftmax.cli.lm train ...):
 gloo on CPU, nccl on GPU; --batch-size is the global batch, split evenly over the ranks.
+With --vocab-parallel N, each group of N ranks splits the output layer by rows and reads the
+same streams (torchrun --nproc_per_node 4 ... --vocab-parallel 2: 2 data x 2 vocabulary).
 """
 
 import argparse
@@ -124,6 +126,9 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
                    help="weights start uniform in ±this")
     t.add_argument("--sparse", action="store_true",
                    help="sparse embedding/output gradients (with adam: SparseAdam for those)")
+    t.add_argument("--vocab-parallel", type=positive_int, default=d.vocab_parallel,
+                   metavar="N", help="under torchrun: split the output layer's rows over N "
+                   "processes (world = data x N)")
     t.add_argument("--optimizer", choices=("sgd", "adam"), default=d.optimizer, help="optimiser")
     t.add_argument("--lr", type=float, default=d.lr,
                    help="None: 20 (sgd) or 1e-3 (adam). The loss is the per-token mean, so lr 20 "

@@ -45,7 +45,8 @@ class RunOptions:
 def run_epoch(step_loss: Callable, batches: Iterable, optimizer, *, parameters=None,
               clip: float = 0.0, after_step: Optional[Callable] = None, totals=None,
               max_steps: Optional[int] = None, progress=None, log_every: int = 50,
-              on_step: Optional[Callable] = None, unit: str = "ex") -> dict:
+              on_step: Optional[Callable] = None, unit: str = "ex",
+              before_step: Optional[Callable] = None) -> dict:
     """One pass over `batches`: for each, `step_loss(batch)` → (loss, examples), then
     backward, clipping of `parameters`' global gradient norm to `clip` (> 0; sparse gradients
     included), the optimiser step and `after_step()`.
@@ -55,7 +56,8 @@ def run_epoch(step_loss: Callable, batches: Iterable, optimizer, *, parameters=N
     totals)` runs after every step, `totals` being a function that returns the running totals
     (it reads the loss back from the device: call it only when they are needed). `progress` is
     a tqdm bar, closed at the end, showing `unit`s (examples) per second and the mean loss.
-    Returns the totals with `loss`, the mean training loss."""
+    `before_step()` runs after backward, before clipping (a vocabulary-parallel run averages
+    and clips its gradients there). Returns the totals with `loss`, the mean training loss."""
     totals = dict(totals or dict(loss_sum=0.0, steps=0, examples=0, seconds=0.0))
     start = time.perf_counter() - totals["seconds"]
     loss_sum = totals["loss_sum"]  # becomes a float64 device tensor at the first step
@@ -79,6 +81,8 @@ def run_epoch(step_loss: Callable, batches: Iterable, optimizer, *, parameters=N
         optimizer.zero_grad(set_to_none=True)
         loss, size = step_loss(batch)
         loss.backward()
+        if before_step is not None:
+            before_step()
         if clip > 0:
             clip_grad_norm(parameters, clip)
         optimizer.step()

@@ -36,6 +36,8 @@ class TrainConfig(RunOptions):
             (words split by their left contexts in the training text) or 'features' (split by
             the mean features a trained model, the checkpoint hs_tree_model, computes before
             each word); see lm/hs_tree.py.
+        vocab_parallel: N > 1 splits the output layer's rows over N processes of each data
+            rank under torchrun (world = data x N; see lm/vocab_parallel.py).
     """
 
     # the data and the model
@@ -55,6 +57,7 @@ class TrainConfig(RunOptions):
     hs_tree_model: Optional[str] = None
     init_range: float = 0.1
     sparse: bool = False
+    vocab_parallel: int = 1
     # its training
     optimizer: str = "sgd"
     lr: Optional[float] = None

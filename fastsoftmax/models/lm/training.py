@@ -2,6 +2,7 @@
 schedule and `fit(config)`, the whole run that `fastsoftmax-lm train` and bench/bench_lm.py
 drive (data-parallel under torchrun: gloo on CPU, nccl on GPU)."""
 
+import datetime
 import logging
 import math
 import os
@@ -20,6 +21,7 @@ from ..vocabulary import Vocabulary
 from .hs_tree import TREES, build_tree
 from .data import Corpus, batchify, bptt_batches, num_bptt_batches, shard_rows
 from .model import Hidden, RNNLanguageModel, detach_hidden
+from . import vocab_parallel as vp
 
 logger = logging.getLogger(__name__)
 KIND = "lm"
@@ -46,6 +48,9 @@ def load_checkpoint(path: str, map_location="cpu") -> dict:
 
 
 def model_from_checkpoint(state: dict) -> Tuple[RNNLanguageModel, Vocabulary]:
+    if state.get("vocab_parallel"):
+        raise ValueError(f"this checkpoint holds one shard of the output layer of "
+                         f"{vp.describe(state)}: resume it under torchrun with that layout")
     vocab = Vocabulary.from_state_dict(state["vocab"])
     model = RNNLanguageModel(counts=vocab.counts, **state["model_config"])
     model.load_state_dict(state["model"])
@@ -55,7 +60,8 @@ def model_from_checkpoint(state: dict) -> Tuple[RNNLanguageModel, Vocabulary]:
 def train_epoch(model: nn.Module, data: Tensor, optimizer, *, bptt: int, clip: float = 0.0,
                 max_steps: Optional[int] = None, world_size: int = 1, progress=None,
                 hidden: Optional[Hidden] = None, totals: Optional[Dict[str, float]] = None,
-                on_step: Optional[Callable] = None, log_every: int = 50) -> Dict[str, float]:
+                on_step: Optional[Callable] = None, log_every: int = 50,
+                before_step: Optional[Callable] = None) -> Dict[str, float]:
     """One pass over `data` [B, L] with truncated BPTT (fastsoftmax.models.trainer.run_epoch);
     the hidden state is carried from batch to batch (detached) and starts at zero each epoch.
     `model` may be DDP-wrapped; `clip` > 0 clips the global gradient norm (sparse gradients
@@ -86,6 +92,7 @@ def train_epoch(model: nn.Module, data: Tensor, optimizer, *, bptt: int, clip: f
     out = run_epoch(step_loss, bptt_batches(data[:, totals["steps"] * bptt :], bptt), optimizer,
                     parameters=list(core.parameters()), clip=clip, max_steps=max_steps,
                     progress=progress, log_every=log_every, on_step=step_hook, unit="tok",
+                    before_step=before_step,
                     totals=dict(loss_sum=totals["loss_sum"], steps=totals["steps"],
                                 examples=totals["tokens"], seconds=totals["seconds"]))
     return dict(loss=out["loss"], tokens=out["examples"], seconds=out["seconds"],
@@ -158,7 +165,7 @@ def _map_hidden(hidden, fn):
     return tuple(fn(h) for h in hidden) if isinstance(hidden, (tuple, list)) else fn(hidden)
 
 
-def _gather_streams(h: Tensor, world: int) -> Tensor:
+def _gather_streams(h: Tensor, world: int, group=None) -> Tensor:
     """[layers, B/world, H] on each rank → [layers, B, H], the ranks' streams in order (a
     collective: every rank must call it)."""
     if world == 1:
@@ -166,7 +173,7 @@ def _gather_streams(h: Tensor, world: int) -> Tensor:
     import torch.distributed as dist
 
     parts = [torch.empty_like(h) for _ in range(world)]
-    dist.all_gather(parts, h.contiguous())
+    dist.all_gather(parts, h.contiguous(), group=group)
     return torch.cat(parts, dim=1)
 
 
@@ -189,9 +196,18 @@ def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> d
 
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        # FASTSOFTMAX_DIST_TIMEOUT (seconds) bounds every collective: the tests set it so a
+        # broken run fails instead of waiting torch's default half hour.
+        wait = os.environ.get("FASTSOFTMAX_DIST_TIMEOUT")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=None if
+                                wait is None else datetime.timedelta(seconds=float(wait)))
+    # Vocabulary-parallel: data rank drank of dworld; otherwise every rank is a data rank.
+    layout = vp.start(config, world) if config.vocab_parallel > 1 else None
+    drank, dworld = (rank, world) if layout is None else (layout.data_rank, layout.data)
     if resume is not None:
-        model, vocab = model_from_checkpoint(resume)
+        vp.check_resume(resume, config.resume, layout, world)
+        model, vocab = (model_from_checkpoint(resume) if layout is None else
+                        vp.unloaded_model(resume))
         corpus = Corpus(config.data, vocab=vocab, encoding=config.encoding)
         say(f"resuming {config.resume}: {resume['epoch']} epochs done"
             + (f", epoch {resume['position']['epoch']} at step {resume['position']['step']}"
@@ -225,9 +241,12 @@ def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> d
             init_range=config.init_range, sparse=config.sparse, tree=tree,
         )
     model.to(device)
+    if layout is not None:
+        vp.shard_model(model, layout)
     optimizer = make_optimizer(model, config.optimizer, config.lr, model.sparse_parameters())
     schedule = LRSchedule(config.lr, config.lr_decay, config.decay_after)
-    trainer = Trainer(KIND, model, optimizer, config, log=say, saves=rank == 0,
+    trainer = (Trainer if layout is None else vp.trainer(layout))(
+                      KIND, model, optimizer, config, log=say, saves=rank == 0,
                       state=lambda: dict(model_config=model.config, model=model.state_dict(),
                                          vocab=vocab.state_dict(), position=None,
                                          schedule=schedule.state_dict()))
@@ -237,20 +256,20 @@ def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> d
         schedule.load_state_dict(resume["schedule"])
         position = resume.get("position")
     schedule.apply(optimizer)
-    if rank > 0:
+    if drank > 0:
         # Every rank built the same model from config.seed; from here on each draws its own
         # candidates and dropout masks. Rank 0 goes on with the seeded stream (the one
         # checkpoints keep); the others derive theirs from the seed, their rank and the steps
         # already taken, so a rerun or a resume draws them again.
         steps_taken = sum(h.get("steps", 0) for h in trainer.history) + (
             position["totals"]["steps"] if position else 0)
-        torch.manual_seed(rank_seed(config.seed, rank, steps_taken))
+        torch.manual_seed(rank_seed(config.seed, drank, steps_taken))
 
-    train_data = shard_rows(batchify(corpus["train"], config.batch_size), rank, world).to(device)
+    train_data = shard_rows(batchify(corpus["train"], config.batch_size), drank, dworld).to(device)
     valid_data = batchify(corpus["valid"], config.eval_batch_size).to(device)
     test_data = batchify(corpus["test"], config.eval_batch_size).to(device)
     runner = model
-    if world > 1:
+    if world > 1 and layout is None:
         from torch.nn.parallel import DistributedDataParallel
 
         runner = DistributedDataParallel(
@@ -258,7 +277,8 @@ def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> d
     if resume is None:
         nparams = sum(p.numel() for p in model.parameters())
         say(f"vocab {len(vocab)}  train {corpus['train'].numel()} tokens  params {nparams:,}  "
-            f"output {config.output}  processes {world}  device {device}")
+            f"output {config.output}  processes {world}  device {device}"
+            + ("" if layout is None else f"  vocab-parallel {layout.vocab}"))
     say(f"checkpoint: {config.checkpoint}")
     steps_per_epoch = num_bptt_batches(train_data, config.bptt)
     steps_done = sum(h.get("steps", 0) for h in trainer.history)
@@ -269,26 +289,27 @@ def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> d
             say(f"stopping: the {config.max_steps} steps of --max-steps are done")
             return None
         budget = None if config.max_steps is None else config.max_steps - steps_done
-        if budget is not None and position is not None:
-            budget += position["totals"]["steps"]
         bar = progress_bar(min(steps_per_epoch, budget or steps_per_epoch), f"epoch {epoch}",
                            enabled=config.progress if rank == 0 else False)
         resumed = {}
         if position is not None:
             # The global batch's hidden state, saved by rank 0: take this rank's streams.
             resumed = dict(hidden=_map_hidden(position["hidden"], lambda h: shard_rows(
-                h, rank, world, dim=1).contiguous().to(device)), totals=position["totals"])
+                h, drank, dworld, dim=1).contiguous().to(device)), totals=position["totals"])
             position = None
 
         def save_mid_epoch(step, hidden, totals):
             if not config.save_every or step % config.save_every or step >= steps_per_epoch:
                 return
-            hidden = _map_hidden(hidden, lambda h: _gather_streams(h.detach(), world).cpu())
+            hidden = _map_hidden(hidden, lambda h: _gather_streams(
+                h.detach(), dworld, None if layout is None else layout.data_group).cpu())
             trainer.save(position=dict(epoch=epoch, step=step, hidden=hidden, totals=totals()))
 
-        stats = train_epoch(runner, train_data, optimizer, bptt=config.bptt, clip=config.clip,
-                            max_steps=budget, world_size=world, progress=bar,
-                            on_step=save_mid_epoch, **resumed)
+        stats = train_epoch(runner, train_data, optimizer, bptt=config.bptt,
+                            clip=config.clip if layout is None else 0.0,
+                            max_steps=budget, world_size=dworld, progress=bar,
+                            on_step=save_mid_epoch, before_step=None if layout is None else
+                            lambda: vp.sync_and_clip(model, layout, config.clip), **resumed)
         steps_done += stats["steps"]
         # Every rank evaluates the whole validation set on its identical replica: the same
         # number everywhere drives the same learning-rate decision without a collective.
