@@ -22,7 +22,7 @@ from .data import (
     split_valid,
 )
 from .embeddings import initialise_embeddings, read_vectors
-from .model import DMN, AttentionGate, episode_inputs, gate_features, gated_episode
+from .model import DMN, GATES, AttentionGate, episode_inputs, gate_features, gated_episode
 from .training import (
     MAY_CHANGE_ON_RESUME,
     TrainConfig,
@@ -36,7 +36,7 @@ from .training import (
 )
 
 __all__ = [
-    "AttentionGate", "Batch", "DMN", "MAY_CHANGE_ON_RESUME", "PAD", "TrainConfig",
+    "AttentionGate", "Batch", "DMN", "GATES", "MAY_CHANGE_ON_RESUME", "PAD", "TrainConfig",
     "answer_words", "batches", "build_vocabulary", "collate", "encode", "episode_inputs",
     "evaluate", "evaluate_checkpoint", "fit", "gate_features", "gated_episode",
     "initialise_embeddings", "load_babi", "load_checkpoint", "load_data", "model_from_checkpoint",

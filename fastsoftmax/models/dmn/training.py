@@ -192,6 +192,7 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
     check_numbers(config)
     state = load_checkpoint(config.resume) if config.resume else None
     config = _resolve(config, state, given)
+    found = None
     if state is not None:
         model, vocab, answers = model_from_checkpoint(state)
         data = data or load_data(config, vocab, answers)
@@ -204,13 +205,14 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
         if config.init_embeddings:
             found = initialise_embeddings(model, data["vocab"], config.init_embeddings,
                                           binary=config.init_embeddings_binary)
-            logger.info(f"{found} of {len(data['vocab'])} word embeddings start from "
-                        f"{config.init_embeddings}")
     model.to(config.device).train()
     opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     trainer = Trainer(KIND, model, opt, config, log=log, module_logger=logger, state=lambda: dict(
         model_config=model.config, model=model.state_dict(), vocab=data["vocab"].state_dict(),
         answers=list(data["answers"]), counts=data["counts"]))
+    if found is not None:
+        trainer.log(f"{found} of {len(data['vocab'])} word embeddings start from "
+                    f"{config.init_embeddings}")
     if state is not None:
         trainer.resume(state)
         trainer.log(f"resuming {config.resume}: {trainer.epoch} epochs done, training to epoch "
