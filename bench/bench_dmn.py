@@ -65,7 +65,8 @@ def memn2n_data(data: dict) -> dict:
 
 def run_dmn(args, root, task, size, data, supervised, seed, folder):
     epochs = args.epochs if size == "10k" else args.epochs_1k
-    settings = dict(hidden=args.hidden, passes=args.passes, gate=args.gate, lr=args.lr,
+    settings = dict(hidden=args.hidden, passes=args.passes, gate=args.gate,
+                    temporal=not args.no_temporal, lr=args.lr,
                     batch_size=args.batch_size, dropout=args.dropout, epochs=epochs)
     config = dmn.TrainConfig(data=root, task=task, size=size, seed=seed,
                              supporting_facts=supervised, device="cpu", progress=False,
@@ -106,6 +107,7 @@ def main(argv=None) -> int:
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--passes", type=int, default=3)
     p.add_argument("--gate", choices=("softmax", "sigmoid"), default="softmax")
+    p.add_argument("--no-temporal", action="store_true", help="no fact-age vectors")
     p.add_argument("--lr", type=float, default=0.003)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--batch-size", type=int, default=50)

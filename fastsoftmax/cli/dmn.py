@@ -74,6 +74,8 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
                    help="dropout on the word embeddings")
     t.add_argument("--gate", choices=dmn.GATES, default=d.gate,
                    help="gates: softmax over the facts, or the paper's independent sigmoids")
+    t.add_argument("--no-temporal", dest="temporal", action="store_false",
+                   help="no learned vector per fact age added to the facts (the paper has none)")
     t.add_argument("--init-embeddings", default=d.init_embeddings,
                    help="word2vec vector file that starts the word embeddings")
     t.add_argument("--init-embeddings-binary", dest="init_embeddings_binary",

@@ -4,7 +4,7 @@ answer layer is any head of fastsoftmax.nn, taken from the registry by name.
 Shapes: B stories, L story words, M facts, H hidden size, A answers.
 
     input      c_t = the input GRU's state at the end of sentence t, the GRU reading all the
-               story's words in order                                        [B, M, H]
+               story's words in order, plus T(age of fact t) when `temporal`  [B, M, H]
     question   q = the question GRU's last state (same word embeddings)     [B, H]
     episodic   m^0 = q; for pass i = 1..P:
                  g_t = G(c_t, m^{i-1}, q) = σ(W2 tanh(W1 z(c_t, m^{i-1}, q) + b1) + b2)
@@ -20,6 +20,11 @@ subject, and a forward GRU's c_t knows nothing of the facts after t. Scores comp
 facts (a softmax) can prefer the latest matching fact; independent sigmoid gates trained
 toward 1 on that fact and 0 on the earlier ones cannot tell them apart. (Our measurements:
 bench/results/dmn-babi-cpu.csv; the DMN+ of Xiong et al. 2016 also normalises the gates.)
+
+Why `temporal` (on by default, not in the paper): with a softmax gate, picking the latest
+fact about someone needs the facts to say how old they are; a GRU's state says it only
+vaguely. MemN2N's temporal encoding, a learned vector per fact age added to c_t, says it
+exactly. The README's DMN section has the measured effect.
 
 A padding fact has g_t = 0, so it leaves h unchanged and e^i is h at the story's last real
 fact. The semantic memory is the word embedding, which `load_embeddings` can start from
@@ -117,7 +122,8 @@ class DMN(nn.Module):
     def __init__(self, vocab_size: int, num_answers: int, *, hidden: int = 32,
                  embed_dim: Optional[int] = None, gate_hidden: Optional[int] = None,
                  passes: int = 3, memory_size: int = 50, dropout: float = 0.1,
-                 gate: str = "softmax", output: str = "full", num_sampled: int = 16, counts: Optional[Tensor] = None):
+                 gate: str = "softmax", temporal: bool = True, output: str = "full",
+                 num_sampled: int = 16, counts: Optional[Tensor] = None):
         super().__init__()
         embed_dim = hidden if embed_dim is None else embed_dim
         gate_hidden = hidden if gate_hidden is None else gate_hidden
@@ -136,11 +142,15 @@ class DMN(nn.Module):
             raise ValueError(f"output {output!r} needs the answers' training counts (counts=...)")
         self.config = dict(vocab_size=vocab_size, num_answers=num_answers, hidden=hidden,
                            embed_dim=embed_dim, gate_hidden=gate_hidden, passes=passes,
-                           memory_size=memory_size, dropout=dropout, gate=gate, output=output,
+                           memory_size=memory_size, dropout=dropout, gate=gate,
+                           temporal=temporal, output=output,
                            num_sampled=num_sampled)
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
         self.dropout = nn.Dropout(dropout)
         self.input_gru = nn.GRU(embed_dim, hidden, batch_first=True)
+        # T(i): a learned vector per fact age (0 = the latest), MemN2N's temporal encoding.
+        self.temporal = (nn.Parameter(0.1 * torch.randn(memory_size, hidden)) if temporal
+                         else None)
         self.question_gru = nn.GRU(embed_dim, hidden, batch_first=True)
         self.gate = AttentionGate(hidden, gate_hidden)
         self.episode_cell = nn.GRUCell(hidden, hidden)
@@ -167,6 +177,10 @@ class DMN(nn.Module):
         states, _ = self.input_gru(self.dropout(self.embedding(words)))  # [B, L, H]
         H = states.shape[-1]
         c = states.gather(1, ends.unsqueeze(-1).expand(-1, -1, H))
+        if self.temporal is not None:
+            age = (mask.sum(-1, keepdim=True) - 1
+                   - torch.arange(mask.shape[1], device=mask.device)).clamp(min=0)
+            c = c + self.temporal[age]
         return c * mask.unsqueeze(-1).to(c.dtype)
 
     def question(self, question: Tensor, qlen: Tensor) -> Tensor:

@@ -30,7 +30,7 @@ KIND = "dmn"
 RUN_OPTIONS = ("resume", "force", "device", "progress", "checkpoint", "data")
 MAY_CHANGE_ON_RESUME = ("epochs",)
 MODEL_KEYS = ("hidden", "embed_dim", "gate_hidden", "passes", "memory_size", "dropout",
-              "gate", "output", "num_sampled")
+              "gate", "temporal", "output", "num_sampled")
 
 
 @dataclass
@@ -43,6 +43,8 @@ class TrainConfig(RunOptions):
             file in some copies).
         limit: read at most this many training questions (validation included).
         embed_dim, gate_hidden: None means `hidden`.
+        temporal: add a learned vector per fact age to the facts (not in the paper; see
+            fastsoftmax/models/dmn/model.py).
         init_embeddings: a word2vec text or binary file (fastsoftmax-word2vec's, or
             word2vec.c's) whose vectors start the rows of the words it holds; binary when
             the name ends in '.bin' unless init_embeddings_binary says otherwise.
@@ -67,6 +69,7 @@ class TrainConfig(RunOptions):
     memory_size: int = 50
     dropout: float = 0.1
     gate: str = "softmax"
+    temporal: bool = True
     init_embeddings: Optional[str] = None
     init_embeddings_binary: Optional[bool] = None
     supporting_facts: bool = False
