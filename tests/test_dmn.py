@@ -176,3 +176,21 @@ def test_bad_options_are_refused_by_name(tmp_path):
                                     **bad))
     with pytest.raises(ValueError, match="gate must be one of"):
         dmn.DMN(10, 2, gate="relu")
+
+
+def test_temporal_encoding_adds_one_vector_per_fact_age():
+    s = stories()
+    vocab = dmn.build_vocabulary(s)
+    b = dmn.collate(dmn.encode(s, vocab, dmn.answer_words(s)), 50)
+    torch.manual_seed(4)
+    plain = dmn.DMN(len(vocab), 2, hidden=5, temporal=False).eval()
+    timed = dmn.DMN(len(vocab), 2, hidden=5).eval()
+    timed.load_state_dict(plain.state_dict(), strict=False)
+    assert timed.temporal.shape == (50, 5)
+    with torch.no_grad():
+        diff = timed.facts(b.words, b.ends, b.mask) - plain.facts(b.words, b.ends, b.mask)
+    T = timed.temporal.detach()
+    # mary's story: the older fact has age 1, the latest 0; john's one fact 0, padding 0.
+    torch.testing.assert_close(diff[0], torch.stack([T[1], T[0]]))
+    torch.testing.assert_close(diff[1, 0], T[0])
+    assert diff[1, 1].abs().max() == 0
