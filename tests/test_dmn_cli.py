@@ -4,6 +4,7 @@ and eval on tiny bAbI-format files, --help, and bad input as one sentence."""
 import os
 
 import pytest
+import torch
 from dmn_files import write_task
 from test_lm import one_thread  # noqa: F401 (autouse: one intra-op thread)
 
@@ -57,6 +58,18 @@ def test_train_checkpoints_resumes_and_evaluates(babi, tmp_path, monkeypatch, ca
     assert cli.main(["eval", "--checkpoint", saved[0]]) == 0
     res = dmn.evaluate_checkpoint(saved[0])
     assert f"20 test questions: accuracy {res['accuracy']:.2f}%" in capsys.readouterr().out
+
+
+def test_resume_continues_as_an_uninterrupted_run(babi, tmp_path):
+    whole, part = str(tmp_path / "whole.pt"), str(tmp_path / "part.pt")
+    assert cli.main(train_args(babi, "--epochs", "2", "--checkpoint", whole)) == 0
+    assert cli.main(train_args(babi, "--checkpoint", part)) == 0
+    assert cli.main(["train", "--resume", part, "--epochs", "2", "--no-progress"]) == 0
+    a, b = dmn.load_checkpoint(whole), dmn.load_checkpoint(part)
+    assert a["model"].keys() == b["model"].keys()
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), key
+    assert [r["train_loss"] for r in a["history"]] == [r["train_loss"] for r in b["history"]]
 
 
 def test_init_embeddings_from_the_command_line(babi, tmp_path, capsys):
