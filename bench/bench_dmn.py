@@ -100,6 +100,8 @@ def main(argv=None) -> int:
     p.add_argument("--tasks", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--models", nargs="+", default=["dmn", "memn2n"], choices=("dmn", "memn2n"))
     p.add_argument("--supervision", choices=("strong", "weak", "both"), default="strong")
+    p.add_argument("--size", choices=("auto", "1k", "10k"), default="auto",
+                   help="training set (auto: 10k where the task has it, else 1k)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--epochs", type=int, default=12, help="DMN epochs on a 10k set")
     p.add_argument("--epochs-1k", type=int, default=60, help="DMN epochs on a 1k set")
@@ -108,7 +110,7 @@ def main(argv=None) -> int:
     p.add_argument("--passes", type=int, default=3)
     p.add_argument("--gate", choices=("softmax", "sigmoid"), default="softmax")
     p.add_argument("--no-temporal", action="store_true", help="no fact-age vectors")
-    p.add_argument("--lr", type=float, default=0.003)
+    p.add_argument("--lr", type=float, default=0.005)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--batch-size", type=int, default=50)
     p.add_argument("--out", default=os.path.join(RESULTS, "dmn-babi-cpu.csv"))
@@ -120,7 +122,7 @@ def main(argv=None) -> int:
         loaded = {}
         for supervised in modes:
             for task in args.tasks:
-                size = size_of(args.data, task)
+                size = size_of(args.data, task) if args.size == "auto" else args.size
                 if task not in loaded:
                     loaded[task] = dmn.load_babi(args.data, task, size)
                 data = loaded[task]

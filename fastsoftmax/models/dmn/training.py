@@ -75,7 +75,7 @@ class TrainConfig(RunOptions):
     supporting_facts: bool = False
     support_weight: float = 1.0
     # its training
-    lr: float = 0.003
+    lr: float = 0.005
     weight_decay: float = 0.0
     clip: float = 5.0
     epochs: int = 20
