@@ -68,10 +68,14 @@ def run_dmn(args, root, task, size, data, supervised, seed, folder):
     settings = dict(hidden=args.hidden, passes=args.passes, gate=args.gate,
                     temporal=not args.no_temporal, lr=args.lr,
                     batch_size=args.batch_size, dropout=args.dropout, epochs=epochs)
+    if args.init_embeddings:
+        settings["init_embeddings"] = os.path.basename(args.init_embeddings)
     config = dmn.TrainConfig(data=root, task=task, size=size, seed=seed,
+                             init_embeddings=args.init_embeddings,
                              supporting_facts=supervised, device="cpu", progress=False,
                              checkpoint=os.path.join(folder, f"dmn-{task}-{seed}.pt"),
-                             force=True, **settings)
+                             force=True, **{k: v for k, v in settings.items()
+                                            if k != "init_embeddings"})
     start = time.perf_counter()
     res = dmn.fit(config, data=data)
     return res, time.perf_counter() - start, settings
@@ -110,6 +114,8 @@ def main(argv=None) -> int:
     p.add_argument("--passes", type=int, default=3)
     p.add_argument("--gate", choices=("softmax", "sigmoid"), default="softmax")
     p.add_argument("--no-temporal", action="store_true", help="no fact-age vectors")
+    p.add_argument("--init-embeddings", default=None,
+                   help="word2vec file that starts the DMN's word embeddings")
     p.add_argument("--lr", type=float, default=0.005)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--batch-size", type=int, default=50)
