@@ -2,7 +2,7 @@
 
     python tests/kill_training.py WORKDIR [KILLS] [SEED] [MODEL]
 
-`fastsoftmax-MODEL train` (MODEL lm, seq2seq, memn2n or memnn; the command line's code) checkpoints
+`fastsoftmax-MODEL train` (MODEL lm, seq2seq, memn2n, memnn or dmn; the command line's code) checkpoints
 (the language model after every step, --save-every 1; the others after every epoch of a tiny
 task) in a child process, which is SIGKILLed KILLS times: half at a random moment,
 half the instant a checkpoint's temporary file appears, i.e. in the middle of torch.save. After
@@ -23,6 +23,7 @@ import random
 import signal
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -30,9 +31,12 @@ torch.set_num_threads(1)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch._dynamo  # noqa: E402,F401  (torch.optim imports it on first use: seconds, once)
+from dmn_files import write_task  # noqa: E402
+
+from fastsoftmax.cli import dmn as dmn_cli  # noqa: E402
 from fastsoftmax.cli import lm as lm_cli, memn2n as memn2n_cli, seq2seq as seq2seq_cli  # noqa: E402
 from fastsoftmax.cli import memnn as memnn_cli  # noqa: E402
-from fastsoftmax.models import lm, memn2n, memnn, seq2seq  # noqa: E402
+from fastsoftmax.models import dmn, lm, memn2n, memnn, seq2seq  # noqa: E402
 
 # Big enough that torch.save takes a few milliseconds (a target to hit), small enough to train
 # fast: embedding + output layer of a 2,000-word vocabulary, with Adam's two moments.
@@ -89,6 +93,9 @@ MODELS = dict(
              "--device", "cpu", "--no-progress"], memn2n.load_checkpoint),
     memnn=(memnn_cli, write_babi, ["--embed-dim", "8", "--batch-size", "8", "--device", "cpu",
                                    "--no-progress"], memnn.load_checkpoint),
+    dmn=(dmn_cli, lambda folder, seed: write_task(Path(folder), train=60, test=10, seed=seed),
+         ["--task", "1", "--size", "1k", "--hidden", "6", "--batch-size", "10", "--device",
+          "cpu", "--no-progress"], dmn.load_checkpoint),
 )
 cli, load = lm_cli, lm.load_checkpoint  # the model under test (main sets them)
 

@@ -4,6 +4,7 @@
     python -m fastsoftmax.cli.seq2seq  (console script fastsoftmax-seq2seq)
     python -m fastsoftmax.cli.memn2n   (console script fastsoftmax-memn2n)
     python -m fastsoftmax.cli.memnn    (console script fastsoftmax-memnn)
+    python -m fastsoftmax.cli.dmn      (console script fastsoftmax-dmn)
     python -m fastsoftmax.cli.word2vec (console script fastsoftmax-word2vec; word2vec.c's
                                         single-dash flags, -force to overwrite)
 

@@ -21,7 +21,8 @@ from .._atomic import atomic_path, check_writable
 FORMAT = "fastsoftmax-checkpoint"
 VERSION = 1
 KIND_NAMES = {"lm": "language-model", "seq2seq": "seq2seq", "memn2n": "memory-network",
-              "memnn": "supervised memory-network"}
+              "memnn": "supervised memory-network",
+              "dmn": "dynamic-memory-network"}
 
 
 def save_checkpoint(path: str, kind: str, state: dict) -> str:
