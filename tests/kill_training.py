@@ -2,7 +2,7 @@
 
     python tests/kill_training.py WORKDIR [KILLS] [SEED] [MODEL]
 
-`fastsoftmax-MODEL train` (MODEL lm, seq2seq or memn2n; the command line's code) checkpoints
+`fastsoftmax-MODEL train` (MODEL lm, seq2seq, memn2n or treernn; the command line's code) checkpoints
 (the language model after every step, --save-every 1; the others after every epoch of a tiny
 task) in a child process, which is SIGKILLed KILLS times: half at a random moment,
 half the instant a checkpoint's temporary file appears, i.e. in the middle of torch.save. After
@@ -31,7 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch._dynamo  # noqa: E402,F401  (torch.optim imports it on first use: seconds, once)
 from fastsoftmax.cli import lm as lm_cli, memn2n as memn2n_cli, seq2seq as seq2seq_cli  # noqa: E402
-from fastsoftmax.models import lm, memn2n, seq2seq  # noqa: E402
+from fastsoftmax.cli import treernn as treernn_cli  # noqa: E402
+from fastsoftmax.models import lm, memn2n, seq2seq, treernn  # noqa: E402
 
 # Big enough that torch.save takes a few milliseconds (a target to hit), small enough to train
 # fast: embedding + output layer of a 2,000-word vocabulary, with Adam's two moments.
@@ -78,6 +79,10 @@ MODELS = dict(
     memn2n=(memn2n_cli, None,
             ["--train-size", "60", "--test-size", "10", "--embed-dim", "8", "--batch-size", "8",
              "--device", "cpu", "--no-progress"], memn2n.load_checkpoint),
+    treernn=(treernn_cli, None,
+             ["--train-size", "60", "--test-size", "10", "--max-depth", "3", "--hidden-size",
+              "8", "--batch-size", "8", "--device", "cpu", "--no-progress"],
+             treernn.load_checkpoint),
 )
 cli, load = lm_cli, lm.load_checkpoint  # the model under test (main sets them)
 
@@ -112,7 +117,7 @@ def temporaries(folder: str, name: str) -> set:
 def progress(path: str):
     """(steps taken, finished epochs) of the checkpoint at `path`; it must load."""
     state = load(path)
-    done = sum(h.get("steps", 1) for h in state["history"])  # seq2seq, memn2n: one per epoch
+    done = sum(h.get("steps", 1) for h in state["history"])  # seq2seq, memn2n, treernn: one per epoch
     if state.get("position") is not None:
         done += state["position"]["totals"]["steps"]
     return done, state["epoch"]
