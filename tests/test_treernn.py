@@ -82,6 +82,10 @@ def test_collate_groups_nodes_by_height():
     assert ops2.tolist() == [1] and l2.tolist() == [7] and r2.tolist() == [4]
     assert b.values.tolist() == [7, 7, 7]
     assert b.tokens.shape == (3, 9) and b.lengths.tolist() == [5, 9, 1]
+    assert b.node_values.tolist() == [3, 4, 1, 2, 5, 7, 7, 2, 7]  # node order: by level
+    assert b.token_values.tolist() == [[-1, 3, -1, 4, 7, -1, -1, -1, -1],
+                                       [-1, -1, 1, -1, 2, 2, -1, 5, 7],
+                                       [7, -1, -1, -1, -1, -1, -1, -1, -1]]
     with pytest.raises(ValueError, match="at least one tree"):
         tr.collate([])
 
@@ -142,13 +146,51 @@ def test_a_tree_does_not_depend_on_its_batch():
         torch.testing.assert_close(together, alone, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_node_targets_are_every_subexpression_value(seed):
+    # Each ')' closes the subexpression that starts at its matching '(': its target is that
+    # text's value; a digit's is the digit; the tree's node targets are the same multiset.
+    for t in tr.generate(50, max_depth=5, seed=seed):
+        toks, vals, opened = t.tokens(), t.token_values(), []
+        for i, (tok, v) in enumerate(zip(toks, vals)):
+            if tok == "(":
+                opened.append(i)
+            if tok == ")":
+                assert v == python_value(" ".join(toks[opened.pop():i + 1]))
+            assert v == (int(tok) if tok.isdigit() else v if tok == ")" else -1)
+        b = tr.collate([t])
+        assert sorted(b.node_values.tolist()) == sorted(v for v in vals if v >= 0)
+
+
+def test_node_loss_covers_every_node():
+    torch.manual_seed(0)
+    trees = tr.generate(20, max_depth=4, seed=0)
+    b = tr.collate(trees)
+    for model in (tr.TreeRNN(8).double(), tr.SequenceLSTM(8, embed_dim=4).double()):
+        model.eval()
+        feats, targets = model.all_features(b)
+        # k operations: 2k + 1 nodes, 4k + 1 tokens
+        assert len(targets) == len(b.node_values) == sum((len(t.tokens()) - 1) // 2 + 1
+                                                         for t in trees)
+        want = -model.head.log_prob(feats).gather(1, targets[:, None]).mean()
+        torch.testing.assert_close(model.node_loss(b), want)
+    # The LSTM's state at a tree's last token is its root feature.
+    lstm = tr.SequenceLSTM(8, embed_dim=4).double()
+    feats, targets = lstm.all_features(b)
+    # The root's ')' (or digit) is each row's last target.
+    counts = (b.token_values >= 0).sum(1).cumsum(0) - 1
+    torch.testing.assert_close(feats[counts], lstm.features(b))
+    assert torch.equal(targets[counts], b.values)
+
+
 # ---------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("model,output", [("tree", "full"), ("lstm", "full"),
-                                          ("tree", "sampled")])
-def test_training_reduces_the_loss_on_a_tiny_set(model, output, tmp_path):
-    res = tr.fit(dict(model=model, output=output, train_size=200, test_size=20,
+@pytest.mark.parametrize("model,output,supervise", [
+    ("tree", "full", "root"), ("lstm", "full", "root"), ("tree", "sampled", "root"),
+    ("tree", "full", "nodes"), ("lstm", "full", "nodes")])
+def test_training_reduces_the_loss_on_a_tiny_set(model, output, supervise, tmp_path):
+    res = tr.fit(dict(model=model, output=output, supervise=supervise, train_size=200, test_size=20,
                       valid_fraction=0.0, max_depth=2, epochs=15, batch_size=16, lr=1e-2,
                       hidden_size=32, progress=False, checkpoint=str(tmp_path / "t.pt")),
                  log=lambda m: None)
@@ -165,6 +207,7 @@ def test_training_reduces_the_loss_on_a_tiny_set(model, output, tmp_path):
     (dict(clip=-1.0), "clip must be"),
     (dict(output="softmax"), "unknown output 'softmax'"),
     (dict(layers=3), "layers must be 1 or 2"),
+    (dict(supervise="leaves"), "unknown supervise 'leaves'"),
 ])
 def test_bad_options_are_one_sentence(kw, message, tmp_path):
     with pytest.raises(ValueError, match=message):

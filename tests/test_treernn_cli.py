@@ -28,7 +28,7 @@ def test_help_shows_the_defaults():
                          env=dict(os.environ, PYTHONPATH=ROOT))
     assert run.returncode == 0, run.stderr
     assert "--max-depth MAX_DEPTH" in run.stdout and "(default: 4)" in run.stdout
-    assert "{tree,lstm}" in run.stdout
+    assert "{tree,lstm}" in run.stdout and "--supervise {root,nodes}" in run.stdout
     top = cli.build_parser().format_help()
     assert "train" in top and "value" in top and "eval" in top
 

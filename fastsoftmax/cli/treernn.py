@@ -89,6 +89,9 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
     t.add_argument("--output", choices=tuple(HEADS), default=d.output, help="output layer")
     t.add_argument("--num-sampled", type=positive_int, default=d.num_sampled,
                    help="samples per step of the sampled heads")
+    t.add_argument("--supervise", choices=tr.SUPERVISION, default=d.supervise,
+                   help="root: loss on the root's value only; nodes: on every "
+                        "subexpression's value too")
     t.add_argument("--lr", type=float, default=d.lr, help="Adam learning rate")
     t.add_argument("--clip", type=float, default=d.clip, help="max gradient norm (0: off)")
     t.add_argument("--epochs", type=positive_int, default=d.epochs, help="total epochs")

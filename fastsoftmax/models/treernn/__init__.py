@@ -15,6 +15,7 @@ from .data import DIGITS, OPS, PAD, TOKENS, Batch, Tree, apply, batches, collate
 from .model import MODELS, NUM_CLASSES, SequenceLSTM, TreeRNN, build_model, from_state
 from .training import (
     MAY_CHANGE_ON_RESUME,
+    SUPERVISION,
     TrainConfig,
     evaluate,
     evaluate_checkpoint,
@@ -24,7 +25,7 @@ from .training import (
 )
 
 __all__ = [
-    "Batch", "DIGITS", "MAY_CHANGE_ON_RESUME", "MODELS", "NUM_CLASSES", "OPS", "PAD",
+    "Batch", "DIGITS", "MAY_CHANGE_ON_RESUME", "MODELS", "NUM_CLASSES", "OPS", "PAD", "SUPERVISION",
     "SequenceLSTM", "TOKENS", "Tree", "TreeRNN", "TrainConfig", "apply", "batches",
     "build_model", "collate", "evaluate", "evaluate_checkpoint", "fit", "from_state",
     "generate", "load_checkpoint", "load_data", "make_task", "parse", "random_tree",

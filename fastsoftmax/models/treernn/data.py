@@ -62,6 +62,13 @@ class Tree:
             return [str(self.value)]
         return ["(", *self.left.tokens(), self.op, *self.right.tokens(), ")"]
 
+    def token_values(self) -> list[int]:
+        """Per token of `tokens()`, the value of the subexpression it completes (a digit's
+        own, a ')' its operation's) or -1 ('(' and operators complete none)."""
+        if self.op is None:
+            return [self.value]
+        return [-1, *self.left.token_values(), -1, *self.right.token_values(), self.value]
+
 
 def apply(op: str, a: int, b: int) -> int:
     if op == "+":
@@ -174,13 +181,16 @@ class Batch:
     leaves [N0] digit of each leaf (nodes 0 … N0 − 1); levels: for each height h ≥ 1, a
     triple (op ids [Nh], left child node ids [Nh], right child node ids [Nh]), its nodes
     numbered after all lower levels; roots [B] node id of each tree's root; values [B] the
-    roots' values; tokens [B, L] the in-order token ids (PAD-padded) and lengths [B]."""
+    roots' values; node_values [nodes] every node's value; tokens [B, L] the in-order token
+    ids (PAD-padded), token_values [B, L] Tree.token_values (-1 on padding) and lengths [B]."""
 
     leaves: Tensor
     levels: list
     roots: Tensor
     values: Tensor
+    node_values: Tensor
     tokens: Tensor
+    token_values: Tensor
     lengths: Tensor
 
     def __len__(self) -> int:
@@ -189,8 +199,8 @@ class Batch:
     def to(self, device) -> Batch:
         return Batch(self.leaves.to(device), [tuple(t.to(device) for t in lv)
                                               for lv in self.levels],
-                     self.roots.to(device), self.values.to(device), self.tokens.to(device),
-                     self.lengths.to(device))
+                     *(t.to(device) for t in (self.roots, self.values, self.node_values,
+                                              self.tokens, self.token_values, self.lengths)))
 
 
 def collate(trees: Sequence[Tree]) -> Batch:
@@ -209,9 +219,10 @@ def collate(trees: Sequence[Tree]) -> Batch:
     for t in trees:
         visit(t)
     ids: dict[int, int] = {}  # id(tree object) → node number
-    leaves, levels = [], []
+    leaves, levels, node_values = [], [], []
     for h in range(max(by_height) + 1):
         nodes = by_height.get(h, [])
+        node_values += [t.value for t in nodes]
         for t in nodes:
             ids[id(t)] = len(ids)
         if h == 0:
@@ -223,9 +234,12 @@ def collate(trees: Sequence[Tree]) -> Batch:
     seqs = [[TOKEN_ID[tok] for tok in t.tokens()] for t in trees]
     L = max(len(s) for s in seqs)
     tokens = torch.tensor([s + [PAD] * (L - len(s)) for s in seqs], dtype=torch.long)
+    token_values = torch.tensor([t.token_values() + [-1] * (L - len(s))
+                                 for t, s in zip(trees, seqs)], dtype=torch.long)
     return Batch(torch.tensor(leaves, dtype=torch.long), levels,
                  torch.tensor([ids[id(t)] for t in trees], dtype=torch.long),
-                 torch.tensor([t.value for t in trees], dtype=torch.long), tokens,
+                 torch.tensor([t.value for t in trees], dtype=torch.long),
+                 torch.tensor(node_values, dtype=torch.long), tokens, token_values,
                  torch.tensor([len(s) for s in seqs], dtype=torch.long))
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ...nn import HEADS
 from ..heads import model_head
@@ -48,6 +48,12 @@ class _Classifier(nn.Module):
         """Mean loss over the batch: the head's training loss in training mode, the exact
         cross entropy in eval mode."""
         return self.head(self.features(batch), batch.values)
+
+    def node_loss(self, batch: Batch) -> Tensor:
+        """Mean loss over every subexpression's value (all nodes of the trees; for the LSTM,
+        the state at each digit and each ')'), as Socher et al. train on the sentiment
+        treebank's labelled phrases."""
+        return self.head(*self.all_features(batch))
 
     def log_prob(self, batch: Batch) -> Tensor:
         """Exact log-probabilities [B, 10] of each tree's value."""
@@ -91,6 +97,9 @@ class TreeRNN(_Classifier):
     def features(self, batch: Batch) -> Tensor:
         return self.encode(batch)[batch.roots]
 
+    def all_features(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        return self.encode(batch), batch.node_values
+
     def encode_tree(self, tree: Tree) -> Tensor:
         """One tree's root vector [H], node by node (recursion): the reference `encode` is
         tested against, and far slower."""
@@ -121,6 +130,14 @@ class SequenceLSTM(_Classifier):
                                       batch_first=True, enforce_sorted=False)
         _, (h, _) = self.lstm(packed)
         return h[-1]
+
+    def all_features(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        packed = pack_padded_sequence(self.embed(batch.tokens), batch.lengths.cpu(),
+                                      batch_first=True, enforce_sorted=False)
+        out, _ = pad_packed_sequence(self.lstm(packed)[0], batch_first=True,
+                                     total_length=batch.tokens.shape[1])
+        keep = batch.token_values >= 0
+        return out[keep], batch.token_values[keep]
 
 
 def build_model(model: str = "tree", **options) -> _Classifier:

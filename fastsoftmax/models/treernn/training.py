@@ -19,6 +19,7 @@ logger = logging.getLogger(__name__)
 KIND = "treernn"
 RUN_OPTIONS = ("resume", "force", "device", "progress", "checkpoint")
 MAY_CHANGE_ON_RESUME = ("epochs",)
+SUPERVISION = ("root", "nodes")
 TASK_KEYS = ("train_size", "test_size", "valid_fraction", "min_depth", "max_depth", "leaf_p")
 
 
@@ -33,6 +34,9 @@ class TrainConfig(RunOptions):
             draws them and the training's initialisation and order.
         layers: the tree's composition layers (1 or 2) or the LSTM's layers.
         embed_dim: the LSTM's token embedding size (the tree's embeddings have hidden_size).
+        supervise: 'root' (the loss on the root's value only) or 'nodes' (on every
+            subexpression's value: the tree's every node, the LSTM's digits and ')').
+            Accuracy is always the root's.
         checkpoint: written after every epoch; None picks a new treernn-<output>-<time>.pt.
     """
 
@@ -51,6 +55,7 @@ class TrainConfig(RunOptions):
     output: str = "full"
     num_sampled: int = 4
     # its training
+    supervise: str = "root"
     lr: float = 3e-3
     clip: float = 5.0
     epochs: int = 10
@@ -66,6 +71,8 @@ def check_numbers(config: TrainConfig) -> None:
     """Options no run can use, refused by name before anything is read or written."""
     if config.model not in MODELS:
         raise ValueError(f"unknown model {config.model!r}; expected one of {', '.join(MODELS)}")
+    if config.supervise not in SUPERVISION:
+        raise ValueError(f"unknown supervise {config.supervise!r}; expected 'root' or 'nodes'")
     for name in ("train_size", "test_size", "hidden_size", "embed_dim", "layers", "epochs",
                  "batch_size", "num_sampled"):
         if getattr(config, name) <= 0:
@@ -145,12 +152,12 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
     trainer.log(f"expressions of depth {config.min_depth}-{config.max_depth}: {len(train)} "
                 f"train / {len(valid)} valid / {len(test)} test, model {config.model}, "
                 f"{sum(p.numel() for p in model.parameters())} parameters, output "
-                f"{config.output}")
+                f"{config.output}, supervised on {config.supervise}")
     trainer.log(f"checkpoint: {config.checkpoint}")
 
     def step_loss(b):
         b = b.to(config.device)
-        return model(b), len(b)
+        return (model.node_loss(b) if config.supervise == "nodes" else model(b)), len(b)
 
     def train_epoch(epoch: int) -> dict:
         stats = run_epoch(step_loss, batches(train, config.batch_size, shuffle=True,
