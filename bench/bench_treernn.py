@@ -10,6 +10,10 @@ H = 64, Adam lr 3e-3, batch 64, the 'full' head. The seed draws the expressions 
 split changes with it too) and the initialisation. Test accuracy is the root's value on
 the run's distinct test expressions (chance 10%; always predicting the most frequent value
 scores the share of that value, printed as `majority`).
+
+`--speed N` instead times the forward pass of an untrained TreeRNN over 512 expressions,
+level by level (and the Python collate that builds its batch) against node by node (TreeRNN.encode_tree), N rounds
+interleaved, and prints the medians.
 """
 
 import argparse
@@ -18,6 +22,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 
 import torch
 
@@ -44,8 +49,11 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--results", default=RESULTS)
     p.add_argument("--tag", default="", help="suffix of the summary file (parallel runs)")
+    p.add_argument("--speed", type=int, default=0, metavar="ROUNDS")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    if args.speed:
+        return speed(args)
     folder = tempfile.mkdtemp(prefix="bench_treernn_")
     csv = os.path.join(args.results, f"treernn-cpu{args.tag}.csv")
     summary = collections.defaultdict(list)
@@ -90,6 +98,27 @@ def main():
         f.write(f"seeds {args.seeds}, {args.train_size} expressions of depth 1-{args.max_depth} "
                 f"(10% for validation), {args.test_size} test, {args.epochs} epochs, mean ± "
                 f"sample sd; torch {torch.__version__}, {args.threads} thread(s)\n\n{table}\n")
+
+
+@torch.no_grad()
+def speed(args):
+    trees = tr.generate(512, max_depth=args.max_depth, seed=0)
+    model = tr.TreeRNN(64).eval()
+    batch = tr.collate(trees)
+    ways = {"collate (build the batch)": lambda: tr.collate(trees),
+            "level by level (forward)": lambda: model.features(batch),
+            "node by node": lambda: torch.stack([model.encode_tree(t) for t in trees])}
+    times = {name: [] for name in ways}
+    for r in range(args.speed + 1):  # one warm-up round
+        for name, run in ways.items():
+            start = time.perf_counter()
+            run()
+            if r:
+                times[name].append(time.perf_counter() - start)
+    nodes = sum((len(t.tokens()) - 1) // 2 + 1 for t in trees)
+    for name, t in times.items():
+        print(f"{name}: {1e3 * statistics.median(t):.1f} ms for 512 trees ({nodes} nodes), "
+              f"median of {args.speed}")
 
 
 if __name__ == "__main__":
