@@ -114,3 +114,10 @@ def test_a_checkpoint_of_another_kind_is_refused(tmp_path, capsys):
     assert cli.main(["eval", "--checkpoint", other]) == 2
     err = capsys.readouterr().err
     assert "lm.pt" in err and err.count("\n") == 1
+
+
+def test_console_script_is_declared():
+    # tools/installed_smoke.py (make wheel-check) then runs `fastsoftmax-treernn -h` from the
+    # installed wheel, as it does every script pyproject declares.
+    with open(os.path.join(ROOT, "pyproject.toml")) as f:
+        assert 'fastsoftmax-treernn = "fastsoftmax.cli.treernn:main"' in f.read()
