@@ -83,7 +83,8 @@ def main():
         sd = statistics.stdev(values) if len(values) > 1 else 0.0
         return f"{fmt.format(statistics.mean(values))} ± {fmt.format(sd)}"
 
-    lines = ["| alignment | exact match % | held-out loss | train ex/s |", "| --- | --- | --- | --- |"]
+    lines = ["| alignment | exact match % | held-out loss | train ex/s |",
+             "| --- | --- | --- | --- |"]
     for name, rows in summary.items():
         exact, loss, speed = zip(*rows)
         lines.append(f"| {name} | {spread(exact, '{:.2f}')} | {spread(loss, '{:.4f}')} | "

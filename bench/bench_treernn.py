@@ -12,8 +12,8 @@ the run's distinct test expressions (chance 10%; always predicting the most freq
 scores the share of that value, printed as `majority`).
 
 `--speed N` instead times the forward pass of an untrained TreeRNN over 512 expressions,
-level by level (and the Python collate that builds its batch) against node by node (TreeRNN.encode_tree), N rounds
-interleaved, and prints the medians.
+level by level (and the Python collate that builds its batch) against node by node
+(TreeRNN.encode_tree), N rounds interleaved, and prints the medians.
 """
 
 import argparse
@@ -61,14 +61,15 @@ def main():
         for supervise in args.supervise:
             for model in args.models:
                 name = f"{model}, supervise {supervise}"
+                ckpt = os.path.join(folder, f"{model}-{supervise}-{seed}.pt")
                 res = tr.fit(dict(model=model, supervise=supervise, seed=seed,
                                   train_size=args.train_size, test_size=args.test_size,
                                   max_depth=args.max_depth, epochs=args.epochs,
-                                  progress=False, force=True, device="cpu",
-                                  checkpoint=os.path.join(folder, f"{model}-{supervise}-{seed}.pt")),
+                                  progress=False, force=True, device="cpu", checkpoint=ckpt),
                              log=lambda m: None)
                 test = res["data"]["test"]
-                majority = 100.0 * max(collections.Counter(t.value for t in test).values()) / len(test)
+                counts = collections.Counter(t.value for t in test)
+                majority = 100.0 * max(counts.values()) / len(test)
                 train_s = sum(h["seconds"] for h in res["history"])
                 acc = res["test"]["accuracy"]
                 print(f"{name:24s} seed {seed}: test accuracy {acc:.2f}% (majority "
@@ -87,7 +88,8 @@ def main():
         sd = statistics.stdev(values) if len(values) > 1 else 0.0
         return f"{fmt.format(statistics.mean(values))} ± {fmt.format(sd)}"
 
-    lines = ["| model | test accuracy % | majority class % | train s |", "| --- | --- | --- | --- |"]
+    lines = ["| model | test accuracy % | majority class % | train s |",
+             "| --- | --- | --- | --- |"]
     for name, rows in summary.items():
         acc, majority, seconds = zip(*rows)
         lines.append(f"| {name} | {spread(acc)} | {spread(majority, '{:.1f}')} | "

@@ -2,9 +2,9 @@
 
     python tests/kill_training.py WORKDIR [KILLS] [SEED] [MODEL]
 
-`fastsoftmax-MODEL train` (MODEL lm, seq2seq, memn2n or treernn; the command line's code) checkpoints
-(the language model after every step, --save-every 1; the others after every epoch of a tiny
-task) in a child process, which is SIGKILLed KILLS times: half at a random moment,
+`fastsoftmax-MODEL train` (MODEL lm, seq2seq, memn2n or treernn; the command line's code)
+checkpoints (the language model after every step, --save-every 1; the others after every
+epoch of a tiny task) in a child process, which is SIGKILLed KILLS times: half at a random moment,
 half the instant a checkpoint's temporary file appears, i.e. in the middle of torch.save. After
 every kill the checkpoint at the path, if any, must load, and must be at least as far as the
 one before; the next child resumes from it (--resume). A last child runs to the end, and its
@@ -117,7 +117,8 @@ def temporaries(folder: str, name: str) -> set:
 def progress(path: str):
     """(steps taken, finished epochs) of the checkpoint at `path`; it must load."""
     state = load(path)
-    done = sum(h.get("steps", 1) for h in state["history"])  # seq2seq, memn2n, treernn: one per epoch
+    # seq2seq, memn2n, treernn: one step per epoch
+    done = sum(h.get("steps", 1) for h in state["history"])
     if state.get("position") is not None:
         done += state["position"]["totals"]["steps"]
     return done, state["epoch"]

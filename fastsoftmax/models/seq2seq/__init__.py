@@ -39,7 +39,8 @@ from .model import ATTENTIONS, Seq2Seq
 from .training import MAY_CHANGE_ON_RESUME, TrainConfig, fit, load_checkpoint, save_checkpoint
 
 __all__ = [
-    "ALIGNMENTS", "ATTENTIONS", "ATTENTION_MODES", "BASELINES", "BOS", "EOS", "MAY_CHANGE_ON_RESUME", "PAD", "RewardBaseline", "SPECIALS", "TASKS", "UNK",
+    "ALIGNMENTS", "ATTENTIONS", "ATTENTION_MODES", "BASELINES", "BOS", "EOS",
+    "MAY_CHANGE_ON_RESUME", "PAD", "RewardBaseline", "SPECIALS", "TASKS", "UNK",
     "Batch", "Seq2Seq", "TrainConfig", "Vocabulary", "batches", "build_vocabulary",
     "corpus_bleu", "decode_output", "detokenize", "encode_pairs", "evaluate", "fit",
     "load_checkpoint", "load_task", "local_weights", "parse_pairs", "read_pairs", "save_checkpoint",

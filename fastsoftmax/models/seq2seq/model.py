@@ -199,9 +199,10 @@ class Seq2Seq(nn.Module):
 
     def _decode_steps(self, tgt_in: Tensor, state, memory: Tensor, mask: Tensor, summary: Tensor,
                       offset: int = 0):
-        """Runs the decoder over tgt_in [B, T] (target steps offset …) from `state`; returns output features [B, T, D],
-        the new state, attention weights [B, T, S] (None without attention; one-hot rows of the
-        chosen positions with hard attention) and, with hard attention, what REINFORCE needs:
+        """Runs the decoder over tgt_in [B, T] (target steps offset, offset + 1, …; local-m
+        attends around them) from `state`; returns output features [B, T, D], the new state,
+        attention weights [B, T, S] (None without attention; one-hot rows of the chosen
+        positions with hard attention) and, with hard attention, what REINFORCE needs:
         (log α [B, T, S], chosen positions [B, T], decoder states [B, T, H]), else None."""
         emb = self.dropout(self.tgt_embed(tgt_in))
         T = tgt_in.shape[1]
