@@ -2,9 +2,9 @@
 
     python tests/kill_training.py WORKDIR [KILLS] [SEED] [MODEL]
 
-`fastsoftmax-MODEL train` (MODEL lm, seq2seq, memn2n, memnn or dmn; the command line's code) checkpoints
-(the language model after every step, --save-every 1; the others after every epoch of a tiny
-task) in a child process, which is SIGKILLed KILLS times: half at a random moment,
+`fastsoftmax-MODEL train` (MODEL lm, seq2seq, memn2n, memnn, dmn or treernn; the command
+line's code) checkpoints (the language model after every step, --save-every 1; the others after
+every epoch of a tiny task) in a child process, which is SIGKILLed KILLS times: half at a random moment,
 half the instant a checkpoint's temporary file appears, i.e. in the middle of torch.save. After
 every kill the checkpoint at the path, if any, must load, and must be at least as far as the
 one before; the next child resumes from it (--resume). A last child runs to the end, and its
@@ -36,7 +36,8 @@ from dmn_files import write_task  # noqa: E402
 from fastsoftmax.cli import dmn as dmn_cli  # noqa: E402
 from fastsoftmax.cli import lm as lm_cli, memn2n as memn2n_cli, seq2seq as seq2seq_cli  # noqa: E402
 from fastsoftmax.cli import memnn as memnn_cli  # noqa: E402
-from fastsoftmax.models import dmn, lm, memn2n, memnn, seq2seq  # noqa: E402
+from fastsoftmax.cli import treernn as treernn_cli  # noqa: E402
+from fastsoftmax.models import dmn, lm, memn2n, memnn, seq2seq, treernn  # noqa: E402
 
 # Big enough that torch.save takes a few milliseconds (a target to hit), small enough to train
 # fast: embedding + output layer of a 2,000-word vocabulary, with Adam's two moments.
@@ -96,6 +97,10 @@ MODELS = dict(
     dmn=(dmn_cli, lambda folder, seed: write_task(Path(folder), train=60, test=10, seed=seed),
          ["--task", "1", "--size", "1k", "--hidden", "6", "--batch-size", "10", "--device",
           "cpu", "--no-progress"], dmn.load_checkpoint),
+    treernn=(treernn_cli, None,
+             ["--train-size", "60", "--test-size", "10", "--max-depth", "3", "--hidden-size",
+              "8", "--batch-size", "8", "--device", "cpu", "--no-progress"],
+             treernn.load_checkpoint),
 )
 cli, load = lm_cli, lm.load_checkpoint  # the model under test (main sets them)
 
@@ -130,7 +135,8 @@ def temporaries(folder: str, name: str) -> set:
 def progress(path: str):
     """(steps taken, finished epochs) of the checkpoint at `path`; it must load."""
     state = load(path)
-    done = sum(h.get("steps", 1) for h in state["history"])  # the others: one per epoch
+    # seq2seq, memn2n, treernn: one step per epoch
+    done = sum(h.get("steps", 1) for h in state["history"])
     if state.get("position") is not None:
         done += state["position"]["totals"]["steps"]
     return done, state["epoch"]

@@ -128,7 +128,7 @@ def test_training_killed_20_times_always_leaves_a_checkpoint_that_loads_and_resu
 
 @pytest.mark.skipif(not hasattr(os, "fork") or not hasattr(signal, "SIGKILL"),
                     reason="forks children and kills them with SIGKILL (POSIX)")
-@pytest.mark.parametrize("model", ["seq2seq", "memn2n", "memnn", "dmn"])
+@pytest.mark.parametrize("model", ["seq2seq", "memn2n", "memnn", "dmn", "treernn"])
 def test_every_model_killed_and_resumed_ends_bit_identical(tmp_path, model):
     """The same for the models that checkpoint after every epoch, on a tiny task: 6 kills,
     and the resumed run ends bit-identical to one never interrupted (the training loop they

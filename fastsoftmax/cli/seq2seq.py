@@ -4,6 +4,7 @@
         --attention {dot,general,concat,none} --output {full,sampled,...} [--checkpoint CKPT]
     fastsoftmax-seq2seq train ... --attention-mode hard [--baseline {none,mean,value}] \\
         [--entropy-bonus 0.01]
+    fastsoftmax-seq2seq train ... --alignment {local-m,local-p} [--window 10]
     fastsoftmax-seq2seq train --resume CKPT [--epochs N]
     fastsoftmax-seq2seq translate --checkpoint CKPT < sources.txt
     fastsoftmax-seq2seq eval --checkpoint CKPT [--data FILE]
@@ -118,6 +119,12 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
     t.add_argument("--entropy-bonus", type=float, default=d.entropy_bonus,
                    help="weight of the attention entropy bonus, hard attention only; unset "
                         "means 0.01")
+    t.add_argument("--alignment", default=d.alignment, choices=s2s.ALIGNMENTS,
+                   help="global: every source position; local-m: a window around p_t = t; "
+                        "local-p: around a predicted p_t, Gaussian-weighted (Luong et al.)")
+    t.add_argument("--window", type=positive_int, default=d.window,
+                   help="half-width D of the local window, local alignment only; unset "
+                        "means 10")
     t.add_argument("--output", default=d.output, choices=tuple(HEADS), help="output layer")
     t.add_argument("--num-sampled", type=positive_int, default=d.num_sampled,
                    help="samples per step of the sampled heads")

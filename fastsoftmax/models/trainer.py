@@ -1,4 +1,4 @@
-"""The one training loop of the sequence models (lm, seq2seq, memn2n): epochs of optimiser
+"""The one training loop of the sequence models (lm, seq2seq, memn2n, treernn): epochs of optimiser
 steps with gradient clipping, a progress bar, resuming, a checkpoint after every epoch and the
 run's history, every model adding only what is its own through hooks.
 

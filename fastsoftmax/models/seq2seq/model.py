@@ -18,6 +18,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from ...nn import HEADS
 from ..heads import model_head
 from . import hard_attention as hard
+from . import local_attention as local
 from .data import BOS, EOS, PAD
 
 ATTENTIONS = ("dot", "general", "concat", None)
@@ -51,6 +52,9 @@ class Seq2Seq(nn.Module):
             default: that average plus a linear value head on the decoder state); see
             hard_attention.RewardBaseline.
         entropy_bonus: hard mode only, λ ≥ 0 of the -λ·H(α_t) term (default 0.01).
+        alignment: 'global' (every source position), 'local-m' or 'local-p' (Luong's local
+            attention: a window of 2·window + 1 positions around p_t, soft attention only; see
+            local_attention.py). window: D, for local alignment only (default 10).
     """
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int = 64,
@@ -59,7 +63,8 @@ class Seq2Seq(nn.Module):
                  peeky: bool = False, output: str = "full", num_sampled: int = 64,
                  counts: Tensor | None = None, dropout: float = 0.0,
                  attention_mode: str = "soft", baseline: str | None = None,
-                 entropy_bonus: float | None = None):
+                 entropy_bonus: float | None = None, alignment: str = "global",
+                 window: int | None = None):
         super().__init__()
         if attention == "none":
             attention = None
@@ -75,6 +80,7 @@ class Seq2Seq(nn.Module):
             )
         baseline, entropy_bonus = hard.resolve_options(attention, attention_mode, baseline,
                                                       entropy_bonus)
+        window = local.resolve_options(alignment, window, attention, attention_mode)
         for name, v in (
             ("src_vocab_size", src_vocab_size),
             ("tgt_vocab_size", tgt_vocab_size),
@@ -100,12 +106,15 @@ class Seq2Seq(nn.Module):
             "attention_mode": attention_mode,
             "baseline": baseline,
             "entropy_bonus": entropy_bonus,
+            "alignment": alignment,
+            "window": window,
         }
         self._counts = counts
         H = hidden_size
         self.attention = attention
         self.attention_mode = attention_mode
         self.entropy_bonus = entropy_bonus
+        self.alignment, self.window = alignment, window
         self.baseline_kind: str | None = None  # overrides the baseline's kind when set
         self.peeky = peeky
         self.reverse_source = reverse_source
@@ -133,6 +142,8 @@ class Seq2Seq(nn.Module):
             self.attn_v = nn.Linear(H, 1, bias=False)
         if attention is not None:
             self.combine = nn.Linear(2 * H, H, bias=False)  # W_c
+        if alignment == "local-p":
+            self.local_p = local.PredictiveCenter(H)
         D = H + (H if peeky else 0)
         # Hard attention needs each token's loss (its reward), so its head does not reduce.
         self.head = model_head(output, D, tgt_vocab_size, num_sampled=num_sampled, counts=counts,
@@ -186,10 +197,12 @@ class Seq2Seq(nn.Module):
         e = torch.tanh((dec @ W_t.t())[:, :, None, :] + (memory @ W_s.t())[:, None, :, :])
         return self.attn_v(e).squeeze(-1)
 
-    def _decode_steps(self, tgt_in: Tensor, state, memory: Tensor, mask: Tensor, summary: Tensor):
-        """Runs the decoder over tgt_in [B, T] from `state`; returns output features [B, T, D],
-        the new state, attention weights [B, T, S] (None without attention; one-hot rows of the
-        chosen positions with hard attention) and, with hard attention, what REINFORCE needs:
+    def _decode_steps(self, tgt_in: Tensor, state, memory: Tensor, mask: Tensor, summary: Tensor,
+                      offset: int = 0):
+        """Runs the decoder over tgt_in [B, T] (target steps offset, offset + 1, …; local-m
+        attends around them) from `state`; returns output features [B, T, D], the new state,
+        attention weights [B, T, S] (None without attention; one-hot rows of the chosen
+        positions with hard attention) and, with hard attention, what REINFORCE needs:
         (log α [B, T, S], chosen positions [B, T], decoder states [B, T, H]), else None."""
         emb = self.dropout(self.tgt_embed(tgt_in))
         T = tgt_in.shape[1]
@@ -203,6 +216,12 @@ class Seq2Seq(nn.Module):
             # One-hot rows times memory: exactly h_{z_t}, with the gradient of h_{z_t} only.
             weights = nn.functional.one_hot(positions, memory.shape[1]).to(dec.dtype)
             reinforce = (log_alpha, positions, dec)
+        elif self.attention is not None and self.alignment != "global":
+            lengths = mask.sum(dim=1)
+            centers = (self.local_p(dec, lengths) if self.alignment == "local-p"
+                       else local.monotonic_centers(lengths, dec.shape[1], offset))
+            weights = local.local_weights(self._scores(memory, dec), lengths, centers,
+                                          self.window, gaussian=self.alignment == "local-p")
         elif self.attention is not None:
             scores = self._scores(memory, dec).masked_fill(~mask[:, None, :], float("-inf"))
             weights = torch.softmax(scores.float(), dim=-1).to(dec.dtype)
@@ -272,8 +291,8 @@ class Seq2Seq(nn.Module):
         done = torch.zeros(B, dtype=torch.bool, device=src.device)
         score = torch.zeros(B, device=src.device)
         out, attn = [], []
-        for _ in range(max_len):
-            feats, state, w, _ = self._decode_steps(y, state, memory, mask, summary)
+        for step in range(max_len):
+            feats, state, w, _ = self._decode_steps(y, state, memory, mask, summary, step)
             logp = self.head.log_prob(feats[:, 0])
             best, tok = logp.max(dim=-1)
             score = score + torch.where(done, torch.zeros_like(best), best)
@@ -289,14 +308,8 @@ class Seq2Seq(nn.Module):
         return tokens, score, (torch.stack(attn, dim=1) if attn else None)
 
     @torch.no_grad()
-    def beam_search(
-        self,
-        src: Tensor,
-        src_len: Tensor,
-        beam_size: int = 5,
-        max_len: int = 50,
-        alpha: float = 1.0,
-    ):
+    def beam_search(self, src: Tensor, src_len: Tensor, beam_size: int = 5, max_len: int = 50,
+                    alpha: float = 1.0):
         """Batched beam search. Each source keeps beam_size hypotheses; a hypothesis that has
         emitted <eos> stays in its beam with a frozen score (it can only extend with padding).
         The winner maximises score / length**alpha (length counts <eos>; alpha 0 ranks by raw
@@ -320,8 +333,8 @@ class Seq2Seq(nn.Module):
         done = torch.zeros(B, K, dtype=torch.bool, device=dev)
         seqs = torch.zeros(B, K, 0, dtype=torch.long, device=dev)
         y = torch.full((B * K, 1), BOS, dtype=torch.long, device=dev)
-        for _ in range(max_len):
-            feats, state, _, _ = self._decode_steps(y, state, memory, mask, summary)
+        for step in range(max_len):
+            feats, state, _, _ = self._decode_steps(y, state, memory, mask, summary, step)
             logp = self.head.log_prob(feats[:, 0]).view(B, K, -1)
             V = logp.shape[-1]
             # A finished hypothesis has one continuation, padding, at no cost.
@@ -352,14 +365,8 @@ class Seq2Seq(nn.Module):
         return tokens, norm[torch.arange(B, device=dev), best]
 
     @torch.no_grad()
-    def decode(
-        self,
-        src: Tensor,
-        src_len: Tensor,
-        beam_size: int = 1,
-        max_len: int = 50,
-        alpha: float = 1.0,
-    ) -> Tensor:
+    def decode(self, src: Tensor, src_len: Tensor, beam_size: int = 1, max_len: int = 50,
+               alpha: float = 1.0) -> Tensor:
         """Greedy for beam_size 1, beam search otherwise; tokens [B, T']."""
         if beam_size == 1:
             return self.greedy(src, src_len, max_len)[0]

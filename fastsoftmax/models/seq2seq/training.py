@@ -16,6 +16,7 @@ from ..trainer import RunOptions, Trainer, run_epoch
 from ..vocabulary import Vocabulary
 from .data import batches, load_task, target_counts
 from . import hard_attention as hard
+from . import local_attention as local
 from .generation import evaluate
 from .model import Seq2Seq
 
@@ -32,7 +33,9 @@ class TrainConfig(RunOptions):
     and an existing file other than the resumed one is never overwritten unless force.
     progress None draws the bar only when stderr is a terminal. attention_mode 'hard' trains
     hard attention by REINFORCE with `baseline` ('none', 'mean', 'value'; default 'value') and
-    `entropy_bonus` (default 0.01), which soft attention refuses (see Seq2Seq)."""
+    `entropy_bonus` (default 0.01), which soft attention refuses (see Seq2Seq). alignment
+    'local-m' or 'local-p' is Luong's local attention over a window of ±`window` positions
+    (default 10), which global alignment refuses."""
 
     data: Optional[str] = None
     task: str = "pairs"
@@ -41,6 +44,8 @@ class TrainConfig(RunOptions):
     attention_mode: str = "soft"
     baseline: Optional[str] = None
     entropy_bonus: Optional[float] = None
+    alignment: str = "global"
+    window: Optional[int] = None
     output: str = "full"
     num_sampled: int = 64
     embed_dim: int = 64
@@ -68,10 +73,11 @@ class TrainConfig(RunOptions):
 
 MODEL_KEYS = ("embed_dim", "hidden_size", "num_layers", "bidirectional", "reverse_source",
               "attention", "peeky", "output", "num_sampled", "dropout", "attention_mode",
-              "baseline", "entropy_bonus")
+              "baseline", "entropy_bonus", "alignment", "window")
 # Options added after checkpoints of version 1 were first written, with the value an older
 # checkpoint (which lacks them) was trained with.
-ADDED_OPTIONS = {"attention_mode": "soft", "baseline": None, "entropy_bonus": None}
+ADDED_OPTIONS = {"attention_mode": "soft", "baseline": None, "entropy_bonus": None,
+                 "alignment": "global", "window": None}
 
 
 def save_checkpoint(path: str, *, model: Seq2Seq, optimizer, epoch: int, history: list,
@@ -101,6 +107,9 @@ def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterabl
     values["baseline"], values["entropy_bonus"] = hard.resolve_options(
         None if values["attention"] == "none" else values["attention"],
         values["attention_mode"], values["baseline"], values["entropy_bonus"])
+    values["window"] = local.resolve_options(
+        values["alignment"], values["window"],
+        None if values["attention"] == "none" else values["attention"], values["attention_mode"])
     if values["data"] is None and not has_data:
         raise ValueError("training needs --data (a pair file)")
     claim_files(values, KIND, config)
@@ -154,6 +163,7 @@ def fit(config: TrainConfig | dict, *, data: Optional[dict] = None, given=None,
                 f"{len(src_vocab)} → {len(tgt_vocab)}, "
                 f"{sum(p.numel() for p in model.parameters())} parameters, output "
                 f"{model.config['output']}, attention {model.attention}"
+                + (f" ({model.alignment}, window {model.window})" if model.window else "")
                 + (f" (hard: baseline {model.config['baseline']}, entropy bonus "
                    f"{model.config['entropy_bonus']})" if model.attention_mode == "hard" else ""))
     trainer.log(f"checkpoint: {config.checkpoint}")

@@ -1,0 +1,32 @@
+"""Recursive networks over binary trees, evaluated level by level, on generated arithmetic
+expressions (value mod 10 at the root), against a sequential LSTM over the same expressions
+written as tokens; the class is predicted by any head of fastsoftmax.nn.
+
+    data.py        Tree, generate / make_task (distinct expressions by seed), parse, Batch
+                   (nodes grouped by height), batches
+    model.py       TreeRNN, SequenceLSTM (the baseline), build_model, from_state
+    training.py    TrainConfig, fit(config), evaluate, checkpoints (kind 'treernn')
+
+The command line is fastsoftmax.cli.treernn (`fastsoftmax-treernn`).
+"""
+
+from .data import DIGITS, OPS, PAD, TOKENS, Batch, Tree, apply, batches, collate, generate, \
+    make_task, parse, random_tree
+from .model import MODELS, NUM_CLASSES, SequenceLSTM, TreeRNN, build_model, from_state
+from .training import (
+    MAY_CHANGE_ON_RESUME,
+    SUPERVISION,
+    TrainConfig,
+    evaluate,
+    evaluate_checkpoint,
+    fit,
+    load_checkpoint,
+    load_data,
+)
+
+__all__ = [
+    "Batch", "DIGITS", "MAY_CHANGE_ON_RESUME", "MODELS", "NUM_CLASSES", "OPS", "PAD", "SUPERVISION",
+    "SequenceLSTM", "TOKENS", "Tree", "TreeRNN", "TrainConfig", "apply", "batches",
+    "build_model", "collate", "evaluate", "evaluate_checkpoint", "fit", "from_state",
+    "generate", "load_checkpoint", "load_data", "make_task", "parse", "random_tree",
+]
