@@ -50,12 +50,15 @@ def time_provider(p: rk.Provider, repeats: int, warmup: int):
     """(median s, min s, max s, peak extra bytes of the last timed call)."""
     if p.once:
         repeats, warmup = 1, 0
+    elif p.max_repeats:
+        repeats, warmup = min(repeats, p.max_repeats), 0
     for _ in range(warmup):
         p.fn()
     times, peak = [], 0
     for i in range(repeats):
         last = i == repeats - 1
         if last:
+            getattr(p.fn, "reset", lambda: None)()
             gc.collect()
             with open("/proc/self/clear_refs", "w") as f:
                 f.write("5")  # VmHWM := VmRSS
@@ -96,7 +99,8 @@ def case_rows(case: rk.Case, ours, peers):
                        peak_extra_mb=r["peak"] / 2**20)
         if r is ours:
             metrics.update(bound_ms=1e3 * r["bound_s"], fraction_of_bound=r["fraction"],
-                           bound_term=limiting_term(r["terms"]))
+                           bound_term=limiting_term(r["terms"]),
+                           **{f"bound_{case.unit}_per_s": r["items"] / r["bound_s"]})
             metrics.update({f"bound_{k}_ms": 1e3 * v for k, v in r["terms"].items()})
             metrics.update({k: v for k, v in r.items() if k.startswith("speedup_vs_")})
         rows += [dict(base, metric=k, value=v) for k, v in metrics.items()]
@@ -105,13 +109,14 @@ def case_rows(case: rk.Case, ours, peers):
 
 def print_table(summary):
     print(f"\n{'case':22s} {'shape':34s} {'bound ms':>9s} {'term':7s} {'ours ms':>9s} "
-          f"{'rate/s':>9s} {'÷bound':>6s} {'peak MiB':>8s}  peers (our speed-up)")
+          f"{'bound/s':>9s} {'rate/s':>9s} {'÷bound':>6s} {'peak MiB':>8s}  "
+          "peers (our speed-up, their peak)")
     for case, ours, peers in summary:
         peer_text = ", ".join(f"{r['provider']} {ours['speedup_vs_' + r['provider']]:.2f}x "
                               f"(+{r['peak'] / 2**20:.0f} MiB)" for r in peers)
         print(f"{case.name:22s} {case.shape:34s} {1e3 * ours['bound_s']:9.2f} "
               f"{limiting_term(ours['terms']):7s} {1e3 * ours['median_s']:9.2f} "
-              f"{ours['rate']:9.3g} {ours['fraction']:6.2f} {ours['peak'] / 2**20:8.0f}  "
+              f"{ours['items'] / ours['bound_s']:9.3g} {ours['rate']:9.3g} {ours['fraction']:6.2f} {ours['peak'] / 2**20:8.0f}  "
               f"{peer_text}")
 
 
@@ -149,7 +154,7 @@ def run(args, log=print):
 def parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
-                    help="3 repeats, 0.4M-word word2vec corpus, full softmax at N=256, "
+                    help="3 repeats, 0.3M-word word2vec corpus (1M in full), full softmax at N=256, "
                          "2M draws, 512 MiB DRAM buffers")
     ap.add_argument("--cases", default=ALL_CASES, help=f"comma-separated subset of {ALL_CASES}")
     ap.add_argument("--repeat", type=int, default=None, help="timed runs per provider")

@@ -115,3 +115,22 @@ def test_latest_fraction_per_case_and_shape():
     assert bench_check.latest_fractions(rows) == {("neg", "N=1"): 0.7, ("neg", "N=2"): 0.4}
     assert bench_check.latest_fractions(rows, provider="plain") == {("neg", "N=1"): 0.1}
     assert bench_check.latest_fractions(bench_check.read_rows("")) == {}
+
+
+def test_report_takes_medians_over_the_runs_of_one_mode():
+    import roofline_report
+
+    def run(stamp, mode, frac):
+        return [dict(time=stamp, case="run", provider="roofline", shape="", metric="mode",
+                     value=mode),
+                dict(time=stamp, case="neg", provider="ours", shape="N=1",
+                     metric="fraction_of_bound", value=str(frac)),
+                dict(time=stamp, case="neg", provider="ours", shape="N=1", metric="bound_term",
+                     value="memory")]
+    rows = run("t1", "full", 0.9) + run("t2", "quick", 0.1) + run("t3", "full", 0.5) \
+        + run("t4", "full", 0.6) + run("t5", "full", 0.7)
+    runs = roofline_report.runs_of(rows, "full")
+    assert list(runs) == ["t1", "t3", "t4", "t5"]
+    med = roofline_report.medians(list(runs.values())[-3:])
+    assert med[("neg", "ours", "N=1", "fraction_of_bound")] == 0.6
+    assert ("neg", "ours", "N=1", "bound_term") not in med  # text values are not averaged
