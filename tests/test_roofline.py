@@ -134,3 +134,19 @@ def test_report_takes_medians_over_the_runs_of_one_mode():
     med = roofline_report.medians(list(runs.values())[-3:])
     assert med[("neg", "ours", "N=1", "fraction_of_bound")] == 0.6
     assert ("neg", "ours", "N=1", "bound_term") not in med  # text values are not averaged
+
+
+def test_cuda_only_peers_are_skipped_with_a_reason_on_cpu():
+    import torch
+
+    import fused_peers
+
+    found = {name: (factory, reason) for name, factory, reason
+             in fused_peers.candidates("cpu", want_compile=False)}
+    assert set(found) == {"torch.compile", "liger", "cce"}
+    for name in ("liger", "cce"):
+        assert found[name][0] is None and "CUDA" in found[name][1]
+    assert found["torch.compile"][0] is None and "--compile" in found["torch.compile"][1]
+    said = []
+    assert fused_peers.providers("cpu", torch.float32, True, False, log=said.append) == []
+    assert len(said) == 3 and all(s.startswith("skipped: ") for s in said)
