@@ -159,6 +159,9 @@ def parser():
     ap.add_argument("--cases", default=ALL_CASES, help=f"comma-separated subset of {ALL_CASES}")
     ap.add_argument("--repeat", type=int, default=None, help="timed runs per provider")
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads (and word2vec workers) for the whole run; on a loaded "
+                         "machine 1 thread is the steadier comparison")
     ap.add_argument("--no-peers", dest="peers", action="store_false",
                     help="time our kernels only")
     ap.add_argument("--no-gensim", dest="gensim", action="store_false")
@@ -170,6 +173,8 @@ def parser():
 
 def main(argv=None):
     args = parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.repeat is None:
         args.repeat = 3 if args.quick else 5
     print(f"device: {device_name('cpu')}, torch {torch.__version__}, commit {commit()}, "
