@@ -3,7 +3,7 @@ over the last --runs runs (of one mode) of the bound, our time, achieved / bound
 over each peer and the peak memory.
 
     python bench/roofline_report.py --runs 3            # markdown table on stdout
-    python bench/roofline_report.py --runs 3 --mode quick
+    python bench/roofline_report.py --runs 3 --mode quick --threads 1
 """
 
 import argparse
@@ -25,8 +25,11 @@ NAMES = {
 }
 
 
-def runs_of(rows: List[dict], mode: str) -> Dict[str, List[dict]]:
-    """Rows grouped by run (their time stamp), only the runs of `mode`, oldest first."""
+def runs_of(rows: List[dict], mode: str, threads: int = 0) -> Dict[str, List[dict]]:
+    """Rows grouped by run (their time stamp), only the runs of `mode` (and, when given, of
+    that many threads, as the device column names them), oldest first."""
+    if threads:
+        rows = [r for r in rows if r.get("device", "").endswith(f"({threads} threads)")]
     by_time = defaultdict(list)
     for row in rows:
         by_time[row["time"]].append(row)
@@ -57,8 +60,8 @@ def fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def table(rows: List[dict], n_runs: int, mode: str = "full") -> str:
-    runs = list(runs_of(rows, mode).values())[-n_runs:]
+def table(rows: List[dict], n_runs: int, mode: str = "full", threads: int = 0) -> str:
+    runs = list(runs_of(rows, mode, threads).values())[-n_runs:]
     if not runs:
         return f"no {mode} run in the file"
     med = medians(runs)
@@ -113,9 +116,10 @@ def main(argv=None):
     ap.add_argument("--csv", default=RESULTS)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--mode", default="full", choices=("full", "quick"))
+    ap.add_argument("--threads", type=int, default=0, help="only runs on this many threads")
     args = ap.parse_args(argv)
     with open(args.csv, newline="") as f:
-        print(table(list(csv.DictReader(f)), args.runs, args.mode))
+        print(table(list(csv.DictReader(f)), args.runs, args.mode, args.threads))
 
 
 if __name__ == "__main__":

@@ -150,3 +150,12 @@ def test_cuda_only_peers_are_skipped_with_a_reason_on_cpu():
     said = []
     assert fused_peers.providers("cpu", torch.float32, True, False, log=said.append) == []
     assert len(said) == 3 and all(s.startswith("skipped: ") for s in said)
+
+
+def test_report_keeps_the_runs_of_one_thread_count():
+    import roofline_report
+
+    rows = [dict(time=t, device=f"cpu ({n} threads)", case="run", provider="roofline",
+                 shape="", metric="mode", value="full") for t, n in (("a", 2), ("b", 1))]
+    assert list(roofline_report.runs_of(rows, "full", threads=1)) == ["b"]
+    assert list(roofline_report.runs_of(rows, "full")) == ["a", "b"]
