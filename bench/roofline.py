@@ -129,9 +129,10 @@ def measure_all(cases, quick: bool, log=print):
 
 def run(args, log=print):
     """Ceilings then kernels; returns (summary, rows) without writing anything."""
+    at_start = commit()  # before the minutes of measuring, in which the tree may change
     cases = rk.build(args.cases.split(","), args.quick, gensim=args.peers and args.gensim)
     ceilings, raw = measure_all(cases, args.quick, log)
-    rows = [dict(case="run", provider="git", shape="", metric="commit", value=commit()),
+    rows = [dict(case="run", provider="git", shape="", metric="commit", value=at_start),
             dict(case="run", provider="os", shape="", metric="load_avg_1m",
                  value=os.getloadavg()[0]),
             dict(case="run", provider="torch", shape="", metric="version",

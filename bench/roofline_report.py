@@ -82,7 +82,12 @@ def table(rows: List[dict], n_runs: int, mode: str = "full", threads: int = 0) -
             f"| {fmt(key('ours', 'median_ms'))} ms, {fmt(key('ours', unit))} "
             f"{unit.replace('_per_s', '')}/s | **{key('ours', 'fraction_of_bound'):.2f}** "
             f"| {peer_text} | +{key('ours', 'peak_extra_mb'):,.0f} MiB |")
-    return "\n".join(out) + "\n\n" + ceilings_table(med)
+    loads = [r["value"] for rows_ in runs for r in rows_ if r["metric"] == "load_avg_1m"]
+    commits = sorted({r["value"] for rows_ in runs for r in rows_ if r["metric"] == "commit"})
+    note = (f"medians of {len(runs)} run(s) ({runs[0][0]['time']} to {runs[-1][0]['time']}, "
+            f"commits {', '.join(commits)}, 1-minute load averages "
+            f"{', '.join(f'{float(x):.1f}' for x in loads)})")
+    return "\n".join(out) + "\n\n" + note + "\n\n" + ceilings_table(med)
 
 
 CEILING_UNITS = {"copy_bytes_per_s": ("copy", 1e9, "GB/s"),
