@@ -29,7 +29,8 @@ import statistics
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [BENCH, os.path.dirname(BENCH)]  # common.py imports fastsoftmax._atomic
 
 # Run inside the child, with the tree under test first on sys.path: prints one JSON line of
 # {row: [wall seconds, CPU seconds] or words/s}.
