@@ -56,6 +56,13 @@ demo: build
 bench: build
 	$(BIN)/python bench/bench_sampler.py
 
+# Regression guard for the CPU kernels (not a test, not in CI: timings vary with load):
+# reruns a fixed subset of bench/roofline.py and fails when a kernel's achieved / bound
+# drops by more than 25 % against the committed bench/results/roofline-cpu.csv.
+.PHONY: bench-check
+bench-check: build
+	$(BIN)/python bench/bench_check.py
+
 # Property-based tests, random profile: 10,000 examples per property (make test runs the
 # fixed-seed CI profile); failures are kept in .hypothesis/ and replayed first on the next
 # run. Prints the number of examples each op passed.

@@ -1,16 +1,15 @@
 """Forward+backward time and peak memory of the sampled losses and the hierarchical softmax
-against full softmax (F.linear + F.cross_entropy, and PyTorch's exact
-F.linear_cross_entropy, unchunked and chunked) and against the same loss written in plain
-PyTorch.
+against full softmax (F.linear + F.cross_entropy; F.linear_cross_entropy unchunked and
+chunked; torch.compile, Liger-Kernel and Cut Cross-Entropy from bench/fused_peers.py, the
+last two CUDA-only, skipped with the reason elsewhere) and the same loss in plain PyTorch.
 
     python bench/bench_losses.py                 # CPU, shapes scaled down (see SHAPES)
     python bench/bench_losses.py --device cuda   # full-size shapes, CUDA events
 
 Correctness is checked (ours vs plain PyTorch, linear_cross_entropy vs F.cross_entropy: loss
-and gradients) before anything is timed. The chunked linear_cross_entropy is slow on CPU (with
-the automatic chunk size its chunks are a few rows, each re-reading the [V, D] weight
-gradient), so both chunked variants are timed once, without warm-up, their peak memory taken
-in that same run.
+and gradients) before anything is timed. The chunked linear_cross_entropy is slow on CPU (its
+automatic chunks are a few rows, each re-reading the [V, D] weight gradient), so both chunked
+variants are timed once, without warm-up, their peak memory taken in that same run.
 Times are medians over --repeat runs after a warm-up, with the min and max as the spread.
 Peak memory is the extra memory a forward+backward allocates beyond its inputs: on CUDA from
 the caching allocator's peak statistics, on the CPU from the resident-set high-water mark.
@@ -33,6 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import fastsoftmax as fs  # noqa: E402
 from common import device_name, peak_extra_bytes, sync, time_it, write_results  # noqa: E402
 import bound_model  # noqa: E402
+import fused_peers  # noqa: E402
 from peers import check_lce, hs_ours, hs_plain, lce_loss, lce_variants, make_hs  # noqa: E402
 from fastsoftmax import functional as FF  # noqa: E402
 
@@ -150,11 +150,13 @@ def measure(name, fn, fargs, params, device, args):
 LCE_MAX_LOGIT_BYTES = 4 << 30
 
 RATIOS = ("speedup_vs_plain", "speedup_vs_full", "speedup_vs_lce", "speedup_vs_lce_chunked_auto",
-          "speedup_vs_lce_chunked")
+          "speedup_vs_lce_chunked", "speedup_vs_torch.compile", "speedup_vs_liger",
+          "speedup_vs_cce")
 
 
 def add_ratios(ours_row, results):
-    for name in ("plain", "full_softmax", "lce", "lce_chunked_auto", "lce_chunked"):
+    for name in ("plain", "full_softmax", "lce", "lce_chunked_auto", "lce_chunked",
+                 "torch.compile", "liger", "cce"):
         if name in results:
             key = "speedup_vs_full" if name == "full_softmax" else f"speedup_vs_{name}"
             ours_row[key] = results[name] / results["ours"]
@@ -175,8 +177,9 @@ def run_providers(case, shape, providers, device, dtype, args, rows):
 
 def lce_providers(h, w, b, t, device, args):
     return [(name, lce_loss(options), (h, w, b, t))
-            for name, options in lce_variants(h.shape[0], w.shape[0], device, args.lce_rows)]
-
+            for name, options in lce_variants(h.shape[0], w.shape[0], device, args.lce_rows)
+            ] + [(name, fn, (h, w, b, t)) for name, fn in fused_peers.providers(
+                device, h.dtype, b is not None, args.compile)]
 
 
 def check_close(ours, plain, params, dtype, what):
@@ -337,11 +340,14 @@ def main():
                         help="batch_chunk_size of the explicitly chunked linear_cross_entropy")
     parser.add_argument("--no-smoothing", dest="smoothing", action="store_false",
                         help="leave out sampled softmax with label_smoothing (and weight)")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="time torch.compile of the plain loss (default: on CUDA only)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, no result file")
     bound_model.add_flag(parser)
     args = parser.parse_args()
     device = torch.device(args.device)
+    args.compile = device.type == "cuda" if args.compile is None else args.compile
     shapes = SHAPES["smoke" if args.smoke else ("cuda" if device.type == "cuda" else "cpu")]
     print(f"device: {device_name(device)}")
     if args.bound_model:

@@ -1,9 +1,18 @@
-"""What each CUDA kernel must move, and the time that takes at a given copy bandwidth.
+"""What each kernel must move and compute, and the time that takes on a device's ceilings.
 
-A GPU benchmark row is judged against its bound: bytes the kernel cannot avoid moving through
-device memory, divided by the device's measured copy bandwidth (a large device-to-device copy
-in the same run; 3.0 TB/s, an H100 SXM's order, when there is no GPU). Where the work is
-dense maths, the row also carries a FLOP bound and the larger of the two is the bound.
+One model for both devices. A kernel's Bound counts, from first principles, the bytes it
+cannot avoid moving (reads, writes, gradient writes), its FLOPs and dense products, its random
+accesses and the Philox blocks it draws. A device's ceilings turn that into seconds:
+
+* GPU (GpuCeilings): bytes over the device's measured copy bandwidth (a large device-to-device
+  copy in the same run; 3.0 TB/s, an H100 SXM's order, when there is no GPU), and FLOPs over a
+  matmul rate; the larger of the two is the bound.
+* CPU (CpuCeilings, measured by bench/roofline_measure.py in the same run as the kernels):
+  streamed bytes at the DRAM copy rate, bytes of the gathered table at the copy rate measured
+  at that table's size, random accesses at the gather rate measured at that size, dense
+  products at torch.mm's measured time for each shape, Philox blocks at the measured
+  generator rate. The bound is the largest of these terms (a roofline: a kernel that
+  overlapped everything perfectly would reach it), and the terms are printed too.
 
     python bench/bound_model.py            # the model of every GPU row in docs/benchmarks.md
     python bench/bound_model.py --bandwidth 3.35e12 --flops 4.9e14
@@ -13,8 +22,8 @@ S shared candidates, e bytes per element of the input dtype.
 """
 
 import argparse
-from dataclasses import dataclass
-from typing import List, Optional
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
 
 DEFAULT_BANDWIDTH = 3.0e12  # bytes/s
 DEFAULT_FLOPS = 4.9e14  # TF32 tensor-core matmul, dense, an H100 SXM's order
@@ -23,17 +32,117 @@ DEFAULT_FLOPS = 4.9e14  # TF32 tensor-core matmul, dense, an H100 SXM's order
 @dataclass
 class Bound:
     case: str
-    bytes: float
+    bytes: float  # everything moved through memory, table rows included
     flops: float = 0.0
+    # Used by the CPU ceilings (the GPU model reads bytes and flops only):
+    table: float = 0.0  # size in bytes of the table the random accesses fall into
+    table_bytes: float = 0.0  # the part of `bytes` that moves rows of that table
+    gathers: float = 0.0  # random accesses into the table (one per row visited)
+    philox: float = 0.0  # Philox-4x32-10 blocks drawn
+    gemms: Tuple[Tuple[int, int, int], ...] = ()  # (m, n, k) of each dense product
+    # Share of table_bytes and gathers that revisit a row already touched in the same call:
+    # at best those come from the nearest cache (the CPU model costs them at the smallest
+    # working set's rates), the first touches at the table's own size.
+    reuse: float = 0.0
 
     def seconds(self, bandwidth: float = DEFAULT_BANDWIDTH, flops: float = DEFAULT_FLOPS) -> float:
         return max(self.bytes / bandwidth, self.flops / flops if flops else 0.0)
 
 
+def _at_size(table: Dict[int, float], size: float) -> float:
+    """The value measured at the smallest size >= `size` (the largest size beyond them)."""
+    sizes = sorted(table)
+    for s in sizes:
+        if s >= size:
+            return table[s]
+    return table[sizes[-1]]
+
+
+@dataclass
+class GpuCeilings:
+    bandwidth: float = DEFAULT_BANDWIDTH
+    flops: float = DEFAULT_FLOPS
+
+    def terms(self, bound: Bound) -> Dict[str, float]:
+        out = {"memory": bound.bytes / self.bandwidth}
+        if bound.flops:
+            out["flops"] = bound.flops / self.flops
+        return out
+
+    def seconds(self, bound: Bound) -> float:
+        return bound.seconds(self.bandwidth, self.flops)
+
+
+@dataclass
+class CpuCeilings:
+    stream_bw: float  # bytes/s (read + write) of a DRAM-sized copy, all threads
+    level_bw: Dict[int, float] = field(default_factory=dict)  # working set -> copy bytes/s
+    gather: Dict[int, float] = field(default_factory=dict)  # table bytes -> 8-byte reads/s
+    philox_rate: float = 0.0  # Philox-4x32-10 blocks/s
+    gemm: Dict[Tuple[int, int, int], float] = field(default_factory=dict)  # shape -> seconds
+    stream_bw_1t: float = 0.0  # the same copy on one thread (reported, not used)
+
+    def bandwidth_at(self, size: float) -> float:
+        return _at_size(self.level_bw, size) if self.level_bw else self.stream_bw
+
+    def gemm_seconds(self, shape: Tuple[int, int, int]) -> float:
+        if shape in self.gemm:
+            return self.gemm[shape]
+        m, n, k = shape
+        return 2.0 * m * n * k / self.peak_flops
+
+    @property
+    def peak_flops(self) -> float:
+        rates = [2.0 * m * n * k / t for (m, n, k), t in self.gemm.items()]
+        return max(rates) if rates else float("inf")
+
+    def terms(self, bound: Bound) -> Dict[str, float]:
+        """Seconds of each resource the kernel needs, alone."""
+        table_bytes = min(bound.table_bytes, bound.bytes)
+        near = min(self.level_bw) if self.level_bw else 0
+        first, again = 1.0 - bound.reuse, bound.reuse
+        out = {"memory": (bound.bytes - table_bytes) / self.stream_bw}
+        if table_bytes:
+            out["memory"] += table_bytes * (first / self.bandwidth_at(bound.table)
+                                            + again / self.bandwidth_at(near))
+        if bound.gathers:
+            near = min(self.gather)
+            out["gather"] = bound.gathers * (first / _at_size(self.gather, bound.table)
+                                             + again / _at_size(self.gather, near))
+        if bound.gemms:
+            out["sgemm"] = sum(self.gemm_seconds(s) for s in bound.gemms)
+        elif bound.flops:
+            out["flops"] = bound.flops / self.peak_flops
+        if bound.philox:
+            out["philox"] = bound.philox / self.philox_rate
+        return out
+
+    def seconds(self, bound: Bound) -> float:
+        return max(self.terms(bound).values())
+
+
+def reuse_of(visits: float, distinct: Optional[float]) -> float:
+    """Share of `visits` row touches that revisit one of `distinct` rows (0 when unknown)."""
+    if not distinct or not visits:
+        return 0.0
+    return max(0.0, 1.0 - distinct / visits)
+
+
+def limiting_term(terms: Dict[str, float]) -> str:
+    return max(terms, key=terms.get)
+
+
+def fraction_of_bound(bound_s: float, achieved_s: float) -> float:
+    """Achieved rate over the bound's rate: 1.0 is at the ceiling, 0.5 twice as slow."""
+    return bound_s / achieved_s
+
+
 def sample_draws(V: int, n: int) -> Bound:
     # Write n int64 ids; the table (float32 prob + int32 alias) is read at random, once
-    # from memory when it fits in L2 (taken as read once).
-    return Bound(f"sample alias V={V:.0e} n={n:.0e}", 8 * n + 8 * V)
+    # from memory when it fits in L2 (taken as read once). One random access into the table
+    # per draw (its bucket) and one Philox block per draw (bucket and coin).
+    return Bound(f"sample alias V={V:.0e} n={n:.0e}", 8 * n + 8 * V, table=8 * V, gathers=n,
+                 philox=n)
 
 
 def alias_build(V: int) -> Bound:
@@ -43,44 +152,80 @@ def alias_build(V: int) -> Bound:
 
 
 def negative_sampling(N: int, K: int, D: int, V: int, T: int = 1, e: int = 4,
-                      shared: bool = False) -> Bound:
+                      shared: bool = False, distinct: Optional[int] = None) -> Bound:
     rows = T + (0 if shared else K)
-    gathered = N * rows * D * e + (K * D * e if shared else 0)
+    visits = N * rows + (K if shared else 0)  # distinct (row, class) reads of the weight
+    gathered = visits * D * e
     forward = N * D * e + gathered
     # Backward: read h and the rows again, write grad_h, zero and write the dense grad_W, and
     # read-modify-write each touched float32 row once per pair (atomics).
-    backward = N * D * e + gathered + N * D * e + 2 * V * D * e + 2 * N * rows * D * 4
+    rmw = 2 * N * rows * D * 4
+    backward = N * D * e + gathered + N * D * e + 2 * V * D * e + rmw
     kind = "shared" if shared else "per-row"
+    # Random accesses: each row visit in the forward, again in the backward, and the
+    # gradient row's read-modify-write.
     return Bound(f"negative sampling ({kind} negatives) N={N} K={K} D={D} V={V:.0e}",
-                 forward + backward)
+                 forward + backward, flops=3 * 2 * visits * D, table=V * D * e,
+                 table_bytes=2 * gathered + rmw, gathers=2 * visits + N * rows,
+                 reuse=reuse_of(visits, distinct))
 
 
-def sampled_softmax(N: int, S: int, D: int, V: int, T: int = 1, e: int = 4) -> Bound:
+def sampled_softmax(N: int, S: int, D: int, V: int, T: int = 1, e: int = 4,
+                    distinct: Optional[int] = None) -> Bound:
     gemm_bytes = N * D * e + S * D * e + N * S * e  # one product: read both sides, write
     logits = 3 * N * S * e  # epilogue reads and rewrites L, the backward reads G
     true_rows = 2 * N * T * D * e
     dense_grad = 2 * V * D * e  # zero fill and write of the dense grad_W
     flops = 3 * 2 * N * S * D  # L = H Ws^T, grad_H = G Ws, grad_Ws = G^T H
+    # Random rows: the S candidates gathered and their gradient scattered, the true rows
+    # read in the forward and their gradient added in the backward.
     return Bound(f"sampled softmax N={N} S={S} D={D} V={V:.0e}",
-                 3 * gemm_bytes + logits + true_rows + dense_grad, flops)
+                 3 * gemm_bytes + logits + true_rows + dense_grad, flops,
+                 table=V * D * e, table_bytes=true_rows + 2 * S * D * e,
+                 gathers=2 * S + 2 * N * T, gemms=((N, S, D), (N, D, S), (S, D, N)),
+                 reuse=reuse_of(S + N * T, distinct))
 
 
 def full_softmax(N: int, D: int, V: int, e: int = 4) -> Bound:
-    # linear_cross_entropy's floor: read H and W, write grad_H and grad_W; 3 products.
+    # linear_cross_entropy's floor: read H and W, write grad_H and grad_W; 3 products
+    # (logits H W^T, grad_H = G W, grad_W = G^T H), the logits kept in cache, never stored.
     return Bound(f"full softmax N={N} D={D} V={V:.0e}",
-                 2 * N * D * e + 2 * V * D * e, 3 * 2 * N * V * D)
+                 2 * N * D * e + 2 * V * D * e, 3 * 2 * N * V * D,
+                 gemms=((N, V, D), (N, D, V), (V, D, N)))
+
+
+def hierarchical_softmax(N: int, D: int, V: int, depth: float, e: int = 4,
+                         distinct: Optional[int] = None) -> Bound:
+    # Each row walks `depth` inner nodes on average: read each node's row in the forward and
+    # again in the backward, read-modify-write its gradient row; read h twice, write grad_h,
+    # zero and write the dense [V - 1, D] grad_W.
+    visits = N * depth
+    table_bytes = visits * D * e * 2 + visits * D * 4 * 2
+    return Bound(f"hierarchical softmax N={N} D={D} V={V:.0e} depth={depth:.1f}",
+                 3 * N * D * e + 2 * (V - 1) * D * e + table_bytes, 3 * 2 * visits * D,
+                 table=(V - 1) * D * e, table_bytes=table_bytes, gathers=3 * visits,
+                 reuse=reuse_of(visits, distinct))
 
 
 def word2vec(words: float, D: int, window: int = 5, negative: int = 5, sg: bool = True,
-             sample_keep: float = 1.0) -> Bound:
+             sample_keep: float = 1.0, vocab: int = 0) -> Bound:
     # Per kept centre (the shrinking window averages (W + 1) / 2 a side): skip-gram makes one
     # prediction per context, CBOW one per centre; a prediction reads and writes its input
-    # row (or the window's rows for CBOW) and its K + 1 output rows, in float32.
+    # row (or, for CBOW, each context row once: the mean and its update stay in cache) and its
+    # K + 1 output rows, in float32. Every row beyond the first touch of the 2 V rows of syn0
+    # and syn1neg is a revisit. Philox: one block per raw token (subsampling) and one
+    # per negative drawn.
     contexts = window + 1  # 2 * (W + 1) / 2
     row = 4 * D * 2
-    per_word = contexts * (1 + negative + 1) * row if sg else (2 * contexts + negative + 1) * row
+    kept = words * sample_keep
+    visits = contexts * (1 + negative + 1) if sg else contexts + negative + 1
+    draws = contexts * negative if sg else negative
+    preds = contexts if sg else 1
     return Bound(f"word2vec {'sg' if sg else 'cbow'} D={D} W={window} K={negative}",
-                 words * sample_keep * per_word)
+                 kept * visits * row, flops=kept * preds * (negative + 1) * 3 * 2 * D,
+                 table=2 * vocab * D * 4, table_bytes=kept * visits * row,
+                 gathers=kept * visits, philox=words + kept * draws,
+                 reuse=reuse_of(kept * visits, 2 * vocab))
 
 
 def readme_rows() -> List[Bound]:

@@ -24,6 +24,13 @@ python -m venv --system-site-packages "$VENV" || exit 1
 PY=$VENV/bin/python
 $PY -m pip install -q --no-index pytest scipy 2>/dev/null || true
 $PY -m pip install -q --no-deps "$WHEEL" || exit 1
+# The fused peers Liger-Kernel 0.8.5 and Cut Cross-Entropy 25.1.1 (bench/fused_peers.py) from
+# wheels carried in dist-peers/ (git-ignored; the machine has no network): on the host,
+#   pip download --no-deps liger-kernel==0.8.5 cut-cross-entropy==25.1.1 -d dist-peers
+# Without them their rows are skipped with the reason.
+if ls dist-peers/*.whl >/dev/null 2>&1; then
+  $PY -m pip install -q --no-index --no-deps dist-peers/*.whl || echo "gpu_run: peer wheels did not install"
+fi
 # The tests and benchmarks run from a copy outside the checkout: they put their root on
 # sys.path, and the checkout's fastsoftmax/ (no compiled extension) would shadow the wheel.
 WORK=${GPU_WORK:-/tmp/fastsoftmax-gpu-run}
@@ -41,7 +48,9 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   # The device's copy bandwidth and every docs/benchmarks.md row's bound at it (bench/bound_model.py).
   run "$PY" bench/bound_model.py --measure | tee bench/results/bound-model-cuda.txt
   run "$PY" bench/bench_sampler.py --device cuda
-  run "$PY" bench/bench_losses.py --device cuda
+  run "$PY" bench/bench_losses.py --device cuda  # with torch.compile, Liger and CCE peers
+  # CCE's headline: exact full softmax at V = 256k, D = 2304, N = 8192, bf16, in ms and GB.
+  run "$PY" bench/bench_cce_headline.py --device cuda
   run "$PY" bench/bench_word2vec.py --device cuda --no-gensim
   run "$PY" bench/bench_lm.py speed --device cuda
   run "$PY" bench/bench_seq2seq.py --device cuda --bench date tatoeba

@@ -6,8 +6,6 @@
 // The backward reuses the forward's coefficients and path ids, no recomputation:
 //   grad_h_n = g_n sum_j coef_nj w_{i_j},   grad_w_i += g_n coef_nj h_n
 // and the weight gradient a deterministic counting-sort scatter (scatter_paths).
-#include <sys/mman.h>
-
 #include <atomic>
 
 #include "../common/hsoftmax_host.h"
@@ -98,26 +96,6 @@ std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_forward_cpu(
                  " steps: links and max_depth must describe one tree (build it with "
                  "fastsoftmax.ClassTree)");
   return {loss, coef, nodes};
-}
-
-// A [rows, D] tensor of zeros in which only the rows written later cost anything. Anonymous
-// mmap memory is zero-filled by the kernel lazily, page by page, so a dense weight gradient
-// pays only for the pages of the inner nodes a batch touched; zeros() writes all of them
-// (at V = 10^5, D = 256 a 100 MB fill, most of the backward's time). Small tensors, and any
-// platform without anonymous mmap, take zeros().
-template <class scalar_t>
-Tensor lazy_zeros(int64_t rows, int64_t D, ScalarType dtype) {
-  const Device cpu(torch::headeronly::DeviceType::CPU);
-  const size_t bytes = static_cast<size_t>(rows * D) * sizeof(scalar_t);
-#if defined(MAP_ANONYMOUS)
-  if (bytes >= (size_t(1) << 22)) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p != MAP_FAILED)
-      return torch::stable::from_blob(p, {rows, D}, {D, 1}, cpu, dtype,
-                                      [bytes](void* q) { munmap(q, bytes); });
-  }
-#endif
-  return zeros({rows, D}, dtype, cpu);
 }
 
 // grad_W[i] = sum over the (row n, step j) pairs with nodes[n, j] = i of

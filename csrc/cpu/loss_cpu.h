@@ -12,6 +12,7 @@
 #include "../common/loss_math.h"
 #include "../common/stable.h"
 #include "vec.h"
+#include "zero_pages.h"
 
 namespace fastsoftmax {
 namespace loss {
@@ -50,22 +51,19 @@ std::tuple<Tensor, Tensor> scatter_pairs_cpu(const PairGroups<scalar_t, opmath_t
   std::vector<int64_t> order(P), fill(start.begin(), start.end() - 1);
   for (int64_t p = 0; p < P; ++p) order[fill[key[p]]++] = p;
 
-  // Sparse: one output row per touched class. Dense: every class, untouched rows written as
-  // zeros in the same pass (no separate zero fill of the [V, D] gradient).
+  // Sparse: one output row per touched class. Dense: [V, D] zeros (lazy_zeros: a large one
+  // costs only the pages of the rows written), the touched rows then written.
   const int64_t U = static_cast<int64_t>(touched.size());
   const Device cpu(torch::headeronly::DeviceType::CPU);
-  Tensor out = empty({sparse ? U : V, D}, dtype, cpu);
+  Tensor out = sparse ? empty({U, D}, dtype, cpu) : lazy_zeros<scalar_t>(V, D, dtype);
   Tensor ids = empty({sparse ? U : 0}, kLong, cpu);
   scalar_t* o = data<scalar_t>(out);
   if (sparse) std::copy(touched.begin(), touched.end(), data<int64_t>(ids));
-  torch::stable::parallel_for(0, sparse ? U : V, 16, [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, U, 16, [&](int64_t begin, int64_t end) {
     std::vector<acc_t> acc(D);
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t v = sparse ? touched[u] : u;
-      if (start[v] == start[v + 1]) {
-        std::fill(o + u * D, o + (u + 1) * D, scalar_t(0));
-        continue;
-      }
+      const int64_t v = touched[u];
+      const int64_t row = sparse ? u : v;
       std::fill(acc.begin(), acc.end(), acc_t(0));
       for (int64_t q = start[v]; q < start[v + 1]; ++q) {
         int which;
@@ -79,7 +77,7 @@ std::tuple<Tensor, Tensor> scatter_pairs_cpu(const PairGroups<scalar_t, opmath_t
         const auto& g = groups.g[which];
         axpy(acc.data(), g.weight(n, j), g.src + n * g.src_row_stride, D);
       }
-      store(o + u * D, acc.data(), D);
+      store(o + row * D, acc.data(), D);
     }
   });
   return {out, ids};

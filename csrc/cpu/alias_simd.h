@@ -1,0 +1,106 @@
+// AVX-512 alias draws: eight Philox4x32-10 streams per register, the bucket and coin
+// arithmetic of philox.h done lane-wise, and the table read with gathers. Bit-identical to
+// alias_draw() for every draw (the sampler tests compare it with the scalar reference).
+//
+// Why by hand: the compiler vectorises the 32x32->64 multiplies of the rounds with shuffles
+// between even and odd lanes and leaves the table lookup scalar, where `coin < prob ? bucket
+// : alias[bucket]` becomes a branch that mispredicts on a large share of draws. Here each
+// draw keeps its four Philox words in the low halves of 64-bit lanes, so one vpmuludq gives
+// the whole product (the high halves carry garbage that no later step reads), and the choice
+// between bucket and alias is a blend.
+//
+// Compiled for AVX-512F/DQ through a target attribute, called only when the running CPU has
+// them (alias_simd_supported()), so the library still runs on any x86-64.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+
+#include "../common/philox.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define FS_ALIAS_SIMD 1
+#endif
+
+namespace fastsoftmax {
+
+#ifdef FS_ALIAS_SIMD
+
+// FASTSOFTMAX_NO_AVX512=1 forces the portable path, so that a test can run it on a CPU that
+// has AVX-512 and hold both paths to the same draws.
+inline bool alias_simd_supported() {
+  static const bool ok = [] {
+    const char* off = std::getenv("FASTSOFTMAX_NO_AVX512");
+    if (off && *off && *off != '0') return false;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  }();
+  return ok;
+}
+
+// GCC 12 warns inside its own AVX-512 headers (their _mm512_undefined_* placeholders) when
+// they are inlined here; the warning is about the header, not this code.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// Draws first..first+count-1 of the alias table (prob, alias) with num_classes < 2^31, into
+// out[0, count); count is a multiple of 8.
+__attribute__((target("avx512f,avx512dq"))) inline void alias_draws_avx512(
+    uint64_t key, uint32_t stream, uint64_t first, int64_t count, const float* prob,
+    const int32_t* alias, int64_t num_classes, int64_t* out) {
+  const __m512i mul0 = _mm512_set1_epi64(0xD2511F53u), mul1 = _mm512_set1_epi64(0xCD9E8D57u);
+  const __m512i low32 = _mm512_set1_epi64(0xFFFFFFFFu);
+  const __m512i classes = _mm512_set1_epi64(num_classes);
+  const __m512i stream_word = _mm512_set1_epi64(stream);
+  // Round keys are the same for every draw: computed once.
+  __m512i k0[10], k1[10];
+  uint32_t key0 = static_cast<uint32_t>(key), key1 = static_cast<uint32_t>(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    k0[round] = _mm512_set1_epi64(key0);
+    k1[round] = _mm512_set1_epi64(key1);
+    key0 += 0x9E3779B9u;
+    key1 += 0xBB67AE85u;
+  }
+  const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  for (int64_t j = 0; j < count; j += 8) {
+    // Counter words (index low, index high, stream, 0), as philox_at().
+    const __m512i index = _mm512_add_epi64(_mm512_set1_epi64(first + j), lane);
+    __m512i c0 = index, c1 = _mm512_srli_epi64(index, 32), c2 = stream_word;
+    __m512i c3 = _mm512_setzero_si512();
+    for (int round = 0; round < 10; ++round) {
+      const __m512i p0 = _mm512_mul_epu32(c0, mul0), p1 = _mm512_mul_epu32(c2, mul1);
+      // 0x96: three-way xor.
+      c0 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), c1, k0[round], 0x96);
+      c2 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), c3, k1[round], 0x96);
+      c1 = p1;  // low word of the product; its high half is never read
+      c3 = p0;
+    }
+    // uniform_index(c0, c1, V): the high 64 bits of ((c0 << 32) | c1) * V, exact in two
+    // 32x32 products because V < 2^32.
+    const __m512i hi = _mm512_mul_epu32(c0, classes), lo = _mm512_mul_epu32(c1, classes);
+    const __m512i bucket =
+        _mm512_srli_epi64(_mm512_add_epi64(hi, _mm512_srli_epi64(lo, 32)), 32);
+    // uniform_double(c2, c3) < prob[bucket]: the 53-bit integer converts exactly, and
+    // scaling by 2^-53 is exact, so this is the scalar comparison bit for bit.
+    const __m512i bits = _mm512_or_si512(_mm512_slli_epi64(_mm512_and_si512(c2, low32), 21),
+                                         _mm512_srli_epi64(_mm512_and_si512(c3, low32), 11));
+    const __m512d coin =
+        _mm512_mul_pd(_mm512_cvtepu64_pd(bits), _mm512_set1_pd(1.0 / 9007199254740992.0));
+    const __m512d p = _mm512_cvtps_pd(_mm512_i64gather_ps(bucket, prob, 4));
+    const __m512i other = _mm512_cvtepi32_epi64(_mm512_i64gather_epi32(bucket, alias, 4));
+    const __mmask8 keep = _mm512_cmp_pd_mask(coin, p, _CMP_LT_OQ);
+    _mm512_storeu_si512(out + j, _mm512_mask_blend_epi64(keep, other, bucket));
+  }
+}
+
+#pragma GCC diagnostic pop
+
+#else
+
+inline bool alias_simd_supported() { return false; }
+inline void alias_draws_avx512(uint64_t, uint32_t, uint64_t, int64_t, const float*,
+                               const int32_t*, int64_t, int64_t*) {}
+
+#endif
+
+}  // namespace fastsoftmax
