@@ -176,3 +176,8 @@ def test_baseline_of_one_thread_count():
         "t1,cpu (1 threads),neg,ours,N=1,fraction_of_bound,0.5\n")
     assert bench_check.latest_fractions(rows, threads=1) == {("neg", "N=1"): 0.5}
     assert bench_check.latest_fractions(rows) == {("neg", "N=1"): 0.2}
+
+
+def test_median_over_reruns():
+    runs = [{("a", "s"): 0.2, ("b", "s"): 1.0}, {("a", "s"): 0.6}, {("a", "s"): 0.4}]
+    assert bench_check.median_fractions(runs) == {("a", "s"): 0.4, ("b", "s"): 1.0}
