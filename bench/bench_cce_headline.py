@@ -127,8 +127,8 @@ def main(argv=None):
     if "ours" in results:
         for name, (med, peak) in results.items():
             if name != "ours":
-                print(f"ours vs {name}: {med / results['ours'][0]:.2f}x time, "
-                      f"{results['ours'][1] / max(peak, 1):.2f}x memory")
+                print(f"{name}'s time / ours: {med / results['ours'][0]:.2f}; our memory / "
+                      f"{name}'s: {results['ours'][1] / max(peak, 1):.2f}")
     print("wrote", write_results("cce-headline", device, rows, args.out))
 
 

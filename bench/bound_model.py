@@ -137,6 +137,13 @@ def fraction_of_bound(bound_s: float, achieved_s: float) -> float:
     return bound_s / achieved_s
 
 
+def dense_grad_bytes(V: int, D: int, e: int, distinct: Optional[int] = None) -> float:
+    """Zero fill and write of a dense [V, D] weight gradient. When the rows touched are known
+    (`distinct`), only those: a fresh buffer's untouched rows need never be written (the OS
+    hands out zero pages), so the floor is the touched rows. Unknown (the GPU rows): all V."""
+    return 2 * (min(distinct, V) if distinct else V) * D * e
+
+
 def sample_draws(V: int, n: int) -> Bound:
     # Write n int64 ids; the table (float32 prob + int32 alias) is read at random, once
     # from memory when it fits in L2 (taken as read once). One random access into the table
@@ -157,10 +164,11 @@ def negative_sampling(N: int, K: int, D: int, V: int, T: int = 1, e: int = 4,
     visits = N * rows + (K if shared else 0)  # distinct (row, class) reads of the weight
     gathered = visits * D * e
     forward = N * D * e + gathered
-    # Backward: read h and the rows again, write grad_h, zero and write the dense grad_W, and
-    # read-modify-write each touched float32 row once per pair (atomics).
+    # Backward: read h and the rows again, write grad_h, zero and write the dense grad_W (its
+    # touched rows when known), and read-modify-write each touched float32 row once per pair
+    # (atomics).
     rmw = 2 * N * rows * D * 4
-    backward = N * D * e + gathered + N * D * e + 2 * V * D * e + rmw
+    backward = N * D * e + gathered + N * D * e + dense_grad_bytes(V, D, e, distinct) + rmw
     kind = "shared" if shared else "per-row"
     # Random accesses: each row visit in the forward, again in the backward, and the
     # gradient row's read-modify-write.
@@ -175,7 +183,7 @@ def sampled_softmax(N: int, S: int, D: int, V: int, T: int = 1, e: int = 4,
     gemm_bytes = N * D * e + S * D * e + N * S * e  # one product: read both sides, write
     logits = 3 * N * S * e  # epilogue reads and rewrites L, the backward reads G
     true_rows = 2 * N * T * D * e
-    dense_grad = 2 * V * D * e  # zero fill and write of the dense grad_W
+    dense_grad = dense_grad_bytes(V, D, e, distinct)
     flops = 3 * 2 * N * S * D  # L = H Ws^T, grad_H = G Ws, grad_Ws = G^T H
     # Random rows: the S candidates gathered and their gradient scattered, the true rows
     # read in the forward and their gradient added in the backward.
@@ -198,11 +206,12 @@ def hierarchical_softmax(N: int, D: int, V: int, depth: float, e: int = 4,
                          distinct: Optional[int] = None) -> Bound:
     # Each row walks `depth` inner nodes on average: read each node's row in the forward and
     # again in the backward, read-modify-write its gradient row; read h twice, write grad_h,
-    # zero and write the dense [V - 1, D] grad_W.
+    # zero and write the dense [V - 1, D] grad_W (its touched rows when known).
     visits = N * depth
     table_bytes = visits * D * e * 2 + visits * D * 4 * 2
     return Bound(f"hierarchical softmax N={N} D={D} V={V:.0e} depth={depth:.1f}",
-                 3 * N * D * e + 2 * (V - 1) * D * e + table_bytes, 3 * 2 * visits * D,
+                 3 * N * D * e + dense_grad_bytes(V - 1, D, e, distinct) + table_bytes,
+                 3 * 2 * visits * D,
                  table=(V - 1) * D * e, table_bytes=table_bytes, gathers=3 * visits,
                  reuse=reuse_of(visits, distinct))
 

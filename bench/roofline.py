@@ -1,6 +1,6 @@
 """How close each CPU kernel runs to this machine's ceilings, measured in one run.
 
-    python bench/roofline.py             # every kernel, its peers, ~3-5 minutes on 2 cores
+    python bench/roofline.py             # every kernel and its peers: 2-3 min quiet, ~10 loaded
     python bench/roofline.py --quick     # fewer repeats, smaller word2vec corpus and full softmax
     python bench/roofline.py --cases alias,neg --no-peers
 

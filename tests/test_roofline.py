@@ -159,3 +159,25 @@ def test_report_keeps_the_runs_of_one_thread_count():
                  shape="", metric="mode", value="full") for t, n in (("a", 2), ("b", 1))]
     assert list(roofline_report.runs_of(rows, "full", threads=1)) == ["b"]
     assert list(roofline_report.runs_of(rows, "full")) == ["a", "b"]
+
+
+def test_dense_gradient_floor_is_the_touched_rows_when_known():
+    assert bm.dense_grad_bytes(1000, 10, 4) == 2 * 1000 * 10 * 4
+    assert bm.dense_grad_bytes(1000, 10, 4, distinct=30) == 2 * 30 * 10 * 4
+    full = bm.sampled_softmax(64, 16, 10, 1000)
+    touched = bm.sampled_softmax(64, 16, 10, 1000, distinct=50)
+    assert full.bytes - touched.bytes == 2 * (1000 - 50) * 10 * 4
+
+
+def test_baseline_of_one_thread_count():
+    rows = bench_check.read_rows(
+        "time,device,case,provider,shape,metric,value\n"
+        "t2,cpu (2 threads),neg,ours,N=1,fraction_of_bound,0.2\n"
+        "t1,cpu (1 threads),neg,ours,N=1,fraction_of_bound,0.5\n")
+    assert bench_check.latest_fractions(rows, threads=1) == {("neg", "N=1"): 0.5}
+    assert bench_check.latest_fractions(rows) == {("neg", "N=1"): 0.2}
+
+
+def test_median_over_reruns():
+    runs = [{("a", "s"): 0.2, ("b", "s"): 1.0}, {("a", "s"): 0.6}, {("a", "s"): 0.4}]
+    assert bench_check.median_fractions(runs) == {("a", "s"): 0.4, ("b", "s"): 1.0}
