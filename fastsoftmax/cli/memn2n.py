@@ -130,6 +130,9 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
     t.add_argument("--linear-start", type=int, default=d.linear_start,
                    help="at most N first epochs without softmax, until valid loss stalls "
                         "(0: off)")
+    t.add_argument("--linear-fixed", action="store_true",
+                   help="linear start lasts exactly --linear-start epochs, the learning-rate "
+                        "schedule starting after it")
     t.add_argument("--noise", type=float, default=d.noise,
                    help="share of empty memories added to training stories")
     t.add_argument("--seed", type=int, default=d.seed, help="seed of the stories and training")

@@ -29,7 +29,8 @@ MAY_CHANGE_ON_RESUME = ("epochs", "test_size")
 MODEL_KEYS = ("embed_dim", "hops", "memory_size", "tying", "position_encoding",
               "temporal_encoding", "output", "num_sampled")
 WORLD_KEYS = ("entities", "locations", "objects", "distractors")
-BEFORE_BABI = dict(babi_dir=None, babi_task=None)  # what older checkpoints trained on
+# Options newer than some checkpoints, with the value those were trained with.
+NEWER_OPTIONS = dict(babi_dir=None, babi_task=None, linear_fixed=False)
 
 
 @dataclass
@@ -42,6 +43,9 @@ class TrainConfig(RunOptions):
         supporting_facts: add the attention-supervision loss, support_weight × the mean over hops
             of -log(attention mass on the supporting facts).
         linear_start: at most this many first epochs without softmax (0: off).
+        linear_fixed: linear start lasts exactly `linear_start` epochs and the learning-rate
+            schedule starts after it (the authors' released code), instead of ending when
+            the validation loss stalls (the paper's text).
         noise: expected share of empty memories added to each training story.
         checkpoint: written after every epoch; None picks a new memn2n-<output>-<time>.pt here.
         babi_dir, babi_task: train on the real bAbI v1.2 files (babi_data.py) of task '1'..'20'
@@ -80,6 +84,7 @@ class TrainConfig(RunOptions):
     epochs: int = 15
     batch_size: int = 32
     linear_start: int = 0
+    linear_fixed: bool = False
     noise: float = 0.1
     seed: int = 0
     plot: Optional[str] = None
@@ -114,7 +119,7 @@ def model_from_checkpoint(state: dict):
 def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterable[str]]
              ) -> TrainConfig:
     values = run_values(config, state, given, may_change=MAY_CHANGE_ON_RESUME,
-                        run_options=RUN_OPTIONS, added=BEFORE_BABI)
+                        run_options=RUN_OPTIONS, added=NEWER_OPTIONS)
     if values["answers"] not in ("task", "vocabulary"):
         raise ValueError(f"answers must be 'task' or 'vocabulary', got {values['answers']!r}")
     if values["optimizer"] not in ("sgd", "adam"):
@@ -264,7 +269,8 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
                 e.weight[0].zero_()
 
     def train_epoch(epoch: int) -> dict:
-        lr = config.lr * 0.5 ** ((epoch - 1) // config.anneal_every) if config.anneal_every \
+        after = epoch - 1 - (config.linear_start if config.linear_fixed else 0)
+        lr = config.lr * 0.5 ** (max(after, 0) // config.anneal_every) if config.anneal_every \
             else config.lr
         for group in opt.param_groups:
             group["lr"] = lr
@@ -287,7 +293,7 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
                               math.ceil(len(train) / config.batch_size), epoch, config.progress))
         ev = evaluate(model, valid, device=config.device) if valid else dict(
             loss=math.nan, accuracy=math.nan, support_hits=math.nan)
-        if linear and not ev["loss"] < schedule["best"]:
+        if linear and not config.linear_fixed and not ev["loss"] < schedule["best"]:
             schedule["linear"] = False  # the paper: softmax back once valid loss stalls
         schedule["best"] = min(schedule["best"], ev["loss"])
         return dict(epoch=epoch, train_loss=stats["loss"], valid_loss=ev["loss"],
