@@ -154,16 +154,18 @@ def load_data(config: TrainConfig, vocab: Optional[Vocabulary] = None,
 
 
 @torch.no_grad()
-def evaluate(model: MemN2N, items: list, *, batch_size: int = 256, device="cpu") -> dict:
+def evaluate(model: MemN2N, items: list, *, batch_size: int = 256, device="cpu",
+             linear: bool = False) -> dict:
     """Exact cross entropy, accuracy (%) and supporting-fact hit rate (%: hops whose most
-    attended memory is a supporting fact) over encoded stories. A story whose answer the
+    attended memory is a supporting fact) over encoded stories; `linear`: of the model
+    without the attention's softmax (the one linear start trains). A story whose answer the
     model cannot name (id -1, babi_data.UNKNOWN_ANSWER) is wrong and out of the loss."""
     was = model.training
     model.eval()
     sums, hops = [], 0  # [loss, correct, hits] per batch, added up on the device
     for b in batches(items, batch_size, memory_size=model.config["memory_size"]):
         b = b.to(device)
-        u, attention = model.features(b.story, b.mask, b.query)
+        u, attention = model.features(b.story, b.mask, b.query, linear)
         hit = sum((b.support.gather(1, p.argmax(1, keepdim=True)) > 0).sum() for p in attention)
         known = b.answer >= 0
         sums.append(torch.stack([model.head.full_loss(u[known], b.answer[known],
@@ -291,7 +293,9 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
                           parameters=list(model.parameters()), clip=config.clip,
                           after_step=zero_padding_rows, progress=trainer.epoch_bar(
                               math.ceil(len(train) / config.batch_size), epoch, config.progress))
-        ev = evaluate(model, valid, device=config.device) if valid else dict(
+        # During linear start the model being trained, and so the one whose validation loss
+        # says when to stop, has no softmax.
+        ev = evaluate(model, valid, device=config.device, linear=linear) if valid else dict(
             loss=math.nan, accuracy=math.nan, support_hits=math.nan)
         if linear and not config.linear_fixed and not ev["loss"] < schedule["best"]:
             schedule["linear"] = False  # the paper: softmax back once valid loss stalls
