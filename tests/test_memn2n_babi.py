@@ -6,6 +6,7 @@ import math
 import os
 
 import pytest
+import torch
 from test_lm import one_thread  # noqa: F401 (autouse: one intra-op thread)
 
 from fastsoftmax.cli import memn2n as cli
@@ -181,3 +182,34 @@ def test_the_real_task_splits_as_the_paper_does():
     data = mn.load_data(config)
     assert (len(data["train"]), len(data["valid"]), len(data["test"])) == (900, 100, 1000)
     assert data["unknown_answers"] == 0 and len(data["answers"]) == 6
+
+
+# ---------------------------------------------------------------------------------------
+# The paper's answer layer: W^T = C^K over the vocabulary (tie_answers)
+# ---------------------------------------------------------------------------------------
+def test_tied_answers_share_the_last_output_embedding_and_survive_a_checkpoint(tmp_path):
+    text = ("1 Mary got the apple.\n2 Mary got the football.\n"
+            "3 What is Mary carrying?\tapple,football\t1 2\n")
+    write_task(tmp_path, 8, text * 10, text * 2)
+    ckpt = str(tmp_path / "tied.pt")
+    res = mn.fit(mn.TrainConfig(babi_dir=str(tmp_path), babi_task="8", answers="vocabulary",
+                                tie_answers=True, epochs=1, embed_dim=8, progress=False,
+                                checkpoint=ckpt))
+    model, vocab, answers = res["model"], res["data"]["vocab"], res["data"]["answers"]
+    # A list answer is one word of the vocabulary, so the vocabulary can be the answer set.
+    assert "apple,football" in vocab.itos and answers == list(vocab.itos)
+    assert model.head.linear_weight is model.embeddings[-1].weight
+    loaded, _, _ = mn.model_from_checkpoint(mn.load_checkpoint(ckpt))
+    assert loaded.head.linear_weight is loaded.embeddings[-1].weight
+    for a, b in zip(loaded.parameters(), model.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_tied_answers_need_the_vocabulary_and_adjacent_tying(tmp_path):
+    with pytest.raises(ValueError, match="tie_answers needs answers 'vocabulary'"):
+        mn.fit(mn.TrainConfig(tie_answers=True, checkpoint=str(tmp_path / "m.pt")))
+    with pytest.raises(ValueError, match="tie_answers needs tying 'adjacent'"):
+        mn.MemN2N(10, 10, tying="layerwise", tie_answers=True)
+    with pytest.raises(ValueError, match="num_answers 4 == vocab_size 10"):
+        mn.MemN2N(10, 4, tie_answers=True)
+    assert "tie_answers" not in mn.MemN2N(10, 10).config  # older checkpoints stay loadable

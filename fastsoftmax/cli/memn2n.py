@@ -112,6 +112,9 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
     t.add_argument("--memory-size", type=positive_int, default=d.memory_size,
                    help="latest sentences kept in memory")
     t.add_argument("--tying", choices=mn.TYINGS, default=d.tying, help="weight tying")
+    t.add_argument("--tie-answers", action="store_true",
+                   help="answer layer = the last hop's output embedding (the paper's adjacent "
+                        "tying; needs --answers vocabulary)")
     t.add_argument("--no-position-encoding", dest="position_encoding", action="store_false",
                    help="bag of words instead of position encoding")
     t.add_argument("--no-temporal-encoding", dest="temporal_encoding", action="store_false",

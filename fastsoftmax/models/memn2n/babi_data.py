@@ -5,8 +5,8 @@ task (1..20) or all 20 trained jointly, as Sukhbaatar et al. (2015, §4) use the
                    questions held out for validation (the paper's split; the last ones, so at
                    most one story is cut between the two and the split needs no seed)
     test           the task's test file
-    vocabulary     every word of the training files (valid included), <pad> = 0, <unk> for
-                   the test words training never saw
+    vocabulary     every word and answer of the training files (valid included), <pad> = 0,
+                   <unk> for the test words training never saw
     answers        every answer of the training files, in order of first appearance
 
 Jointly ('all'), every task's train / valid / test stories are concatenated and share one
@@ -101,8 +101,10 @@ def load_babi(config, vocab: Optional[Vocabulary] = None, answers: Optional[list
     splits = read_splits(config.babi_dir, tasks, config.valid_fraction)
     train_file = [s for t in tasks for k in ("train", "valid") for s in splits[t][k]]
     if vocab is None:
-        vocab = Vocabulary.build([w for s in train_file for w in s.sentences + [s.question]],
-                                 specials=SPECIALS)
+        # The answers are words too ("apple,football" one of them), so that the answer layer
+        # can be the vocabulary (answers='vocabulary', tie_answers).
+        vocab = Vocabulary.build([w for s in train_file for w in s.sentences + [s.question]]
+                                 + [[s.answer] for s in train_file], specials=SPECIALS)
     if answers is None:
         answers = (list(vocab.itos) if config.answers == "vocabulary"
                    else list(dict.fromkeys(s.answer for s in train_file)))

@@ -27,10 +27,10 @@ KIND = "memn2n"
 RUN_OPTIONS = ("resume", "force", "device", "progress", "checkpoint", "plot")
 MAY_CHANGE_ON_RESUME = ("epochs", "test_size")
 MODEL_KEYS = ("embed_dim", "hops", "memory_size", "tying", "position_encoding",
-              "temporal_encoding", "output", "num_sampled")
+              "temporal_encoding", "output", "num_sampled", "tie_answers")
 WORLD_KEYS = ("entities", "locations", "objects", "distractors")
 # Options newer than some checkpoints, with the value those were trained with.
-NEWER_OPTIONS = dict(babi_dir=None, babi_task=None, linear_fixed=False)
+NEWER_OPTIONS = dict(babi_dir=None, babi_task=None, linear_fixed=False, tie_answers=False)
 
 
 @dataclass
@@ -40,6 +40,8 @@ class TrainConfig(RunOptions):
     Args:
         answers: 'task' (the head's classes are the task's few answers) or 'vocabulary' (every
             word: where the sampled heads and 'hs' pay off).
+        tie_answers: the answer layer is the last hop's output embedding (W^T = C^K, the
+            paper's adjacent tying); needs answers='vocabulary' and tying 'adjacent'.
         supporting_facts: add the attention-supervision loss, support_weight × the mean over hops
             of -log(attention mass on the supporting facts).
         linear_start: at most this many first epochs without softmax (0: off).
@@ -72,6 +74,7 @@ class TrainConfig(RunOptions):
     hops: int = 3
     memory_size: int = 50
     tying: str = "adjacent"
+    tie_answers: bool = False
     position_encoding: bool = True
     temporal_encoding: bool = True
     supporting_facts: bool = False
@@ -122,6 +125,8 @@ def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterabl
                         run_options=RUN_OPTIONS, added=NEWER_OPTIONS)
     if values["answers"] not in ("task", "vocabulary"):
         raise ValueError(f"answers must be 'task' or 'vocabulary', got {values['answers']!r}")
+    if values["tie_answers"] and values["answers"] != "vocabulary":
+        raise ValueError("tie_answers needs answers 'vocabulary' (one answer per word)")
     if values["optimizer"] not in ("sgd", "adam"):
         raise ValueError(f"optimizer must be 'sgd' or 'adam', got {values['optimizer']!r}")
     if values["device"] is None:
