@@ -5,6 +5,7 @@ flushed) as soon as the run ends, so a long sweep that is stopped keeps what it 
     python bench/bench_memn2n_babi.py --babi-dir DIR                  # tasks 1-20, 1 restart
     python bench/bench_memn2n_babi.py --babi-dir DIR --restarts 2 --tasks 2 3
     python bench/bench_memn2n_babi.py --babi-dir DIR --joint-only
+    python bench/bench_memn2n_babi.py --babi-dir DIR --tie --out TIED.csv  # W^T = C^K
     python bench/bench_memn2n_babi.py --summary                       # the markdown table
 
 Each run is one call of fastsoftmax.models.memn2n.fit (`fastsoftmax-memn2n train --babi-dir
@@ -70,6 +71,7 @@ def run(args, task: str, restart: int, folder: str) -> list:
         hops=3, memory_size=50, tying="adjacent", position_encoding=True,
         temporal_encoding=True, optimizer="sgd", lr=args.lr, clip=args.clip, batch_size=32,
         epochs=epochs, anneal_every=args.joint_anneal if joint else args.anneal,
+        answers="vocabulary" if args.tie else "task", tie_answers=args.tie,
         linear_start=linear, linear_fixed=True, noise=0.1, seed=restart, device="cpu",
         progress=False, force=True,
         checkpoint=os.path.join(folder, f"babi-{task}-seed{restart}.pt"))
@@ -137,6 +139,9 @@ def main():
     p.add_argument("--joint-linear", type=int, default=30)
     p.add_argument("--joint-anneal", type=int, default=15)
     p.add_argument("--joint-dim", type=int, default=50)
+    p.add_argument("--tie", action="store_true",
+                   help="the paper's answer layer: W^T = C^K over the vocabulary (else a "
+                        "separate layer over the training answers)")
     p.add_argument("--joint", action="store_true", help="also one joint run (seed 0)")
     p.add_argument("--joint-only", action="store_true")
     p.add_argument("--checkpoints", default="babi-checkpoints",
