@@ -94,6 +94,8 @@ def test_eval_finds_moved_files(single, tmp_path, capsys, monkeypatch):
     assert "has no en/ folder" in capsys.readouterr().err
     assert cli.main(["eval", "--checkpoint", ckpt, "--babi-dir", str(moved)]) == 0
     assert "200 test stories" in capsys.readouterr().out
+    assert cli.main(["eval", "--checkpoint", ckpt, "--babi-dir", str(moved), "--seed", "3"]) == 2
+    assert "whose test set is fixed" in capsys.readouterr().err
 
 
 def small(task: int, answer_word: str, extra_word: str = "") -> str:

@@ -352,6 +352,9 @@ def evaluate_checkpoint(path: str, *, test_size: Optional[int] = None, seed: Opt
         if config.babi_task is None:
             raise ValueError(f"{path} was trained on generated stories, not on bAbI files")
         config.babi_dir = babi_dir
+    if config.babi_task is not None and (test_size is not None or seed is not None):
+        raise ValueError(f"{path} was trained on bAbI files, whose test set is fixed: "
+                         f"test_size and seed apply to generated stories")
     if test_size is not None:
         config.test_size = test_size
     if seed is not None:
