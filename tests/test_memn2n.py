@@ -300,6 +300,33 @@ def test_linear_start_drops_the_softmax_for_the_first_epochs_only(tmp_path):
     assert linear[0] and not any(linear[2:])  # at most 2 epochs, fewer once valid loss stalls
 
 
+def test_linear_start_validates_the_linear_model(tmp_path):
+    res = mn.fit(dict(SMALL, train_size=200, test_size=50, epochs=2, linear_start=2,
+                      linear_fixed=True, checkpoint=str(tmp_path / "ls.pt")),
+                 log=lambda *a: None)
+    valid = res["data"]["encoded"]["valid"]
+    linear = mn.evaluate(res["model"], valid, linear=True)["loss"]
+    assert res["history"][-1]["linear"]
+    assert res["history"][-1]["valid_loss"] == pytest.approx(linear, rel=1e-6)
+    assert mn.evaluate(res["model"], valid)["loss"] != pytest.approx(linear, rel=1e-3)
+
+
+def test_fixed_linear_start_runs_its_epochs_and_delays_the_annealing(tmp_path):
+    # A learning rate so large the valid loss rises: the paper's rule would end linear start
+    # after epoch 1; fixed, it lasts its 3 epochs and the halving starts after them.
+    base = dict(SMALL, train_size=200, test_size=50, epochs=5, linear_start=3, anneal_every=1,
+                optimizer="sgd", lr=50.0)
+    rows = {}
+    for fixed in (False, True):
+        res = mn.fit(dict(base, linear_fixed=fixed, checkpoint=str(tmp_path / f"{fixed}.pt")),
+                     log=lambda *a: None)
+        rows[fixed] = res["history"]
+    assert [h["linear"] for h in rows[True]] == [True, True, True, False, False]
+    assert [h["lr"] for h in rows[True]] == [50.0, 50.0, 50.0, 50.0, 25.0]
+    assert [h["lr"] for h in rows[False]] == [50.0, 25.0, 12.5, 6.25, 3.125]
+    assert not all(h["linear"] for h in rows[False][:3])
+
+
 def test_supporting_facts_option_trains_the_attention(tmp_path):
     base = dict(SMALL, train_size=300, test_size=100, epochs=2,
                 checkpoint=str(tmp_path / "a.pt"))

@@ -2,13 +2,18 @@
 
     fastsoftmax-memn2n train --task {single,two,yes-no,counting} [--hops 3] [--output full]
         [--supporting-facts] [--checkpoint CKPT] [--plot attention.png]
+    fastsoftmax-memn2n train --babi-dir DIR --babi-task {1..20,all} [--optimizer sgd ...]
     fastsoftmax-memn2n train --resume CKPT [--epochs N]
-    fastsoftmax-memn2n eval --checkpoint CKPT [--seed S] [--plot attention.png]
+    fastsoftmax-memn2n eval --checkpoint CKPT [--seed S] [--babi-dir DIR] [--plot attention.png]
     fastsoftmax-memn2n answer --checkpoint CKPT < story.txt
 
 (or python -m fastsoftmax.cli.memn2n). Stories come from a seeded simulation (--seed, with
 --entities, --locations, --objects, --distractors); the test stories are drawn apart from the
-training ones. Training always checkpoints, after every epoch, to --checkpoint or to a new
+training ones. With --babi-dir (the folder holding en/ of bAbI v1.2) and --babi-task, the
+real tasks' 1k files are read instead: one task, or all 20 trained jointly, 10% of the
+training questions held out for validation, the vocabulary and answers from the training
+files; the checkpoint records the folder and task, so resume and eval reread them (eval
+--babi-dir: the files moved). Training always checkpoints, after every epoch, to --checkpoint or to a new
 memn2n-<output>-<time>.pt here, and prints the path.
 
 `answer` reads stories on stdin: one sentence per line, the question last (ending in '?'),
@@ -22,6 +27,7 @@ and prints one answer per story (with --explain, the sentence each hop attended 
 """
 
 import argparse
+import os
 import sys
 from typing import List, Optional
 
@@ -36,15 +42,19 @@ from . import (add_run_options, bind_commands, given_options, main_of, new_parse
 def cmd_train(args, argv) -> None:
     given = given_options(build_parser, "train", argv)
     fields = {k: v for k, v in vars(args).items() if k in mn.TrainConfig.__dataclass_fields__}
+    if fields["babi_dir"] is not None:  # the checkpoint must find the files from anywhere
+        fields["babi_dir"] = os.path.abspath(fields["babi_dir"])
     mn.fit(mn.TrainConfig(**fields), given=given & set(fields))
 
 
 def cmd_eval(args, argv) -> None:
     refuse_overwrite(args.plot, "plot", "--plot", args.force)
     res = mn.evaluate_checkpoint(args.checkpoint, test_size=args.test_size, seed=args.seed,
-                                 device=args.device)
+                                 device=args.device, babi_dir=args.babi_dir)
     print(f"{res['stories']} test stories: accuracy {res['accuracy']:.2f}%, loss "
           f"{res['loss']:.4f}, support hits {res['support_hits']:.1f}%")
+    for task, r in res["by_task"].items():
+        print(f"bAbI task {task}: test error {100 - r['accuracy']:.1f}%")
     if args.plot:
         stories = res["data"]["test"]
         if not 0 <= args.story < len(stories):
@@ -77,6 +87,10 @@ def cmd_answer(args, argv) -> None:
 def _train_parser(t: argparse.ArgumentParser) -> None:
     d = mn.TrainConfig()
     t.add_argument("--task", choices=mn.TASKS, default=d.task, help="story task")
+    t.add_argument("--babi-dir", default=d.babi_dir,
+                   help="train on the real bAbI v1.2 files under this folder (holding en/)")
+    t.add_argument("--babi-task", default=d.babi_task,
+                   help="with --babi-dir: the task, 1 to 20, or 'all' (joint training)")
     t.add_argument("--entities", type=positive_int, default=d.entities, help="people")
     t.add_argument("--locations", type=positive_int, default=d.locations, help="places")
     t.add_argument("--objects", type=positive_int, default=d.objects,
@@ -98,6 +112,9 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
     t.add_argument("--memory-size", type=positive_int, default=d.memory_size,
                    help="latest sentences kept in memory")
     t.add_argument("--tying", choices=mn.TYINGS, default=d.tying, help="weight tying")
+    t.add_argument("--tie-answers", action="store_true",
+                   help="answer layer = the last hop's output embedding (the paper's adjacent "
+                        "tying; needs --answers vocabulary)")
     t.add_argument("--no-position-encoding", dest="position_encoding", action="store_false",
                    help="bag of words instead of position encoding")
     t.add_argument("--no-temporal-encoding", dest="temporal_encoding", action="store_false",
@@ -116,6 +133,9 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
     t.add_argument("--linear-start", type=int, default=d.linear_start,
                    help="at most N first epochs without softmax, until valid loss stalls "
                         "(0: off)")
+    t.add_argument("--linear-fixed", action="store_true",
+                   help="linear start lasts exactly --linear-start epochs, the learning-rate "
+                        "schedule starting after it")
     t.add_argument("--noise", type=float, default=d.noise,
                    help="share of empty memories added to training stories")
     t.add_argument("--seed", type=int, default=d.seed, help="seed of the stories and training")
@@ -135,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="test stories (None: as in training)")
     e.add_argument("--seed", type=int, default=None,
                    help="draw the stories from this seed instead of the run's")
+    e.add_argument("--babi-dir", default=None,
+                   help="a real-bAbI run's files, if no longer where it trained")
     e.add_argument("--plot", default=None, help="PNG of one test story's attention per hop")
     e.add_argument("--story", type=int, default=0, help="test story drawn by --plot")
     e.add_argument("--force", action="store_true", help="overwrite an existing --plot")

@@ -3,6 +3,8 @@ answer predicted by any head of fastsoftmax.nn.
 
     data.py        seeded story generator (tasks single, two, yes-no, counting), vocabulary,
                    batches
+    babi_data.py   the real bAbI v1.2 1k tasks (one, or all 20 jointly): the paper's 10%
+                   validation split, vocabulary and answers from the training files
     model.py       MemN2N (position/temporal encoding, K hops, adjacent or layer-wise tying)
     training.py    TrainConfig, fit(config), evaluate, checkpoints (kind 'memn2n')
     answering.py   parse_stories, answer_stories (stories a user writes)
@@ -37,6 +39,7 @@ from .training import (
     TrainConfig,
     evaluate,
     evaluate_checkpoint,
+    evaluate_tasks,
     fit,
     load_checkpoint,
     load_data,
@@ -49,7 +52,7 @@ __all__ = [
     "Batch", "MAY_CHANGE_ON_RESUME", "MemN2N", "PAD", "Story", "TASKS", "TYINGS", "TrainConfig",
     "Vocabulary", "World", "add_noise", "answer_stories", "answer_words", "attend",
     "attention_figure", "batches", "build_vocabulary", "check_words", "collate",
-    "encode", "evaluate", "evaluate_checkpoint", "fit", "generate", "load_checkpoint", "load_data",
-    "make_task", "model_from_checkpoint", "parse_stories", "plot_attention", "position_encoding",
+    "encode", "evaluate", "evaluate_checkpoint", "evaluate_tasks", "fit", "generate",
+    "load_checkpoint", "load_data", "make_task", "model_from_checkpoint", "parse_stories", "plot_attention", "position_encoding",
     "save_checkpoint", "stream", "support_loss", "tokenize",
 ]

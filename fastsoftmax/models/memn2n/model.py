@@ -67,7 +67,8 @@ class MemN2N(nn.Module):
     def __init__(self, vocab_size: int, num_answers: int, *, embed_dim: int = 20, hops: int = 3,
                  memory_size: int = 50, tying: str = "adjacent", position_encoding: bool = True,
                  temporal_encoding: bool = True, output: str = "full", num_sampled: int = 16,
-                 counts: Optional[Tensor] = None, init_std: float = 0.1):
+                 counts: Optional[Tensor] = None, init_std: float = 0.1,
+                 tie_answers: bool = False):
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("num_answers", num_answers),
                             ("embed_dim", embed_dim), ("hops", hops),
@@ -79,11 +80,16 @@ class MemN2N(nn.Module):
             raise ValueError(f"output must be one of {tuple(HEADS)}, got {output!r}")
         if output != "full" and counts is None:
             raise ValueError(f"output {output!r} needs the answers' training counts (counts=...)")
+        if tie_answers and (tying != "adjacent" or num_answers != vocab_size):
+            raise ValueError("tie_answers needs tying 'adjacent' and one answer per word "
+                             f"(num_answers {num_answers} == vocab_size {vocab_size})")
         self.config = dict(vocab_size=vocab_size, num_answers=num_answers, embed_dim=embed_dim,
                            hops=hops, memory_size=memory_size, tying=tying,
                            position_encoding=position_encoding,
                            temporal_encoding=temporal_encoding, output=output,
                            num_sampled=num_sampled, init_std=init_std)
+        if tie_answers:  # only recorded when set: older checkpoints' configs stay loadable
+            self.config["tie_answers"] = True
         # adjacent: K + 1 embeddings E_0..E_K (A_k = E_{k-1}, C_k = E_k, B = E_0);
         # layer-wise: B, A, C.
         n = hops + 1 if tying == "adjacent" else 3
@@ -92,8 +98,14 @@ class MemN2N(nn.Module):
         self.temporal = nn.ParameterList(nn.Parameter(torch.zeros(memory_size, embed_dim))
                                          for _ in range(n))
         self.H = nn.Linear(embed_dim, embed_dim, bias=False) if tying == "layerwise" else None
+        # tie_answers: the paper's adjacent tying also sets the answer layer W^T = C^K, so the
+        # answer is scored by the very embedding the last hop read the facts with.
+        tied = dict(linear_weight=self.embeddings[-1].weight) if tie_answers else {}
         self.head = model_head(output, embed_dim, num_answers, num_sampled=num_sampled,
-                               counts=counts, sampler="unigram" if counts is not None else None)
+                               counts=counts, sampler="unigram" if counts is not None else None,
+                               **tied)
+        if tie_answers and self.head.linear_weight is not self.embeddings[-1].weight:
+            raise ValueError(f"output {output!r} cannot share its weight (tie_answers)")
         self.reset_parameters(init_std)
 
     def reset_parameters(self, std: float = 0.1) -> None:

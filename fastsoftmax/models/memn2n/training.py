@@ -18,6 +18,7 @@ from .. import checkpoints
 from ..checkpoints import claim_files, rng_state, run_values
 from ..trainer import RunOptions, Trainer, run_epoch
 from ..vocabulary import Vocabulary
+from .babi_data import check_source, describe as describe_source, load_babi
 from .data import World, answer_words, batches, build_vocabulary, encode, make_task
 from .model import MemN2N
 
@@ -26,8 +27,10 @@ KIND = "memn2n"
 RUN_OPTIONS = ("resume", "force", "device", "progress", "checkpoint", "plot")
 MAY_CHANGE_ON_RESUME = ("epochs", "test_size")
 MODEL_KEYS = ("embed_dim", "hops", "memory_size", "tying", "position_encoding",
-              "temporal_encoding", "output", "num_sampled")
+              "temporal_encoding", "output", "num_sampled", "tie_answers")
 WORLD_KEYS = ("entities", "locations", "objects", "distractors")
+# Options newer than some checkpoints, with the value those were trained with.
+NEWER_OPTIONS = dict(babi_dir=None, babi_task=None, linear_fixed=False, tie_answers=False)
 
 
 @dataclass
@@ -37,15 +40,25 @@ class TrainConfig(RunOptions):
     Args:
         answers: 'task' (the head's classes are the task's few answers) or 'vocabulary' (every
             word: where the sampled heads and 'hs' pay off).
+        tie_answers: the answer layer is the last hop's output embedding (W^T = C^K, the
+            paper's adjacent tying); needs answers='vocabulary' and tying 'adjacent'.
         supporting_facts: add the attention-supervision loss, support_weight × the mean over hops
             of -log(attention mass on the supporting facts).
         linear_start: at most this many first epochs without softmax (0: off).
+        linear_fixed: linear start lasts exactly `linear_start` epochs and the learning-rate
+            schedule starts after it (the authors' released code), instead of ending when
+            the validation loss stalls (the paper's text).
         noise: expected share of empty memories added to each training story.
         checkpoint: written after every epoch; None picks a new memn2n-<output>-<time>.pt here.
+        babi_dir, babi_task: train on the real bAbI v1.2 files (babi_data.py) of task '1'..'20'
+            or 'all' (jointly) under babi_dir (the folder holding en/) instead of generated
+            stories; `task` and the world's options are then unused.
     """
 
     # the stories
     task: str = "single"
+    babi_dir: Optional[str] = None
+    babi_task: Optional[str] = None
     entities: int = 4
     locations: int = 6
     objects: int = 4
@@ -61,6 +74,7 @@ class TrainConfig(RunOptions):
     hops: int = 3
     memory_size: int = 50
     tying: str = "adjacent"
+    tie_answers: bool = False
     position_encoding: bool = True
     temporal_encoding: bool = True
     supporting_facts: bool = False
@@ -73,6 +87,7 @@ class TrainConfig(RunOptions):
     epochs: int = 15
     batch_size: int = 32
     linear_start: int = 0
+    linear_fixed: bool = False
     noise: float = 0.1
     seed: int = 0
     plot: Optional[str] = None
@@ -107,13 +122,16 @@ def model_from_checkpoint(state: dict):
 def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterable[str]]
              ) -> TrainConfig:
     values = run_values(config, state, given, may_change=MAY_CHANGE_ON_RESUME,
-                        run_options=RUN_OPTIONS)
+                        run_options=RUN_OPTIONS, added=NEWER_OPTIONS)
     if values["answers"] not in ("task", "vocabulary"):
         raise ValueError(f"answers must be 'task' or 'vocabulary', got {values['answers']!r}")
+    if values["tie_answers"] and values["answers"] != "vocabulary":
+        raise ValueError("tie_answers needs answers 'vocabulary' (one answer per word)")
     if values["optimizer"] not in ("sgd", "adam"):
         raise ValueError(f"optimizer must be 'sgd' or 'adam', got {values['optimizer']!r}")
     if values["device"] is None:
         values["device"] = "cuda" if torch.cuda.is_available() else "cpu"
+    check_source(values["babi_dir"], values["babi_task"])  # before a file is claimed
     claim_files(values, KIND, config)
     return TrainConfig(**values)
 
@@ -121,7 +139,10 @@ def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterabl
 def load_data(config: TrainConfig, vocab: Optional[Vocabulary] = None,
               answers: Optional[list] = None) -> dict:
     """The run's stories (train / valid / test), vocabulary, answer words, encoded splits and
-    answer counts (for the sampled heads and 'hs'), all from the configuration's seed."""
+    answer counts (for the sampled heads and 'hs'), all from the configuration's seed; or,
+    with config.babi_dir, those of the real bAbI files (babi_data.load_babi)."""
+    if config.babi_dir is not None or config.babi_task is not None:
+        return load_babi(config, vocab, answers)
     world = config.world()
     split = make_task(config.task, train_size=config.train_size, test_size=config.test_size,
                       seed=config.seed, world=world, valid_fraction=config.valid_fraction)
@@ -138,17 +159,22 @@ def load_data(config: TrainConfig, vocab: Optional[Vocabulary] = None,
 
 
 @torch.no_grad()
-def evaluate(model: MemN2N, items: list, *, batch_size: int = 256, device="cpu") -> dict:
+def evaluate(model: MemN2N, items: list, *, batch_size: int = 256, device="cpu",
+             linear: bool = False) -> dict:
     """Exact cross entropy, accuracy (%) and supporting-fact hit rate (%: hops whose most
-    attended memory is a supporting fact) over encoded stories."""
+    attended memory is a supporting fact) over encoded stories; `linear`: of the model
+    without the attention's softmax (the one linear start trains). A story whose answer the
+    model cannot name (id -1, babi_data.UNKNOWN_ANSWER) is wrong and out of the loss."""
     was = model.training
     model.eval()
     sums, hops = [], 0  # [loss, correct, hits] per batch, added up on the device
     for b in batches(items, batch_size, memory_size=model.config["memory_size"]):
         b = b.to(device)
-        u, attention = model.features(b.story, b.mask, b.query)
+        u, attention = model.features(b.story, b.mask, b.query, linear)
         hit = sum((b.support.gather(1, p.argmax(1, keepdim=True)) > 0).sum() for p in attention)
-        sums.append(torch.stack([model.head.full_loss(u, b.answer, reduction="sum").double(),
+        known = b.answer >= 0
+        sums.append(torch.stack([model.head.full_loss(u[known], b.answer[known],
+                                                      reduction="sum").double(),
                                  (model.head.predict(u) == b.answer).sum().double(),
                                  torch.as_tensor(hit, device=u.device).double()]))
         hops += len(b) * len(attention)
@@ -236,7 +262,9 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
         trainer.log(f"resuming {config.resume}: {trainer.epoch} epochs done, training to epoch "
                     f"{config.epochs}")
     train, valid = data["encoded"]["train"], data["encoded"]["valid"]
-    trainer.log(f"{config.task}: {len(train)} train / {len(valid)} valid / "
+    if "tasks" in data:
+        trainer.log(describe_source(data))
+    trainer.log(f"{config.babi_task or config.task}: {len(train)} train / {len(valid)} valid / "
                 f"{len(data['encoded']['test'])} test stories, vocab {len(data['vocab'])}, "
                 f"{len(data['answers'])} answers, {sum(p.numel() for p in model.parameters())} "
                 f"parameters, output {config.output}, {config.hops} hops, tying {config.tying}")
@@ -248,7 +276,8 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
                 e.weight[0].zero_()
 
     def train_epoch(epoch: int) -> dict:
-        lr = config.lr * 0.5 ** ((epoch - 1) // config.anneal_every) if config.anneal_every \
+        after = epoch - 1 - (config.linear_start if config.linear_fixed else 0)
+        lr = config.lr * 0.5 ** (max(after, 0) // config.anneal_every) if config.anneal_every \
             else config.lr
         for group in opt.param_groups:
             group["lr"] = lr
@@ -269,9 +298,11 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
                           parameters=list(model.parameters()), clip=config.clip,
                           after_step=zero_padding_rows, progress=trainer.epoch_bar(
                               math.ceil(len(train) / config.batch_size), epoch, config.progress))
-        ev = evaluate(model, valid, device=config.device) if valid else dict(
+        # During linear start the model being trained, and so the one whose validation loss
+        # says when to stop, has no softmax.
+        ev = evaluate(model, valid, device=config.device, linear=linear) if valid else dict(
             loss=math.nan, accuracy=math.nan, support_hits=math.nan)
-        if linear and not ev["loss"] < schedule["best"]:
+        if linear and not config.linear_fixed and not ev["loss"] < schedule["best"]:
             schedule["linear"] = False  # the paper: softmax back once valid loss stalls
         schedule["best"] = min(schedule["best"], ev["loss"])
         return dict(epoch=epoch, train_loss=stats["loss"], valid_loss=ev["loss"],
@@ -288,6 +319,9 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
     test = evaluate(model, data["encoded"]["test"], device=config.device)
     trainer.log(f"test accuracy {test['accuracy']:.2f}% ({len(data['encoded']['test'])} stories), "
         f"support hits {test['support_hits']:.1f}%")
+    by_task = evaluate_tasks(model, data, config.device)
+    for task, res in by_task.items():
+        trainer.log(f"bAbI task {task}: test error {100 - res['accuracy']:.1f}%")
     trainer.log(f"saved {config.checkpoint}")
     if config.plot:
         from .plots import plot_attention
@@ -296,16 +330,31 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
                        overwrite=True, device=config.device)
         trainer.log(f"wrote {config.plot}")
     return dict(model=model, history=history, test=test, data=data, config=config,
-                checkpoint=config.checkpoint)
+                checkpoint=config.checkpoint, by_task=by_task)
+
+
+def evaluate_tasks(model: MemN2N, data: dict, device="cpu") -> dict:
+    """{bAbI task: evaluate on its test stories} of a real-data run ({} otherwise)."""
+    return {task: evaluate(model, split["test"], device=device)
+            for task, split in data.get("by_task", {}).items()}
 
 
 def evaluate_checkpoint(path: str, *, test_size: Optional[int] = None, seed: Optional[int] = None,
-                        device: str = "cpu") -> dict:
+                        device: str = "cpu", babi_dir: Optional[str] = None) -> dict:
     """Test accuracy of a checkpoint on its run's test stories (or, with another `seed`, on
-    new stories of the same world), with the story data it drew."""
+    new stories of the same world), with the story data it drew. A real-bAbI run rereads
+    the files it trained on (from `babi_dir` if they moved), with `by_task` its per-task
+    results."""
     state = load_checkpoint(path)
     model, vocab, answers = model_from_checkpoint(state)
     config = TrainConfig(**dict(state["train_config"], resume=None, checkpoint=None))
+    if babi_dir is not None:
+        if config.babi_task is None:
+            raise ValueError(f"{path} was trained on generated stories, not on bAbI files")
+        config.babi_dir = babi_dir
+    if config.babi_task is not None and (test_size is not None or seed is not None):
+        raise ValueError(f"{path} was trained on bAbI files, whose test set is fixed: "
+                         f"test_size and seed apply to generated stories")
     if test_size is not None:
         config.test_size = test_size
     if seed is not None:
@@ -313,4 +362,5 @@ def evaluate_checkpoint(path: str, *, test_size: Optional[int] = None, seed: Opt
     data = load_data(config, vocab, answers)
     model.to(device)
     return dict(evaluate(model, data["encoded"]["test"], device=device), model=model,
-                data=data, stories=len(data["test"]))
+                data=data, stories=len(data["test"]),
+                by_task=evaluate_tasks(model, data, device))
