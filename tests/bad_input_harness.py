@@ -34,14 +34,19 @@ import numpy as np
 import pytest
 import torch
 
+from fastsoftmax.cli import dmn as dmn_cli
 from fastsoftmax.cli import lm as lm_cli
 from fastsoftmax.cli import memn2n as mn_cli
+from fastsoftmax.cli import memnn as memnn_cli
 from fastsoftmax.cli import seq2seq as s2s_cli
+from fastsoftmax.cli import treernn as tree_cli
 from fastsoftmax.cli import word2vec as w2v_cli
 from fastsoftmax.models import KeyedVectors, Word2Vec
 
 COMMANDS = {"fastsoftmax-lm": lm_cli.main, "fastsoftmax-seq2seq": s2s_cli.main,
-            "fastsoftmax-word2vec": w2v_cli.main, "fastsoftmax-memn2n": mn_cli.main}
+            "fastsoftmax-word2vec": w2v_cli.main, "fastsoftmax-memn2n": mn_cli.main,
+            "fastsoftmax-memnn": memnn_cli.main, "fastsoftmax-dmn": dmn_cli.main,
+            "fastsoftmax-treernn": tree_cli.main}
 SENTINELS = ("existing.pt", "existing.png", "existing.txt", "existing.json", "existing.npz")
 
 

@@ -1,5 +1,5 @@
-"""The bad-input matrix of the command lines (fastsoftmax-lm, -seq2seq, -memn2n and
--word2vec): one row per bad argument or input file. Each row gets the checks of
+"""The bad-input matrix of the command lines (fastsoftmax-lm, -seq2seq, -memn2n, -memnn,
+-dmn, -treernn and -word2vec): one row per bad argument or input file. Each row gets the checks of
 tests/bad_input_harness.py (a nonzero exit, the phrase on stderr and no traceback, no partial
 output, nothing overwritten); the Python API's rows are in tests/test_bad_input.py.
 """
@@ -186,6 +186,28 @@ ROWS = [
     command("answer with unknown words", "fastsoftmax-memn2n",
             ["answer", "--checkpoint", "{in}/memn2n.pt"], "does not know",
             stdin="Mary went to the moonbase.\nWhere is Mary?\n"),
+    # --- the bAbI models and the Tree-RNN: what fails before any data is read --------------
+    *[row for prog, kind in (("fastsoftmax-memnn", "supervised memory-network"),
+                             ("fastsoftmax-dmn", "dynamic-memory-network"),
+                             ("fastsoftmax-treernn", "treernn"))
+      for row in (
+          command("eval of a missing checkpoint", prog, ["eval", "--checkpoint", "{in}/none.pt"],
+                  "no such checkpoint"),
+          command("eval of a text file", prog, ["eval", "--checkpoint", "{in}/vectors.txt"],
+                  f"is not a fastsoftmax {kind} checkpoint"),
+          command("eval of a checkpoint whose pickle runs code", prog,
+                  ["eval", "--checkpoint", "{in}/runs_code.pt"], "could run code"),
+          command("eval of a language-model checkpoint", prog,
+                  ["eval", "--checkpoint", "{in}/lm.pt"], "language-model"))],
+    command("a missing --data folder", "fastsoftmax-memnn",
+            ["train", "--data", "{in}/nowhere", "--task", "1", "--no-progress"],
+            "does not exist"),
+    command("a missing --data folder", "fastsoftmax-dmn",
+            ["train", "--data", "{in}/nowhere", "--task", "1", "--no-progress"],
+            "does not exist"),
+    command("--task 21", "fastsoftmax-dmn", ["train", "--task", "21"], "1 to 20"),
+    command("--hidden-size -1", "fastsoftmax-treernn", ["train", "--hidden-size", "-1"],
+            "must be a positive integer"),
     # --- fastsoftmax-word2vec --------------------------------------------------------------
     command("a missing -train file", "fastsoftmax-word2vec",
             ["-train", "{in}/none.txt", "-output", "{out}/v.txt", *W2V], "does not exist"),
