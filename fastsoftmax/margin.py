@@ -40,14 +40,16 @@ def check_margin(margin, *, allow_negative: bool) -> float:
     return float(margin)
 
 
-def _rows(input, linear_weight, target, reduction, linear_bias):
-    """(lead, target [N, 1], input [N, D], target [N] with ignored rows as class 0)."""
+def _rows(input, linear_weight, target, reduction, linear_bias, ignore_index):
+    """(lead, target [N, 1], input [N, D], target [N], target [N] with ignored rows as
+    class 0)."""
     lead, t2, h, _ = loss_rows(input, linear_weight, target, reduction, 1, None, None)
     if linear_bias is not None and (not isinstance(linear_bias, Tensor)
                                     or tuple(linear_bias.shape) != (linear_weight.shape[0],)):
         shape = tuple(linear_bias.shape) if isinstance(linear_bias, Tensor) else linear_bias
         raise ValueError(f"linear_bias must have shape ({linear_weight.shape[0]},), got {shape}")
-    return lead, t2, h
+    t = t2[:, 0]
+    return lead, t2, h, t, torch.where(t == ignore_index, torch.zeros_like(t), t)
 
 
 def _scores(h: Tensor, weight: Tensor, bias: Optional[Tensor], safe: Tensor,
@@ -118,7 +120,8 @@ def multi_margin_loss(
     kernel does; 'mean' divides by the number of rows, not by the weights). p is 1 or 2.
     Rows whose target is `ignore_index` contribute 0 and are not counted by 'mean' (torch's
     function has no ignore_index; with none ignored the two agree)."""
-    lead, t2, h = _rows(input, linear_weight, target, reduction, linear_bias)
+    lead, t2, h, t, safe = _rows(input, linear_weight, target, reduction, linear_bias,
+                                 ignore_index)
     p, margin = _check_p(p), check_margin(margin, allow_negative=True)
     V = linear_weight.shape[0]
     if weight is not None:
@@ -126,8 +129,6 @@ def multi_margin_loss(
                 or not weight.is_floating_point():
             raise ValueError(f"weight must be a floating 1-D tensor with one entry per class "
                              f"({V}), got {getattr(weight, 'shape', weight)!r}")
-    t = t2[:, 0]
-    safe = torch.where(t == ignore_index, torch.zeros_like(t), t)
     loss = _stream_hinge(h, linear_weight, linear_bias, t, safe, margin, p, int(ignore_index),
                          chunk_bytes) / V
     if weight is not None:
@@ -149,10 +150,9 @@ def full_margin_ranking_loss(
     """The exact margin-ranking loss of the memory networks over the whole vocabulary,
     per row sum_{y' != y} max(0, margin - s(x, y) + s(x, y')), streamed in blocks of
     `chunk_bytes` (multi_margin_loss with p = 1, times V)."""
-    lead, t2, h = _rows(input, linear_weight, target, reduction, linear_bias)
+    lead, t2, h, t, safe = _rows(input, linear_weight, target, reduction, linear_bias,
+                                 ignore_index)
     margin = check_margin(margin, allow_negative=False)
-    t = t2[:, 0]
-    safe = torch.where(t == ignore_index, torch.zeros_like(t), t)
     loss = _stream_hinge(h, linear_weight, linear_bias, t, safe, margin, 1, int(ignore_index),
                          chunk_bytes)
     return finish(loss, t2, lead, reduction, ignore_index, input.dtype, None, None)
@@ -173,10 +173,9 @@ def full_warp_loss(
     classes (y' != y with margin - s_y + s_y' > 0) and S the sum of their hinges, per row
     L(r) * S / r (0 when r = 0), L(r) = 1 + 1/2 + ... + 1/r held constant in the gradient.
     Streamed in blocks of `chunk_bytes`."""
-    lead, t2, h = _rows(input, linear_weight, target, reduction, linear_bias)
+    lead, t2, h, t, safe = _rows(input, linear_weight, target, reduction, linear_bias,
+                                 ignore_index)
     margin = check_margin(margin, allow_negative=False)
-    t = t2[:, 0]
-    safe = torch.where(t == ignore_index, torch.zeros_like(t), t)
     args = (h, linear_weight, linear_bias, t, safe, margin)
     with torch.no_grad():
         r = _stream_hinge(*args, 0, int(ignore_index), chunk_bytes)
@@ -231,11 +230,10 @@ def _negatives(h, V, safe, lead, num_sampled, sampler, sampled, generator, defau
 
 def _sampled_margin(mode, input, linear_weight, target, num_sampled, sampler, margin,
                     linear_bias, reduction, ignore_index, generator, sampled, per_negative):
-    lead, t2, h = _rows(input, linear_weight, target, reduction, linear_bias)
+    lead, t2, h, t, safe = _rows(input, linear_weight, target, reduction, linear_bias,
+                                 ignore_index)
     margin = check_margin(margin, allow_negative=False)
     V = linear_weight.shape[0]
-    t = t2[:, 0]
-    safe = torch.where(t == ignore_index, torch.zeros_like(t), t)
     _check_range(safe, V)
     neg = _negatives(h, V, safe, lead, num_sampled, sampler, sampled, generator, UniformSampler)
     s_t, s_neg = _scores(h, linear_weight, linear_bias, safe, neg)
