@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from common import DATA, write_results  # noqa: E402
+from common import DATA, mean_sd, write_results  # noqa: E402
 
 from fastsoftmax.models import seq2seq as s2s  # noqa: E402
 
@@ -79,16 +79,12 @@ def main():
                 for k, v in (("exact_match", last["exact"]), ("heldout_loss", last["valid_loss"]),
                              ("examples_per_s", ex_s), ("train_s", train_s))], csv)
 
-    def spread(values, fmt):
-        sd = statistics.stdev(values) if len(values) > 1 else 0.0
-        return f"{fmt.format(statistics.mean(values))} ± {fmt.format(sd)}"
-
     lines = ["| alignment | exact match % | held-out loss | train ex/s |",
              "| --- | --- | --- | --- |"]
     for name, rows in summary.items():
         exact, loss, speed = zip(*rows)
-        lines.append(f"| {name} | {spread(exact, '{:.2f}')} | {spread(loss, '{:.4f}')} | "
-                     f"{spread(speed, '{:.0f}')} |")
+        lines.append(f"| {name} | {mean_sd(exact, '{:.2f}')} | {mean_sd(loss, '{:.4f}')} | "
+                     f"{mean_sd(speed, '{:.0f}')} |")
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(args.results, f"local-attention-{kind}.md"), "w") as f:

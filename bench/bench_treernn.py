@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from common import write_results  # noqa: E402
+from common import mean_sd, write_results  # noqa: E402
 
 from fastsoftmax.models import treernn as tr  # noqa: E402
 
@@ -84,16 +84,12 @@ def main():
                     for k, v in (("test_accuracy", acc), ("majority", majority),
                                  ("train_s", train_s))], csv)
 
-    def spread(values, fmt="{:.2f}"):
-        sd = statistics.stdev(values) if len(values) > 1 else 0.0
-        return f"{fmt.format(statistics.mean(values))} ± {fmt.format(sd)}"
-
     lines = ["| model | test accuracy % | majority class % | train s |",
              "| --- | --- | --- | --- |"]
     for name, rows in summary.items():
         acc, majority, seconds = zip(*rows)
-        lines.append(f"| {name} | {spread(acc)} | {spread(majority, '{:.1f}')} | "
-                     f"{spread(seconds, '{:.0f}')} |")
+        lines.append(f"| {name} | {mean_sd(acc)} | {mean_sd(majority, '{:.1f}')} | "
+                     f"{mean_sd(seconds, '{:.0f}')} |")
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(args.results, f"treernn-cpu{args.tag}.md"), "w") as f:

@@ -144,6 +144,12 @@ def result_path(name: str, device) -> str:
     return os.path.join(RESULTS, f"{name}-{torch.device(device).type}.csv")
 
 
+def mean_sd(values, fmt: str = "{:.2f}") -> str:
+    """"mean ± sample standard deviation" of repeated runs (± 0 for a single run)."""
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{fmt.format(statistics.mean(values))} ± {fmt.format(sd)}"
+
+
 def format_value(value) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
