@@ -31,7 +31,7 @@ torch.set_num_threads(1)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch._dynamo  # noqa: E402,F401  (torch.optim imports it on first use: seconds, once)
-from dmn_files import write_task  # noqa: E402
+from babi_files import write_task  # noqa: E402
 
 from fastsoftmax.cli import dmn as dmn_cli  # noqa: E402
 from fastsoftmax.cli import lm as lm_cli, memn2n as memn2n_cli, seq2seq as seq2seq_cli  # noqa: E402
@@ -76,10 +76,8 @@ def write_pairs(folder: str, seed: int = 0) -> str:
 
 def write_babi(folder: str, seed: int = 0) -> str:
     """A tiny bAbI task 1 (the memory network's test data) under folder/en."""
-    from pathlib import Path
-
     from test_memnn import write_task
-    return str(write_task(Path(folder), 1, random.Random(seed), 20))
+    return write_task(Path(folder), seed, 20)
 
 
 # Per model: its command line, the options of a fresh run after --data (the data written by the

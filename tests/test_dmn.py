@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from dmn_files import write_task
+from babi_files import write_task
 from test_lm import one_thread  # noqa: F401 (autouse: one intra-op thread)
 
 from fastsoftmax.models import KeyedVectors, dmn

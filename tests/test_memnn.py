@@ -3,10 +3,10 @@ comparisons against plain float64 references built in the paper's feature space,
 module's chain of choices, the margin losses against loops, and training on tiny generated
 bAbI files (fastsoftmax.models.memnn; the command line is tested in test_memnn_cli.py)."""
 
-import random
 
 import pytest
 import torch
+import babi_files
 from test_lm import one_thread  # noqa: F401 (autouse: one intra-op thread)
 
 from fastsoftmax.models import memnn as mm
@@ -202,33 +202,19 @@ def test_hop_targets_follow_the_chain_and_repeat_its_last_fact():
     assert batch.story.shape[1] == 4 and batch.targets.tolist() == [[-1, 3, 3]]
 
 
-def write_task(root, task, rng, stories, questions_per_story=3):
-    """A tiny bAbI-format file pair for `task` 1: people move, "where is X?" asks for the
-    latest move (so the write-time comparisons are needed)."""
-    people, places = ["Mary", "John", "Sandra"], ["kitchen", "garden", "office", "hallway"]
-    folder = root / "en"
-    folder.mkdir(parents=True, exist_ok=True)
-    for split, n in (("train", stories), ("test", stories // 2)):
-        lines = []
-        for _ in range(n):
-            where, i = {}, 0
-            for _ in range(questions_per_story):
-                for _ in range(2):
-                    i += 1
-                    p, place = rng.choice(people), rng.choice(places)
-                    where[p] = (place, i)
-                    lines.append(f"{i} {p} went to the {place}.")
-                i += 1
-                p = rng.choice(sorted(where))
-                lines.append(f"{i} Where is {p}? \t{where[p][0]}\t{where[p][1]}")
-        (folder / f"qa{task}_single-supporting-fact_{split}.txt").write_text(
-            "\n".join(lines) + "\n")
-    return root
+MEMNN_PEOPLE = ("mary", "john", "sandra")
+
+
+def write_task(root, seed: int, stories: int) -> str:
+    """`stories` training and half as many test stories of three questions, each after two
+    moves (so the write-time comparisons are needed)."""
+    return babi_files.write_task(root, train=stories, test=stories // 2, seed=seed,
+                                 sentences=2, questions=3, people=MEMNN_PEOPLE)
 
 
 @pytest.fixture(scope="module")
 def tiny_babi(tmp_path_factory):
-    return write_task(tmp_path_factory.mktemp("babi"), 1, random.Random(0), 120)
+    return write_task(tmp_path_factory.mktemp("babi"), 0, 120)
 
 
 def test_learns_a_tiny_task_perfectly(tiny_babi, tmp_path):

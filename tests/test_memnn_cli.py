@@ -2,7 +2,6 @@
 train, resume, eval, and bad input as one sentence; the model is tested in test_memnn.py."""
 
 import os
-import random
 
 import pytest
 from test_lm import one_thread  # noqa: F401 (autouse: one intra-op thread)
@@ -17,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="module")
 def babi_root(tmp_path_factory):
-    return str(write_task(tmp_path_factory.mktemp("babi"), 1, random.Random(1), 40))
+    return write_task(tmp_path_factory.mktemp("babi"), 1, 40)
 
 
 def train_args(root, *extra):
