@@ -114,11 +114,9 @@ def owned_logits(h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor]
             part = part + linear_bias[at]
         part = torch.where(mine[None, :], part.to(acc), torch.zeros((), dtype=acc,
                                                                     device=h.device))
-    else:
-        part = torch.einsum("nd,nmd->nm", h, linear_weight[at])
-        if linear_bias is not None:
-            part = part + linear_bias[at]
-        part = torch.where(mine, part.to(acc), torch.zeros((), dtype=acc, device=h.device))
+    else:  # fused gather-dots: no [N, M, D] block of gathered rows
+        part = ops.row_scores(h, linear_weight, linear_bias, at).to(acc)
+        part = torch.where(mine, part, torch.zeros((), dtype=acc, device=h.device))
     return reduce_from_vocab_group(part, group)
 
 
