@@ -149,7 +149,8 @@ std::tuple<Tensor, Tensor> build_alias_table(const Tensor& weights) {
   check_weights(weights);
   const int64_t n = weights.numel();
   const Device device = weights.device();
-  const Tensor one = cpu_scalar(1.0, kDouble), zero = cpu_scalar(0.0, kDouble);
+  // On the weights' device: aten::clamp_min_ takes no CPU scalar tensor beside a CUDA one.
+  const Tensor one = scalar(1.0, kDouble, device), zero = scalar(0.0, kDouble, device);
   // Divide by the max first so the sum can neither overflow nor underflow; elementwise IEEE
   // operations give the same bits on every device.
   Tensor scaled = torch::stable::to(weights, kDouble, std::nullopt, std::nullopt, std::nullopt,
