@@ -134,8 +134,10 @@ class Sampler:
         if num_classes <= 0:
             raise ValueError(f"num_classes must be positive, got {num_classes}")
         self.num_classes = num_classes
-        self.device = torch.device(device if device is not None else "cpu")
-        self._table = (torch.empty(0, device=self.device), torch.empty(0, device=self.device))
+        device = torch.device(device if device is not None else "cpu")
+        self._table = (torch.empty(0, device=device), torch.empty(0, device=device))
+        # As tensors report it ('cuda' is 'cuda:N'), so that device checks compare equal.
+        self.device = self._table[0].device
 
     # -- distribution -------------------------------------------------------------------
     def _prob_of(self, ids: Tensor) -> Tensor:
