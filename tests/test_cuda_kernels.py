@@ -114,13 +114,19 @@ def _loss_case(N, V, D, T, K, S, dtype=torch.float64, seed=0):
     return h, w, b, target, negatives, sampled, tq, sq
 
 
+def _ramp(loss):
+    """Per-row weights 0.5 .. 1.5 for the backward, on the loss's device."""
+    return torch.linspace(0.5, 1.5, loss.numel(), dtype=loss.dtype, device=loss.device)
+
+
 def _losses_with_grads(h, w, b, target, negatives, sampled, tq, sq, sparse):
     out = []
     for mode in (0, 1):
         hh, ww, bb = (t.clone().requires_grad_() for t in (h, w, b))
-        loss, _, _ = ops.sampled_logits_forward(hh, ww, bb, target, sampled, tq, sq,
-                                                torch.tensor(0.1), mode, True, -100, sparse)
-        (loss * torch.linspace(0.5, 1.5, loss.numel(), dtype=loss.dtype)).sum().backward()
+        log_z = torch.tensor(0.1, device=h.device)
+        loss, _, _ = ops.sampled_logits_forward(hh, ww, bb, target, sampled, tq, sq, log_z,
+                                                mode, True, -100, sparse)
+        (loss * _ramp(loss)).sum().backward()
         out += [loss, hh.grad, ww.grad.to_dense(), bb.grad]
     hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
     loss, _ = ops.negative_sampling_forward(hh, ww, target, negatives, -100, sparse)
@@ -165,7 +171,7 @@ def test_frequent_classes_and_shared_negatives(deterministic, sparse, cuda_backe
     def run(h, w, target, negatives):
         hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
         loss, _ = ops.negative_sampling_forward(hh, ww, target, negatives, -100, sparse)
-        (loss * torch.linspace(0.5, 1.5, N, dtype=loss.dtype)).sum().backward()
+        (loss * _ramp(loss)).sum().backward()
         return loss, hh.grad, ww.grad.to_dense()
 
     torch.use_deterministic_algorithms(deterministic)

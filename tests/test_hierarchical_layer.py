@@ -18,7 +18,7 @@ def make_module(device, dtype=torch.float32, V_=V):
     counts = torch.randint(1, 1000, (V_,), generator=g)
     m = fs.HierarchicalSoftmaxLoss(D, V_, counts, device=device, dtype=dtype)
     with torch.no_grad():
-        m.linear_weight.normal_(0, 1.5, generator=g)
+        m.linear_weight.copy_(torch.randn(m.linear_weight.shape, generator=g) * 1.5)
     x = torch.randn(5, 4, D, generator=g, dtype=dtype).to(device)
     return m, x
 

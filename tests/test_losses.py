@@ -244,7 +244,11 @@ def test_opcheck_sparse_backward(device):
     _, rows, ids = fs.ops._op("negative_sampling_backward")(*args)
     dense = fs.ops._op("negative_sampling_backward")(*args[:-1], False)[1]
     assert bool((ids[1:] > ids[:-1]).all())
-    torch.testing.assert_close(rows, dense[ids], rtol=0, atol=0)
+    # Bit for bit on the CPU. CUDA's dense path adds the rows' contributions with atomics, in
+    # arrival order, so the two sum in different orders there (seen: 1 ulp on an H200).
+    exact = torch.device(device).type == "cpu"
+    torch.testing.assert_close(rows, dense[ids], rtol=0 if exact else 1e-5,
+                               atol=0 if exact else 1e-6)
     untouched = torch.ones(V, dtype=torch.bool, device=device)
     untouched[ids] = False
     assert bool((dense[untouched] == 0).all())
