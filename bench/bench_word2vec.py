@@ -52,11 +52,11 @@ def load(path):
         return [line.split() for line in f if line.strip()]
 
 
-def train(impl, sentences, sg, epochs, threads, seed, device, params):
+def train(impl, sentences, sg, epochs, threads, seed, device, params, gpu_warps=None):
     """(KeyedVectors, raw words per epoch, seconds in train())."""
     if impl == "fastsoftmax":
         m = Word2Vec(sg=sg, workers=threads, seed=seed, epochs=epochs, device=device,
-                     **params)
+                     gpu_warps=gpu_warps, **params)
     else:
         from gensim.models import Word2Vec as GWord2Vec
 
@@ -93,6 +93,8 @@ def main():
     ap.add_argument("--hs", type=int, default=0, choices=(0, 1),
                     help="1: hierarchical softmax (with --negative 0: alone)")
     ap.add_argument("--negative", type=int, default=PARAMS["negative"])
+    ap.add_argument("--gpu-warps", type=int, default=None,
+                    help="CUDA: concurrent warps (default: all the GPU holds)")
     ap.add_argument("--ppmi", action="store_true", help="add the PPMI + SVD row")
     ap.add_argument("--analogies", metavar="FILE", help="questions-words.txt to score")
     bound_model.add_flag(ap)
@@ -115,7 +117,8 @@ def main():
     sentences = load(CORPORA[args.corpus])
     seeds = [int(s) for s in args.seeds.split(",")]
     rows, summary = [], []
-    layers = f"hs={args.hs} negative={args.negative}"
+    layers = f"hs={args.hs} negative={args.negative}" + (
+        f" gpu_warps={args.gpu_warps}" if args.gpu_warps else "")
 
     def add_rows(model, provider, shape, **metrics):
         case = f"word2vec/{args.corpus}/{model}"
@@ -129,7 +132,8 @@ def main():
                 for impl in impls:
                     load_before = os.getloadavg()[0]
                     kv, raw, seconds = train(impl.split("-")[0], sentences, sg, epochs,
-                                             args.threads, seed, args.device, params)
+                                             args.threads, seed, args.device, params,
+                                             args.gpu_warps)
                     assert np.isfinite(kv.vectors).all(), f"{impl}: non-finite vectors"
                     ws, acc = scores(kv, args.analogies)
                     wps = raw * epochs / seconds

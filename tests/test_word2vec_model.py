@@ -214,3 +214,45 @@ def test_schedule_with_one_worker_is_the_linear_one_and_is_saved(tmp_path):
     assert Word2Vec.load(str(tmp_path / "m.npz")).alpha_schedule == "gensim-corpus_file"
     with pytest.raises(ValueError, match="alpha_schedule must be 'linear' or"):
         Word2Vec(alpha_schedule="per-worker")
+
+
+# ---------------------------------------------------------------------------------------
+# CUDA walkers (the mapping is pure: it runs without a GPU)
+# ---------------------------------------------------------------------------------------
+def _settings(device, workers, hs=0, gpu_warps=None):
+    import types
+
+    import torch
+
+    return types.SimpleNamespace(device=torch.device(device), workers=workers, hs=hs,
+                                 gpu_warps=gpu_warps)
+
+
+def test_walkers_per_device():
+    from fastsoftmax.models.word2vec.training import walkers
+
+    assert walkers(_settings("cpu", 3)) == 3
+    assert walkers(_settings("cpu", 3, hs=1)) == 3
+    assert walkers(_settings("cuda", 1, hs=1)) == 1  # one warp: the CPU's worker replayed
+    assert walkers(_settings("cuda", 3)) >= 2**20  # every warp the GPU holds
+    assert walkers(_settings("cuda", 3, gpu_warps=256)) == 256
+
+
+def test_cuda_hs_with_racing_warps_is_refused():
+    from fastsoftmax.models.word2vec.training import walkers
+
+    with pytest.raises(ValueError, match="hs=1 on CUDA with workers > 1"):
+        walkers(_settings("cuda", 3, hs=1))
+
+
+@pytest.mark.parametrize("bad", [0, -4, 2.5, True, "64"])
+def test_gpu_warps_must_be_a_positive_int(bad):
+    with pytest.raises(ValueError, match="gpu_warps must be None or an int >= 1"):
+        Word2Vec(gpu_warps=bad)
+
+
+def test_gpu_warps_survives_save_and_load(tmp_path):
+    m = Word2Vec(planted_corpus(), vector_size=8, min_count=1, epochs=1, gpu_warps=512)
+    m.save(str(tmp_path / "m.npz"))
+    assert Word2Vec.load(str(tmp_path / "m.npz")).gpu_warps == 512
+

@@ -11,6 +11,8 @@
 //     warp, segments in order) replays the CPU's single worker.
 //
 // Shapes: V vocabulary, D vector size, N tokens, S sentences, W window, K negatives.
+#include <algorithm>
+
 #include "../common/philox.h"
 #include "../common/word2vec_host.h"
 #include "cuda_utils.cuh"
@@ -218,15 +220,18 @@ Tensor word2vec_train_cuda(const Tensor& syn0, const Tensor& syn1neg, const Tens
   Tensor kept_total = torch::stable::narrow(stats, 0, 2, 1);
   torch::stable::copy_(kept_total, torch::stable::narrow(kept_end, 0, S - 1, 1));
   // 2. Train. One worker: a single warp walks the segments in order, replaying the CPU's
-  // single worker (same draws, same update order); otherwise as many warps as fit at once.
+  // single worker (same draws, same update order). Otherwise num_workers warps (rounded up to
+  // whole blocks), at most as many as fit on the GPU at once: fewer warps race less on the
+  // rows every prediction touches (the top of the Huffman tree, frequent words).
   const int warps_per_block = num_workers == 1 ? 1 : kWarpsPerBlock;
   size_t smem = static_cast<size_t>(warps_per_block) * 2 * D * sizeof(float);
   const bool global_scratch = smem > kSharedLimit;
   if (global_scratch) smem = 0;
-  const int blocks =
-      num_workers == 1 ? 1
-                       : cuda::multiprocessor_count() *
-                             cuda::resident_blocks_per_sm(train_kernel, warps_per_block * 32, smem);
+  const int64_t resident =
+      static_cast<int64_t>(cuda::multiprocessor_count()) *
+      cuda::resident_blocks_per_sm(train_kernel, warps_per_block * 32, smem);
+  const int blocks = static_cast<int>(
+      std::min<int64_t>(resident, (num_workers + warps_per_block - 1) / warps_per_block));
   Tensor scratch;
   if (global_scratch) scratch = empty({int64_t{blocks} * warps_per_block, 2, D}, kFloat, device);
   p.kept_ids = data<int32_t>(kept_ids);

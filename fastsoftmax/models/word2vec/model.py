@@ -31,8 +31,9 @@ class Word2Vec:
     softmax (hs=1) or both: gensim 4's keywords with gensim's meaning (see the package
     docstring). Besides gensim's: ``device`` ("cpu" or "cuda"), ``huffman`` ("gensim" or
     "word2vec.c": whose Huffman tree hs=1 uses), ``alpha_schedule`` ("linear": word2vec.c's;
-    "gensim-corpus_file": the slower decay of gensim's corpus_file workers, docs/word2vec.md).
-    A ``hashfxn`` other than ``hash`` is refused (gensim 4 ignores it too). As in gensim 4,
+    "gensim-corpus_file": the slower decay of gensim's corpus_file workers), ``gpu_warps``
+    (CUDA, workers > 1: concurrent warps, None = all the GPU holds; docs/word2vec.md). A
+    ``hashfxn`` other than ``hash`` is refused (gensim 4 ignores it too). As in gensim 4,
     ``callbacks`` fire during the constructor's own training only, not in later ``train()``
     calls; without a corpus they (like ``trim_rule``) would do nothing, so they are refused
     (gensim only warns)."""
@@ -43,7 +44,7 @@ class Word2Vec:
                  hashfxn=hash, epochs=5, null_word=0, trim_rule=None, sorted_vocab=1,
                  batch_words=MAX_SENTENCE_WORDS, compute_loss=False, callbacks=(),
                  comment=None, max_final_vocab=None, shrink_windows=True, *, device="cpu",
-                 huffman="gensim", alpha_schedule="linear"):
+                 huffman="gensim", alpha_schedule="linear", gpu_warps=None):
         if sentences is not None and corpus_file is not None:
             raise TypeError("give either sentences or corpus_file, not both")  # as gensim
         if hashfxn is not hash:
@@ -62,6 +63,7 @@ class Word2Vec:
             raise ValueError(f"alpha_schedule must be 'linear' or 'gensim-corpus_file', not "
                              f"{alpha_schedule!r}")
         self.alpha_schedule = alpha_schedule
+        self.gpu_warps = training.checked_gpu_warps(gpu_warps)
         if not isinstance(negative, (int, np.integer)) or negative < 0:
             raise ValueError(f"negative must be an int >= 0, got {negative!r}")
         if negative == 0 and not hs:
@@ -372,7 +374,8 @@ class Word2Vec:
                "ns_exponent", "cbow_mean", "sample", "alpha", "min_alpha", "epochs", "seed",
                "workers", "max_vocab_size", "max_final_vocab", "null_word", "sorted_vocab",
                "batch_words", "compute_loss", "comment", "shrink_windows", "corpus_count",
-               "corpus_total_words", "_tokens_trained", "min_alpha_yet_reached", "alpha_schedule")
+               "corpus_total_words", "_tokens_trained", "min_alpha_yet_reached", "alpha_schedule",
+               "gpu_warps")
 
     def save(self, path: str, separately=None, sep_limit=None, ignore=frozenset(),
              pickle_protocol=None) -> None:

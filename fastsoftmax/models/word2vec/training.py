@@ -117,6 +117,33 @@ def lock_factors(model):
     return None if (lockf == 1.0).all() else torch.from_numpy(lockf).to(model.device)
 
 
+def checked_gpu_warps(value):
+    """gpu_warps as given (None or an int >= 1), or a ValueError."""
+    if value is not None and not (type(value) is int and value >= 1):
+        raise ValueError(f"gpu_warps must be None or an int >= 1, got {value!r}")
+    return value
+
+
+def walkers(model) -> int:
+    """The op's num_workers: CPU threads; on CUDA one warp for workers=1 (the CPU's single
+    worker replayed), else gpu_warps, or every warp the GPU holds at once."""
+    if model.device.type == "cpu" or model.workers == 1:
+        return model.workers
+    if model.hs:
+        raise ValueError(CUDA_HS_REFUSAL)
+    return model.gpu_warps or 1 << 30
+
+
+# Measured on an H200 (bench/results/word2vec-runs-cuda.csv): the warps race on the top nodes
+# of the Huffman tree, which every prediction updates, and the vectors learn nothing.
+CUDA_HS_REFUSAL = (
+    "hs=1 on CUDA with workers > 1 trains vectors no better than chance: the warps race on the "
+    "top nodes of the Huffman tree, which every word's path updates (WikiText-2, one epoch: "
+    "WS-353 Spearman -0.01 on an H200 against 0.23 with 16 CPU threads; docs/word2vec.md). "
+    "Train hs=1 on the CPU, use negative sampling (hs=0) on CUDA, or workers=1 (one warp: "
+    "the CPU's single worker replayed exactly, but slowly)")
+
+
 def train_batch(model, b: dict, before: np.ndarray, alpha, min_alpha, total,
                 lockf=None) -> list:
     dev = model.device
@@ -128,7 +155,7 @@ def train_batch(model, b: dict, before: np.ndarray, alpha, min_alpha, total,
         torch.from_numpy(b["ends"]).to(dev), torch.from_numpy(before).to(dev), model._keep,
         model._ns_prob, model._ns_alias, model.seed & ((1 << 63) - 1), model._tokens_trained,
         bool(model.sg), bool(model.cbow_mean), model.window, model.negative,
-        model.shrink_windows, alpha, min_alpha, total, model.workers, lockf=lockf,
+        model.shrink_windows, alpha, min_alpha, total, walkers(model), lockf=lockf,
         **hs).tolist()
     model._tokens_trained += len(b["tokens"])
     return stats
