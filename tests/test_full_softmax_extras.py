@@ -210,3 +210,14 @@ def test_compiled_eval_layer_skips_the_gradient_pieces():
     with torch.no_grad():
         _, coef = torch.compile(loss, fullgraph=True, backend="aot_eager")(h, w)
     assert coef.shape[0] == 0
+
+
+@pytest.mark.parametrize("chunk_bytes", [ONE_BLOCK, STREAMED])
+def test_a_second_backward_with_retain_graph_gives_the_same_gradients(chunk_bytes):
+    """The hand-written backward overwrites the blocks it recomputes, never the kept one."""
+    h, w, b, target, _ = _case()
+    loss = FF.full_softmax_loss(h, w, target, linear_bias=b, softcap=2.0, chunk_bytes=chunk_bytes)
+    first = torch.autograd.grad(loss, (h, w, b), retain_graph=True)
+    second = torch.autograd.grad(loss, (h, w, b))
+    for a, c in zip(first, second):
+        assert torch.equal(a, c)

@@ -24,8 +24,8 @@ from torch import Tensor
 from .. import ops
 from .._reduction import check_softcap, check_z_loss, finish, loss_rows
 from .._shapes import check_label_smoothing
-from ..full_softmax import CHUNK_BYTES, _acc_dtype, _stream
-from .shard_softmax import shard_softmax_stats
+from .._softmax_stats import softmax_stats
+from ..full_softmax import CHUNK_BYTES, _acc_dtype
 from .mappings import (agree, copy_to_vocab_group, logsumexp_over_vocab_group,
                        reduce_from_vocab_group)
 
@@ -70,16 +70,10 @@ def vocab_parallel_full_softmax_loss(
     if eps:  # F.cross_entropy's smoothing needs sum_c a(c) * logit_c over all V classes
         a = (torch.ones(V, dtype=acc, device=h.device) if class_weight is None
              else class_weight.to(acc))
-    if softcap is None:
-        # The logit blocks are recomputed in backward, never kept (shard_softmax.py).
-        lse, true, total = shard_softmax_stats(h, linear_weight, linear_bias, local,
-                                               None if a is None else a[start:start + rows],
-                                               chunk_bytes)
-    elif eps:  # the cap's derivative: autograd through the streamed blocks
-        lse, true, total = _stream(h, linear_weight, linear_bias, chunk_bytes, local,
-                                   a[start:start + rows], softcap)
-    else:
-        lse, true = _stream(h, linear_weight, linear_bias, chunk_bytes, local, softcap=softcap)
+    # The logit blocks are recomputed in backward, never kept (_softmax_stats.py).
+    lse, true, total = softmax_stats(h, linear_weight, linear_bias, local,
+                                     None if a is None else a[start:start + rows], chunk_bytes,
+                                     softcap)
     if eps:
         total = reduce_from_vocab_group(total, group)
     lse = logsumexp_over_vocab_group(lse, group)
