@@ -1,6 +1,7 @@
-"""The CPU alias draws have two paths, AVX-512 (taken where the CPU has it) and portable
-(FASTSOFTMAX_NO_AVX512=1, or any other CPU); both must give the reference draws, including
-the tail of a call that is not a multiple of the vector width."""
+"""The CPU alias and uniform draws have two paths, AVX-512 (taken where the CPU has it) and
+portable (FASTSOFTMAX_NO_AVX512=1, or any other CPU); both must give the reference draws,
+including the tail of a call that is not a multiple of the vector width and (uniform) a
+vocabulary of 2^32 or more classes, which the vector arithmetic leaves to the portable path."""
 
 import os
 import subprocess
@@ -20,27 +21,34 @@ SEED = -1234567890123456789
 COUNT = 3 * 128 + 13
 
 
-def draws_and_reference(v):
-    sampler = make_sampler("alias", v, "cpu")
+KINDS = {"alias": ops.KIND_ALIAS, "uniform": ops.KIND_UNIFORM}
+SIZES = {"alias": (1, 7, 5000, 300_000), "uniform": (1, 7, 5000, 2**32 - 1, 2**32, 2**40 + 3)}
+
+
+def draws_and_reference(v, name="alias"):
+    sampler = make_sampler(name, v, "cpu")
     prob, alias = sampler._table
-    got = ops.sample(prob, alias, torch.tensor([SEED]), v, ops.KIND_ALIAS, (COUNT,)).numpy()
-    want = R.draw_reference(ops.KIND_ALIAS, SEED, 0, 0, COUNT, v, prob.numpy(), alias.numpy())
+    kind = KINDS[name]
+    got = ops.sample(prob, alias, torch.tensor([SEED]), v, kind, (COUNT,)).numpy()
+    want = R.draw_reference(kind, SEED, 0, 0, COUNT, v, prob.numpy(), alias.numpy())
     return got, want
 
 
-def test_alias_draws_equal_reference_with_tail():
-    for v in (1, 7, 5000, 300_000):
-        got, want = draws_and_reference(v)
-        np.testing.assert_array_equal(got, want)
+def test_draws_equal_reference_with_tail():
+    for name, sizes in SIZES.items():
+        for v in sizes:
+            got, want = draws_and_reference(v, name)
+            np.testing.assert_array_equal(got, want, err_msg=f"{name}, V = {v}")
 
 
 def test_portable_path_gives_the_same_draws():
     code = (
         "import sys; sys.path[:0] = [%r, %r]\n"
         "import numpy as np, test_sampler_simd as t\n"
-        "for v in (7, 5000, 300_000):\n"
-        "    got, want = t.draws_and_reference(v)\n"
-        "    np.testing.assert_array_equal(got, want)\n"
+        "for name, sizes in t.SIZES.items():\n"
+        "    for v in sizes:\n"
+        "        got, want = t.draws_and_reference(v, name)\n"
+        "        np.testing.assert_array_equal(got, want)\n"
         "print('ok')\n" % (HERE, os.path.dirname(HERE))
     )
     env = dict(os.environ, FASTSOFTMAX_NO_AVX512="1")

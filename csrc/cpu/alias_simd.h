@@ -1,6 +1,7 @@
-// AVX-512 alias draws: eight Philox4x32-10 streams per register, the bucket and coin
-// arithmetic of philox.h done lane-wise, and the table read with gathers. Bit-identical to
-// alias_draw() for every draw (the sampler tests compare it with the scalar reference).
+// AVX-512 alias and uniform draws: eight Philox4x32-10 streams per register, the bucket and
+// coin arithmetic of philox.h done lane-wise, and the alias table read with gathers (a
+// uniform draw is the bucket alone). Bit-identical to alias_draw() and uniform_index() for
+// every draw (the sampler tests compare both with the scalar reference).
 //
 // Why by hand: the compiler vectorises the 32x32->64 multiplies of the rounds with shuffles
 // between even and odd lanes and leaves the table lookup scalar, where `coin < prob ? bucket
@@ -43,9 +44,11 @@ inline bool alias_simd_supported() {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-// Draws first..first+count-1 of the alias table (prob, alias) with num_classes < 2^31, into
-// out[0, count); count is a multiple of 8.
-__attribute__((target("avx512f,avx512dq"))) inline void alias_draws_avx512(
+// Draws first..first+count-1 of the alias table (prob, alias) with num_classes < 2^31, or
+// with kTable false of the uniform distribution (prob and alias unread), into out[0, count);
+// count is a multiple of 8.
+template <bool kTable>
+__attribute__((target("avx512f,avx512dq"))) inline void philox_draws_avx512(
     uint64_t key, uint32_t stream, uint64_t first, int64_t count, const float* prob,
     const int32_t* alias, int64_t num_classes, int64_t* out) {
   const __m512i mul0 = _mm512_set1_epi64(0xD2511F53u), mul1 = _mm512_set1_epi64(0xCD9E8D57u);
@@ -80,6 +83,10 @@ __attribute__((target("avx512f,avx512dq"))) inline void alias_draws_avx512(
     const __m512i hi = _mm512_mul_epu32(c0, classes), lo = _mm512_mul_epu32(c1, classes);
     const __m512i bucket =
         _mm512_srli_epi64(_mm512_add_epi64(hi, _mm512_srli_epi64(lo, 32)), 32);
+    if constexpr (!kTable) {
+      _mm512_storeu_si512(out + j, bucket);
+      continue;
+    }
     // uniform_double(c2, c3) < prob[bucket]: the 53-bit integer converts exactly, and
     // scaling by 2^-53 is exact, so this is the scalar comparison bit for bit.
     const __m512i bits = _mm512_or_si512(_mm512_slli_epi64(_mm512_and_si512(c2, low32), 21),
@@ -98,8 +105,9 @@ __attribute__((target("avx512f,avx512dq"))) inline void alias_draws_avx512(
 #else
 
 inline bool alias_simd_supported() { return false; }
-inline void alias_draws_avx512(uint64_t, uint32_t, uint64_t, int64_t, const float*,
-                               const int32_t*, int64_t, int64_t*) {}
+template <bool kTable>
+inline void philox_draws_avx512(uint64_t, uint32_t, uint64_t, int64_t, const float*,
+                                const int32_t*, int64_t, int64_t*) {}
 
 #endif
 

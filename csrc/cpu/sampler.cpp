@@ -140,9 +140,15 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void philox_block(u
 // Same values as draw_class() for draws first..first+count-1 (the tests hold the two equal).
 void draw_block(int64_t kind, uint64_t key, uint64_t first, int count, const float* prob,
                 const int32_t* alias, int64_t num_classes, int64_t* out) {
-  if (kind == kAlias && alias_simd_supported()) {
+  // The vector arithmetic takes V < 2^32 (alias tables always are: their ids are int32).
+  if ((kind == kAlias || (kind == kUniform && num_classes < (int64_t{1} << 32))) &&
+      alias_simd_supported()) {
     const int vec = count & ~7;
-    alias_draws_avx512(key, kStreamSample, first, vec, prob, alias, num_classes, out);
+    if (kind == kAlias)
+      philox_draws_avx512<true>(key, kStreamSample, first, vec, prob, alias, num_classes, out);
+    else
+      philox_draws_avx512<false>(key, kStreamSample, first, vec, nullptr, nullptr, num_classes,
+                                 out);
     for (int j = vec; j < count; ++j)
       out[j] = draw_class(kind, key, kStreamSample, first + j, prob, alias, num_classes);
     return;
