@@ -9,9 +9,11 @@ the rates bench/bound_model.CpuCeilings turns a kernel's bound into seconds with
   sequential and included in the time).
 * SGEMM: `torch.mm` of float32 [m, k] x [k, n] at each kernel's product shapes.
 * Philox-4x32-10: fastsoftmax's own uniform sampler (one Philox block per draw, a
-  multiply-high to an index, an 8-byte write), in blocks/s. torch's CPU generator is a
-  Mersenne Twister and numpy's Philox is the 4x64 variant, so neither measures this one;
-  the figure includes the write, so it is a floor under the generator's own rate.
+  multiply-high to an index, an 8-byte write), in blocks/s. It runs the same AVX-512 code as
+  the alias draws where the CPU has it (eight streams a register; before, its scalar loop
+  put the ceiling under what the alias draws reached). torch's CPU generator is a Mersenne
+  Twister and numpy's Philox is the 4x64 variant, so neither measures this one; the figure
+  includes the write, so it is a floor under the generator's own rate.
 
 Every rate is measured on one thread and on all threads, and the ceiling is the better of
 the two: on a shared machine a parallel region can wait milliseconds for its second thread
