@@ -73,20 +73,23 @@ std::tuple<Tensor, Tensor, Tensor> sampled_logits_forward_cpu(
           for (int64_t t = 0; t < T; ++t) m = std::max(m, xt[t]);
           for (int64_t j = 0; j < S; ++j)
             if (!hit[j]) m = std::max(m, xs[j]);
-          acc_t z = 0;
-          for (int64_t t = 0; t < T; ++t) z += fs_exp(xt[t] - m);
-          for (int64_t j = 0; j < S; ++j)
-            if (!hit[j]) z += fs_exp(xs[j] - m);
-          const acc_t lse = m + fs_log(z);
-          acc_t mean_true = 0;
+          // Each exp(x - m) is kept: the softmax is exp(x - m) / z, one exp per logit
+          // instead of two (the exps were the epilogue's largest cost).
+          acc_t z = 0, mean_true = 0;
           for (int64_t t = 0; t < T; ++t) {
             mean_true += xt[t];
-            if (need_grad) gtn[t] = fs_exp(xt[t] - lse) - label;
+            xt[t] = fs_exp(xt[t] - m);
+            z += xt[t];
           }
-          ls[n] = lse - mean_true * label;
+          for (int64_t j = 0; j < S; ++j) {
+            xs[j] = hit[j] ? acc_t(0) : fs_exp(xs[j] - m);
+            z += xs[j];
+          }
+          ls[n] = m + fs_log(z) - mean_true * label;
           if (!need_grad) continue;
-          for (int64_t j = 0; j < S; ++j)
-            ln[j] = static_cast<scalar_t>(hit[j] ? acc_t(0) : fs_exp(xs[j] - lse));
+          const acc_t inv_z = acc_t(1) / z;
+          for (int64_t t = 0; t < T; ++t) gtn[t] = xt[t] * inv_z - label;
+          for (int64_t j = 0; j < S; ++j) ln[j] = static_cast<scalar_t>(xs[j] * inv_z);
         } else {
           // Sigmoid cross entropy with labels 1/T (true) and 0 (sampled):
           //   softplus(x) - y x,   d/dx = sigmoid(x) - y.
