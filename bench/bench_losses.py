@@ -167,6 +167,9 @@ def run_providers(case, shape, providers, device, dtype, args, rows):
     speed-ups to the first ("ours") row, which it returns."""
     results, first = {}, len(rows)
     for name, fn, fargs, params in providers:
+        # On stderr as it happens: a run stopped at a time limit still says where it was.
+        print(f"  timing {case} {name} {str(dtype)[6:]} {shape} ...", file=sys.stderr,
+              flush=True)
         med, lo, hi, mem = measure(name, fn, fargs, params, device, args)
         results[name] = med
         rows.append(dict(case=case, provider=name, dtype=str(dtype)[6:], shape=shape,
