@@ -139,7 +139,7 @@ def walkers(model) -> int:
 CUDA_HS_REFUSAL = (
     "hs=1 on CUDA with workers > 1 trains vectors no better than chance: the warps race on the "
     "top nodes of the Huffman tree, which every word's path updates (WikiText-2, one epoch: "
-    "WS-353 Spearman -0.01 on an H200 against 0.23 with 16 CPU threads; docs/word2vec.md). "
+    "WS-353 Spearman -0.01 on an H200 against 0.23 with 16 CPU threads; docs/gpu.md). "
     "Train hs=1 on the CPU, use negative sampling (hs=0) on CUDA, or workers=1 (one warp: "
     "the CPU's single worker replayed exactly, but slowly)")
 
