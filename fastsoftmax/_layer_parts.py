@@ -112,7 +112,12 @@ class SamplerTables(nn.Module):
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # A state dict without sampler tables (torch.nn.LinearCrossEntropyLoss's, or one saved
-        # before they were kept) leaves the layer's own sampler as it is.
+        # before they were kept) leaves the layer's own sampler as it is. One saved before the
+        # alias table was interleaved has its two halves: packed here.
+        old = (prefix + "prob_table", prefix + "alias_table")
+        if "entries" in self._buffers and all(k in state_dict for k in old):
+            prob, alias = (state_dict.pop(k) for k in old)
+            state_dict[prefix + "entries"] = torch.stack((prob.view(torch.int32), alias), 1)
         for name, tensor in self._buffers.items():
             state_dict.setdefault(prefix + name, tensor)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)

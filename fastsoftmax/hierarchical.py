@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from . import ops
 from ._layer_parts import OutputLayer, migrate_state_dict
 from ._shapes import check_class_weight
-from .samplers import _weights_tensor
+from ._sampler_inputs import _weights_tensor
 from .tree import ClassTree
 
 _REDUCTIONS = ("mean", "sum", "none")

@@ -7,15 +7,13 @@ TensorFlow's candidate samplers (tf.random.*_candidate_sampler).
 
 import copy
 import math
-import numbers
-import operator
-from collections.abc import Mapping
 from typing import Dict, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from . import ops
+from ._sampler_inputs import _as_int, _shape, _weights_tensor
 
 DeviceLike = Union[str, torch.device, None]
 
@@ -30,89 +28,6 @@ class SampledValues(NamedTuple):
     sampled_candidates: Tensor
     true_expected_count: Tensor
     sampled_expected_count: Tensor
-
-
-def _as_int(value, name: str) -> int:
-    """value as a Python int: ints and numpy/torch integer scalars (anything with __index__),
-    never bools or floats."""
-    if isinstance(value, bool) or (isinstance(value, Tensor) and value.dtype == torch.bool):
-        raise TypeError(f"{name} must be an int, got a bool")
-    if isinstance(value, Tensor) and value.numel() != 1:
-        raise TypeError(f"{name} must be an int, got a tensor of shape {tuple(value.shape)}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
-
-
-def _shape(shape) -> tuple:
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
-        shape = tuple(shape[0])
-    out = []
-    for s in shape:
-        if isinstance(s, torch.SymInt):
-            out.append(s)
-            continue
-        try:
-            s = _as_int(s, "sample shape")
-        except TypeError:
-            s = -1
-        if s < 0:
-            raise ValueError(f"sample shape must be non-negative ints, got {tuple(shape)}")
-        out.append(s)
-    return tuple(out)
-
-
-def _weights_tensor(values, name: str, vocab=None) -> Tensor:
-    """Weights or counts as a tensor: a tensor, a sequence or numpy array of numbers, or a
-    mapping (dict, collections.Counter) from vocabulary entries to numbers put in the order of
-    `vocab` (a sequence of entries, entry i being id i, or a mapping entry -> id)."""
-    if isinstance(values, Mapping):
-        values = _ordered_counts(values, name, vocab)
-    elif vocab is not None:
-        raise ValueError(f"vocab orders the entries of a dict or Counter of {name}; "
-                         f"{name} is a {type(values).__name__}, already in id order")
-    if isinstance(values, Tensor):
-        return values
-    try:  # float64 straight away: a list of floats must not pass through float32
-        tensor = torch.as_tensor(values)
-        if tensor.dtype != torch.bool and not tensor.is_complex():
-            tensor = torch.as_tensor(values, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
-        raise TypeError(f"{name} must be numbers (a tensor, a sequence or array of numbers, "
-                        f"or a dict/Counter with vocab=), got {type(values).__name__} "
-                        "holding something else") from None
-    if tensor.dtype == torch.bool or tensor.is_complex():
-        raise TypeError(f"{name} must be real numbers, got {tensor.dtype}")
-    return tensor if tensor.is_floating_point() else tensor.double()
-
-
-def _ordered_counts(counts: Mapping, name: str, vocab) -> list:
-    if vocab is None:
-        raise ValueError(f"{name} is a {type(counts).__name__}: give vocab= (the vocabulary "
-                         "in id order, or a mapping entry -> id) so that each count lands on "
-                         "its class id")
-    if isinstance(vocab, Mapping):
-        ids = [_as_int(i, "vocab id") for i in vocab.values()]
-        if sorted(ids) != list(range(len(ids))):
-            raise ValueError("a vocab mapping must assign the ids 0..len(vocab)-1, each once")
-        order = [None] * len(ids)
-        for entry, i in zip(vocab.keys(), ids):
-            order[i] = entry
-    else:
-        order = list(vocab)
-        if len(set(order)) != len(order):
-            raise ValueError("vocab lists an entry twice")
-    known = set(order)
-    missing = [k for k in counts if k not in known]
-    if missing:
-        raise ValueError(f"{name} has {len(missing)} entries that are not in vocab "
-                         f"(first: {missing[0]!r}); they would be lost")
-    values = [counts.get(entry, 0) for entry in order]
-    for entry, v in zip(order, values):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
-            raise TypeError(f"{name} must be numbers; the entry {entry!r} has {v!r}")
-    return [float(v) for v in values]
 
 
 def _unique_expected_count(p: Tensor, tries: Tensor, num_sampled: int) -> Tensor:
@@ -253,7 +168,7 @@ class Sampler:
         """Every tensor that defines the distribution, by name: the draw table and any tensor
         attribute of a subclass. An output layer keeps them as buffers (SamplerTables), so
         that its state_dict, .to(), copy.deepcopy and torch.save carry the sampler."""
-        tensors = {"prob_table": self._table[0], "alias_table": self._table[1]}
+        tensors = self._table_tensors()
         tensors.update((name.lstrip("_"), value) for name, value in vars(self).items()
                        if isinstance(value, Tensor))
         return tensors
@@ -265,9 +180,26 @@ class Sampler:
         for name, value in vars(self).items():
             if isinstance(value, Tensor):
                 setattr(other, name, tensors[name.lstrip("_")])
-        other._table = (tensors["prob_table"], tensors["alias_table"])
+        other._table = other._table_from(tensors)
         other.device = other._table[0].device
         return other
+
+    def _table_tensors(self) -> Dict[str, Tensor]:
+        return {"prob_table": self._table[0], "alias_table": self._table[1]}
+
+    def _table_from(self, tensors: Dict[str, Tensor]) -> Tuple[Tensor, Tensor]:
+        return tensors["prob_table"], tensors["alias_table"]
+
+    def __getstate__(self):
+        # The table may be views of another tensor (AliasSampler's entries), which pickle
+        # (torch.save) refuses beside that tensor as another dtype: rebuilt on load.
+        return dict(vars(self), _table=self._table_tensors() or None)
+
+    def __setstate__(self, state):
+        vars(self).update(state)
+        self._table = self._table_from(dict(self._table or {}, **{
+            name.lstrip("_"): value for name, value in state.items()
+            if isinstance(value, Tensor)}))
 
     def _forget_derived(self) -> None:
         """Drops what a subclass derived from its tensors, after new values were copied into
@@ -300,7 +232,11 @@ class AliasSampler(Sampler):
             raise ValueError(f"weights must be 1-D, got shape {tuple(weights.shape)}")
         super().__init__(weights.numel() if weights.numel() else 1, device)
         # The native build validates (finite, non-negative, not all zero, non-empty).
-        self._table = ops.alias_build(weights)
+        prob, alias = ops.alias_build(weights)
+        # Interleaved, one 8-byte entry a class (int32 [V, 2]: prob's bits, alias): a draw
+        # reads one place instead of two, and the draws are bound by those random reads.
+        self._entries = torch.stack((prob.view(torch.int32), alias), 1)
+        self._table = self._table_from({"entries": self._entries})
         w = weights.double()
         self._probs = (w / w.sum()).float()
         self._possible: Optional[int] = self._count_possible()
@@ -312,12 +248,21 @@ class AliasSampler(Sampler):
     @property
     def alias_table(self) -> Tuple[Tensor, Tensor]:
         """The Walker/Vose table (prob float32 [V], alias int32 [V]) the draws read; class i
-        keeps its bucket with probability prob[i] and passes it to alias[i] otherwise. For
-        kernels that draw themselves (word2vec's trainer); treat it as read-only."""
+        keeps its bucket with probability prob[i] and passes it to alias[i] otherwise. As
+        built, the two are the interleaved columns of one [V, 2] buffer (stride 2; after
+        .to() of each half, two flat arrays); the native ops take either. Treat it as
+        read-only."""
         return self._table
 
     def _prob_of(self, ids: Tensor) -> Tensor:
         return self._probs[ids].double()
+
+    def _table_tensors(self) -> Dict[str, Tensor]:
+        return {}  # the table is views of _entries, which _tensors names
+
+    def _table_from(self, tensors: Dict[str, Tensor]) -> Tuple[Tensor, Tensor]:
+        entries = tensors["entries"]
+        return entries[:, 0].view(torch.float32), entries[:, 1]
 
     def _count_possible(self) -> int:
         """Classes the table can draw: a positive weight below float32 resolution of its

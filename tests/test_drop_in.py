@@ -175,6 +175,22 @@ def test_sampler_survives_save_load_and_deepcopy(name, device):
         assert torch.equal(other(x, t, generator=g[0]), layer(x, t, generator=g[1]))
 
 
+def test_the_alias_table_is_interleaved_and_a_state_dict_of_two_halves_loads():
+    """The table is one 8-byte entry a class (a draw reads one place); a state dict saved
+    before that, with the table as two flat tensors, loads into a layer and draws the same."""
+    layer = fs.SampledSoftmaxLoss(D, V, S, counts=COUNTS)
+    prob, alias = layer.sampler.alias_table
+    assert prob.stride() == alias.stride() == (2,)
+    assert alias.data_ptr() == prob.data_ptr() + 4
+    old = {k: v for k, v in layer.state_dict().items() if not k.endswith("entries")}
+    old["sampler_tables.prob_table"] = prob.contiguous()
+    old["sampler_tables.alias_table"] = alias.contiguous()
+    other = fs.SampledSoftmaxLoss(D, V, S, counts=torch.ones(V))
+    assert not torch.equal(draws(other), draws(layer))
+    other.load_state_dict(old)
+    assert torch.equal(draws(other), draws(layer))
+
+
 def test_to_moves_the_sampler_and_keeps_its_tables():
     layer = fs.SampledSoftmaxLoss(D, V, S, counts=COUNTS)
     before = draws(layer)

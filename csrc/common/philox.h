@@ -101,12 +101,18 @@ FS_HOST_DEVICE double uniform_double(uint32_t hi, uint32_t lo) {
 
 // Walker/Vose alias draw: pick a bucket uniformly, keep it with probability prob[bucket],
 // otherwise take its alias. Words 0-1 choose the bucket, words 2-3 the coin, so the two
-// are independent.
+// are independent. The halves may be strided (TableStrides, sampler_host.h): interleaved,
+// one 8-byte entry (prob, alias) a class, a draw reads one place, not two.
+struct TableStrides {
+  int64_t prob = 1, alias = 1;
+};
 FS_HOST_DEVICE int64_t alias_draw(const Philox4& r, const float* prob, const int32_t* alias,
-                                  int64_t num_classes) {
+                                  int64_t num_classes, TableStrides stride = {}) {
   const int64_t bucket = uniform_index(r.x[0], r.x[1], num_classes);
   const double coin = uniform_double(r.x[2], r.x[3]);
-  return coin < static_cast<double>(prob[bucket]) ? bucket : static_cast<int64_t>(alias[bucket]);
+  return coin < static_cast<double>(prob[bucket * stride.prob])
+             ? bucket
+             : static_cast<int64_t>(alias[bucket * stride.alias]);
 }
 
 // Log-uniform (Zipfian) draw by inversion, as TensorFlow's LogUniformSampler:
@@ -122,9 +128,10 @@ FS_HOST_DEVICE int64_t log_uniform_draw(const Philox4& r, int64_t num_classes) {
 }
 
 FS_HOST_DEVICE int64_t draw_class(int64_t kind, uint64_t seed, uint32_t stream, uint64_t index,
-                                  const float* prob, const int32_t* alias, int64_t num_classes) {
+                                  const float* prob, const int32_t* alias, int64_t num_classes,
+                                  TableStrides stride = {}) {
   const Philox4 r = philox_at(seed, stream, index);
-  if (kind == kAlias) return alias_draw(r, prob, alias, num_classes);
+  if (kind == kAlias) return alias_draw(r, prob, alias, num_classes, stride);
   if (kind == kLogUniform) return log_uniform_draw(r, num_classes);
   return uniform_index(r.x[0], r.x[1], num_classes);
 }

@@ -38,8 +38,27 @@ inline void check_seed(const Tensor& seed, const Tensor& like) {
                  seed.device());
 }
 
-inline void check_sample_args(const Tensor& prob, const Tensor& alias, const Tensor& seed,
-                              int64_t num_classes, int64_t kind) {
+// The strides of an alias table's two halves (1-D, any non-negative stride). AliasSampler
+// builds them as the two columns of one [V, 2] buffer of 4-byte words, so that a draw reads
+// one 8-byte entry (interleaved() below); flat halves have stride 1.
+inline TableStrides alias_table_strides(const Tensor& prob, const Tensor& alias,
+                                        const char* what) {
+  FS_CHECK_VALUE(prob.dim() == 1 && alias.dim() == 1 && prob.stride(0) >= 0 &&
+                     alias.stride(0) >= 0,
+                 what, " must be two 1-D tensors");
+  TableStrides s;
+  s.prob = prob.numel() > 1 ? prob.stride(0) : 1;
+  s.alias = alias.numel() > 1 ? alias.stride(0) : 1;
+  return s;
+}
+inline bool interleaved(const float* prob, const int32_t* alias, TableStrides s) {
+  return s.prob == 2 && s.alias == 2 &&
+         reinterpret_cast<const char*>(alias) == reinterpret_cast<const char*>(prob) + 4;
+}
+
+// Returns the table's strides (alias_table_strides; unit for the samplers without a table).
+inline TableStrides check_sample_args(const Tensor& prob, const Tensor& alias, const Tensor& seed,
+                                 int64_t num_classes, int64_t kind) {
   FS_CHECK_VALUE(kind == kAlias || kind == kUniform || kind == kLogUniform,
                  "unknown sampler kind ", kind);
   FS_CHECK_VALUE(num_classes > 0, "num_classes must be positive, got ", num_classes);
@@ -51,10 +70,10 @@ inline void check_sample_args(const Tensor& prob, const Tensor& alias, const Ten
                        alias.numel() == num_classes,
                    "alias table must be two 1-D tensors of num_classes = ", num_classes,
                    " entries");
-    FS_CHECK_VALUE(prob.is_contiguous() && alias.is_contiguous(),
-                   "alias table must be contiguous");
     FS_CHECK_VALUE(alias.device() == prob.device(), "alias table halves on different devices");
+    return alias_table_strides(prob, alias, "alias table");
   }
+  return {};
 }
 
 inline void check_num_sampled(int64_t num_sampled, int64_t num_classes) {

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "sampler_host.h"
 #include "stable.h"
 #include "word2vec_math.h"
 
@@ -55,7 +56,9 @@ inline TrainParams prepare_train(
                       ns_prob.numel() == V && ns_alias.numel() == V,
                   "word2vec_train: the negative-sampling table must be (float32 [V], int32 "
                   "[V]) with V = ", V);
-    used.insert(used.end(), {&syn1neg, &ns_prob, &ns_alias});
+    used.push_back(&syn1neg);
+    FS_CHECK_VALUE(ns_prob.device() == syn0.device() && ns_alias.device() == syn0.device(),
+                   "word2vec_train: all tensors must be on ", syn0.device());
   }
   if (hs) {
     FS_CHECK_VALUE(V >= 2, "word2vec_train: hierarchical softmax needs at least 2 words");
@@ -142,6 +145,8 @@ inline TrainParams prepare_train(
   p.keep_prob = data<float>(keep_prob);
   p.ns_prob = negative > 0 ? data<float>(ns_prob) : nullptr;
   p.ns_alias = negative > 0 ? data<int32_t>(ns_alias) : nullptr;
+  if (negative > 0)
+    p.ns_stride = alias_table_strides(ns_prob, ns_alias, "word2vec_train: the negative table");
   p.hs_paths = hs ? data<int32_t>(hs_paths) : nullptr;
   p.hs_offsets = hs ? data<int64_t>(hs_offsets) : nullptr;
   p.lockf = lockf.numel() > 0 ? data<float>(lockf) : nullptr;

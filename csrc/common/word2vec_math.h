@@ -35,6 +35,7 @@ struct TrainParams {
   const float* keep_prob;       // [V] subsampling keep probabilities
   const float* ns_prob;         // [V] alias table of the noise distribution (negative > 0)
   const int32_t* ns_alias;      // [V]
+  TableStrides ns_stride;       // of ns_prob and ns_alias (sampler_host.h)
   // Huffman paths (hs): the path of word w is hs_paths[hs_offsets[w] .. hs_offsets[w + 1]),
   // root first, each step 2 * inner id + code (word2vec.c's point and code).
   const int32_t* hs_paths;      // [P]

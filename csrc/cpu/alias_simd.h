@@ -44,10 +44,14 @@ inline bool alias_simd_supported() {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+// What the draws read: the alias table as two arrays, interleaved (prob and alias adjacent,
+// one 8-byte gather a draw instead of two 4-byte ones), or nothing (uniform draws).
+enum TableLayout { kTwoArrays, kInterleaved, kNoTable };
+
 // Draws first..first+count-1 of the alias table (prob, alias) with num_classes < 2^31, or
-// with kTable false of the uniform distribution (prob and alias unread), into out[0, count);
-// count is a multiple of 8.
-template <bool kTable>
+// of the uniform distribution (kNoTable: prob and alias unread), into out[0, count); count is
+// a multiple of 8.
+template <TableLayout kLayout>
 __attribute__((target("avx512f,avx512dq"))) inline void philox_draws_avx512(
     uint64_t key, uint32_t stream, uint64_t first, int64_t count, const float* prob,
     const int32_t* alias, int64_t num_classes, int64_t* out) {
@@ -83,7 +87,7 @@ __attribute__((target("avx512f,avx512dq"))) inline void philox_draws_avx512(
     const __m512i hi = _mm512_mul_epu32(c0, classes), lo = _mm512_mul_epu32(c1, classes);
     const __m512i bucket =
         _mm512_srli_epi64(_mm512_add_epi64(hi, _mm512_srli_epi64(lo, 32)), 32);
-    if constexpr (!kTable) {
+    if constexpr (kLayout == kNoTable) {
       _mm512_storeu_si512(out + j, bucket);
       continue;
     }
@@ -93,8 +97,18 @@ __attribute__((target("avx512f,avx512dq"))) inline void philox_draws_avx512(
                                          _mm512_srli_epi64(_mm512_and_si512(c3, low32), 11));
     const __m512d coin =
         _mm512_mul_pd(_mm512_cvtepu64_pd(bits), _mm512_set1_pd(1.0 / 9007199254740992.0));
-    const __m512d p = _mm512_cvtps_pd(_mm512_i64gather_ps(bucket, prob, 4));
-    const __m512i other = _mm512_cvtepi32_epi64(_mm512_i64gather_epi32(bucket, alias, 4));
+    __m512d p;
+    __m512i other;
+    if constexpr (kLayout == kInterleaved) {
+      // One 8-byte entry a class: prob's bits in the low half, alias in the high half.
+      const __m512i entry = _mm512_i64gather_epi64(bucket, static_cast<const void*>(prob), 8);
+      // The low halves, as float bits.
+      p = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_cvtepi64_epi32(entry)));
+      other = _mm512_srai_epi64(entry, 32);
+    } else {
+      p = _mm512_cvtps_pd(_mm512_i64gather_ps(bucket, prob, 4));
+      other = _mm512_cvtepi32_epi64(_mm512_i64gather_epi32(bucket, alias, 4));
+    }
     const __mmask8 keep = _mm512_cmp_pd_mask(coin, p, _CMP_LT_OQ);
     _mm512_storeu_si512(out + j, _mm512_mask_blend_epi64(keep, other, bucket));
   }
@@ -105,7 +119,8 @@ __attribute__((target("avx512f,avx512dq"))) inline void philox_draws_avx512(
 #else
 
 inline bool alias_simd_supported() { return false; }
-template <bool kTable>
+enum TableLayout { kTwoArrays, kInterleaved, kNoTable };
+template <TableLayout kLayout>
 inline void philox_draws_avx512(uint64_t, uint32_t, uint64_t, int64_t, const float*,
                                 const int32_t*, int64_t, int64_t*) {}
 

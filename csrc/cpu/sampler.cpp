@@ -139,18 +139,25 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void philox_block(u
 
 // Same values as draw_class() for draws first..first+count-1 (the tests hold the two equal).
 void draw_block(int64_t kind, uint64_t key, uint64_t first, int count, const float* prob,
-                const int32_t* alias, int64_t num_classes, int64_t* out) {
-  // The vector arithmetic takes V < 2^32 (alias tables always are: their ids are int32).
-  if ((kind == kAlias || (kind == kUniform && num_classes < (int64_t{1} << 32))) &&
+                const int32_t* alias, int64_t num_classes, TableStrides stride, int64_t* out) {
+  // The vector code reads flat or interleaved tables, and takes V < 2^32 (alias tables always
+  // are: their ids are int32); other strides and larger uniform ranges draw below.
+  const bool together = kind == kAlias && interleaved(prob, alias, stride);
+  const bool flat = kind == kAlias && stride.prob == 1 && stride.alias == 1;
+  if ((together || flat || (kind == kUniform && num_classes < (int64_t{1} << 32))) &&
       alias_simd_supported()) {
     const int vec = count & ~7;
-    if (kind == kAlias)
-      philox_draws_avx512<true>(key, kStreamSample, first, vec, prob, alias, num_classes, out);
+    if (together)
+      philox_draws_avx512<kInterleaved>(key, kStreamSample, first, vec, prob, alias,
+                                        num_classes, out);
+    else if (flat)
+      philox_draws_avx512<kTwoArrays>(key, kStreamSample, first, vec, prob, alias, num_classes,
+                                      out);
     else
-      philox_draws_avx512<false>(key, kStreamSample, first, vec, nullptr, nullptr, num_classes,
-                                 out);
+      philox_draws_avx512<kNoTable>(key, kStreamSample, first, vec, nullptr, nullptr,
+                                    num_classes, out);
     for (int j = vec; j < count; ++j)
-      out[j] = draw_class(kind, key, kStreamSample, first + j, prob, alias, num_classes);
+      out[j] = draw_class(kind, key, kStreamSample, first + j, prob, alias, num_classes, stride);
     return;
   }
   PhiloxBlock r;
@@ -167,8 +174,8 @@ void draw_block(int64_t kind, uint64_t key, uint64_t first, int count, const flo
     for (int j = 0; j < count; ++j) {
       const int64_t bucket = uniform_index(r.w[0][j], r.w[1][j], num_classes);
       const double coin = uniform_double(r.w[2][j], r.w[3][j]);
-      const double keep = static_cast<double>(prob[bucket]);
-      const int64_t other = alias[bucket];
+      const double keep = static_cast<double>(prob[bucket * stride.prob]);
+      const int64_t other = alias[bucket * stride.alias];
       out[j] = coin < keep ? bucket : other;
     }
   }
@@ -190,7 +197,7 @@ void advise_huge_pages(void* ptr, int64_t bytes) {
 
 Tensor sample_cpu(const Tensor& prob, const Tensor& alias, const Tensor& seed,
                   int64_t num_classes, int64_t kind, std::vector<int64_t> size) {
-  check_sample_args(prob, alias, seed, num_classes, kind);
+  const TableStrides stride = check_sample_args(prob, alias, seed, num_classes, kind);
   Tensor out = empty(size, kLong, seed.device());
   const uint64_t key = static_cast<uint64_t>(*data<int64_t>(seed));
   const float* p = prob_ptr(prob, kind);
@@ -203,7 +210,8 @@ Tensor sample_cpu(const Tensor& prob, const Tensor& alias, const Tensor& seed,
     for (int64_t b = begin; b < end; ++b) {
       const int64_t first = b * kBlock;
       const int count = static_cast<int>(std::min<int64_t>(kBlock, n - first));
-      draw_block(kind, key, static_cast<uint64_t>(first), count, p, a, num_classes, o + first);
+      draw_block(kind, key, static_cast<uint64_t>(first), count, p, a, num_classes, stride,
+                 o + first);
     }
   });
   return out;
@@ -215,7 +223,7 @@ Tensor sample_cpu(const Tensor& prob, const Tensor& alias, const Tensor& seed,
 std::tuple<Tensor, Tensor> sample_unique_cpu(const Tensor& prob, const Tensor& alias,
                                              const Tensor& seed, int64_t num_classes,
                                              int64_t kind, int64_t num_sampled) {
-  check_sample_args(prob, alias, seed, num_classes, kind);
+  const TableStrides stride = check_sample_args(prob, alias, seed, num_classes, kind);
   check_num_sampled(num_sampled, num_classes);
   Tensor out = empty({num_sampled}, kLong, seed.device());
   const uint64_t key = static_cast<uint64_t>(*data<int64_t>(seed));
@@ -227,7 +235,7 @@ std::tuple<Tensor, Tensor> sample_unique_cpu(const Tensor& prob, const Tensor& a
   uint64_t tries = 0;
   while (picked < num_sampled) {
     check_unique_found(tries < kMaxUniqueTries, num_sampled);
-    const int64_t c = draw_class(kind, key, kStreamUnique, tries++, p, a, num_classes);
+    const int64_t c = draw_class(kind, key, kStreamUnique, tries++, p, a, num_classes, stride);
     uint64_t& word = seen[c >> 6];
     const uint64_t bit = uint64_t{1} << (c & 63);
     if (!(word & bit)) {

@@ -122,9 +122,9 @@ FS_ALWAYS_INLINE void draw_negatives(const TrainParams& a, uint64_t counter, int
     for (int j = 0; j < n; ++j) {
       const int64_t bucket = uniform_index(w[0][j], w[1][j], a.V);
       const double coin = uniform_double(w[2][j], w[3][j]);
-      out[base + j] = coin < static_cast<double>(a.ns_prob[bucket])
+      out[base + j] = coin < static_cast<double>(a.ns_prob[bucket * a.ns_stride.prob])
                           ? static_cast<int32_t>(bucket)
-                          : a.ns_alias[bucket];
+                          : a.ns_alias[bucket * a.ns_stride.alias];
     }
   }
 }

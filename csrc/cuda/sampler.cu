@@ -163,13 +163,13 @@ std::tuple<Tensor, Tensor> alias_build_cuda(const Tensor& weights) {
 // ---- draws ---------------------------------------------------------------------------------
 
 template <int64_t Kind>
-__global__ void sample_kernel(const float* prob, const int32_t* alias, const int64_t* seed,
-                              int64_t num_classes, int64_t n, int64_t* out) {
+__global__ void sample_kernel(const float* prob, const int32_t* alias, TableStrides stride,
+                              const int64_t* seed, int64_t num_classes, int64_t n, int64_t* out) {
   const uint64_t key = static_cast<uint64_t>(seed[0]);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     out[i] = draw_class(Kind, key, kStreamSample, static_cast<uint64_t>(i), prob, alias,
-                        num_classes);
+                        num_classes, stride);
 }
 
 const float* prob_ptr(const Tensor& t, int64_t kind) {
@@ -181,7 +181,7 @@ const int32_t* alias_ptr(const Tensor& t, int64_t kind) {
 
 Tensor sample_cuda(const Tensor& prob, const Tensor& alias, const Tensor& seed,
                    int64_t num_classes, int64_t kind, std::vector<int64_t> size) {
-  check_sample_args(prob, alias, seed, num_classes, kind);
+  const TableStrides stride = check_sample_args(prob, alias, seed, num_classes, kind);
   const cuda::DeviceGuard guard(seed.device());
   Tensor out = empty(size, kLong, seed.device());
   const int64_t n = out.numel();
@@ -191,11 +191,14 @@ Tensor sample_cuda(const Tensor& prob, const Tensor& alias, const Tensor& seed,
   const int64_t* s = data<int64_t>(seed);
   int64_t* o = data<int64_t>(out);
   if (kind == kAlias) {
-    FS_LAUNCH(sample_kernel<kAlias>, grid_for(n), kThreads, 0, p, a, s, num_classes, n, o);
+    FS_LAUNCH(sample_kernel<kAlias>, grid_for(n), kThreads, 0, p, a, stride, s, num_classes, n,
+              o);
   } else if (kind == kLogUniform) {
-    FS_LAUNCH(sample_kernel<kLogUniform>, grid_for(n), kThreads, 0, p, a, s, num_classes, n, o);
+    FS_LAUNCH(sample_kernel<kLogUniform>, grid_for(n), kThreads, 0, p, a, stride, s, num_classes,
+              n, o);
   } else {
-    FS_LAUNCH(sample_kernel<kUniform>, grid_for(n), kThreads, 0, p, a, s, num_classes, n, o);
+    FS_LAUNCH(sample_kernel<kUniform>, grid_for(n), kThreads, 0, p, a, stride, s, num_classes, n,
+              o);
   }
   return out;
 }
@@ -211,8 +214,9 @@ constexpr int kHashSlots = 2048;  // power of two, twice the draws of a round
 
 template <int64_t Kind>
 __global__ void __launch_bounds__(kUniqueThreads)
-    sample_unique_kernel(const float* prob, const int32_t* alias, const int64_t* seed,
-                         int64_t num_classes, int64_t num_sampled, unsigned long long* seen,
+    sample_unique_kernel(const float* prob, const int32_t* alias, TableStrides stride,
+                         const int64_t* seed, int64_t num_classes, int64_t num_sampled,
+                         unsigned long long* seen,
                          int64_t* out, int64_t* num_tries) {
   __shared__ unsigned long long keys[kHashSlots];
   __shared__ int first_draw[kHashSlots];
@@ -235,7 +239,8 @@ __global__ void __launch_bounds__(kUniqueThreads)
       if (t == 0) *num_tries = -1;
       break;
     }
-    const int64_t c = draw_class(Kind, key, kStreamUnique, base + t, prob, alias, num_classes);
+    const int64_t c =
+        draw_class(Kind, key, kStreamUnique, base + t, prob, alias, num_classes, stride);
     const bool seen_before = (seen[c >> 6] >> (c & 63)) & 1ull;
     unsigned slot = static_cast<unsigned>((static_cast<uint64_t>(c) * 0x9E3779B97F4A7C15ull) >> 53) &
                     (kHashSlots - 1);
@@ -263,7 +268,7 @@ __global__ void __launch_bounds__(kUniqueThreads)
 std::tuple<Tensor, Tensor> sample_unique_cuda(const Tensor& prob, const Tensor& alias,
                                               const Tensor& seed, int64_t num_classes,
                                               int64_t kind, int64_t num_sampled) {
-  check_sample_args(prob, alias, seed, num_classes, kind);
+  const TableStrides stride = check_sample_args(prob, alias, seed, num_classes, kind);
   check_num_sampled(num_sampled, num_classes);
   const cuda::DeviceGuard guard(seed.device());
   const Device device = seed.device();
@@ -277,14 +282,14 @@ std::tuple<Tensor, Tensor> sample_unique_cuda(const Tensor& prob, const Tensor& 
   int64_t* o = data<int64_t>(out);
   int64_t* nt = data<int64_t>(tries);
   if (kind == kAlias) {
-    FS_LAUNCH(sample_unique_kernel<kAlias>, 1, kUniqueThreads, 0, p, a, s, num_classes,
+    FS_LAUNCH(sample_unique_kernel<kAlias>, 1, kUniqueThreads, 0, p, a, stride, s, num_classes,
               num_sampled, bits, o, nt);
   } else if (kind == kLogUniform) {
-    FS_LAUNCH(sample_unique_kernel<kLogUniform>, 1, kUniqueThreads, 0, p, a, s, num_classes,
-              num_sampled, bits, o, nt);
+    FS_LAUNCH(sample_unique_kernel<kLogUniform>, 1, kUniqueThreads, 0, p, a, stride, s,
+              num_classes, num_sampled, bits, o, nt);
   } else {
-    FS_LAUNCH(sample_unique_kernel<kUniform>, 1, kUniqueThreads, 0, p, a, s, num_classes,
-              num_sampled, bits, o, nt);
+    FS_LAUNCH(sample_unique_kernel<kUniform>, 1, kUniqueThreads, 0, p, a, stride, s,
+              num_classes, num_sampled, bits, o, nt);
   }
   // The kernel gives up as the CPU does (kMaxUniqueTries draws); one host synchronisation
   // raises the CPU's error instead of handing on ids of -1.

@@ -58,7 +58,7 @@ __global__ void compact_kernel(const int32_t* tokens, const int32_t* keep, const
 
 __device__ __forceinline__ int32_t draw_negative(const TrainParams& p, uint64_t counter) {
   const Philox4 r = philox_at(p.seed, kStreamW2vNegative, counter);
-  return static_cast<int32_t>(alias_draw(r, p.ns_prob, p.ns_alias, p.V));
+  return static_cast<int32_t>(alias_draw(r, p.ns_prob, p.ns_alias, p.V, p.ns_stride));
 }
 
 // One logistic unit: h (length D, lane-strided) should score row `out` as `label`; updates
