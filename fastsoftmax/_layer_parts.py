@@ -12,7 +12,8 @@ from torch import Tensor, nn
 from ._shapes import (check_class_weight, check_generator, check_label_smoothing,
                       check_reduction, check_size)
 from .sampler_fit import check_log_uniform_fit
-from .samplers import LogUniformSampler, Sampler, UniformSampler, UnigramSampler
+from .samplers import (LogUniformSampler, Sampler, UniformSampler, UnigramSampler,
+                       interleaved_table)
 
 _SAMPLERS = ("unigram", "log_uniform", "uniform")
 
@@ -117,7 +118,7 @@ class SamplerTables(nn.Module):
         old = (prefix + "prob_table", prefix + "alias_table")
         if "entries" in self._buffers and all(k in state_dict for k in old):
             prob, alias = (state_dict.pop(k) for k in old)
-            state_dict[prefix + "entries"] = torch.stack((prob.view(torch.int32), alias), 1)
+            state_dict[prefix + "entries"] = interleaved_table(prob, alias)
         for name, tensor in self._buffers.items():
             state_dict.setdefault(prefix + name, tensor)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)

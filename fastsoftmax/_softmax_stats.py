@@ -67,6 +67,7 @@ class _SoftmaxStats(torch.autograd.Function):
             if ctx.has_bias else None
         g_lse = torch.zeros_like(lse) if g_lse is None else g_lse.to(acc)
         g_true = torch.zeros_like(lse) if g_true is None else g_true.to(acc)
+        g_total = None if g_total is None or not ctx.has_sum else g_total.to(acc)
         blocks = ([(slice(0, h.shape[0]), 0, kept)] if ctx.keep else
                   _logit_blocks(h, weight, bias, ctx.chunk_bytes, ctx.softcap))
         for rows, c0, logits in blocks:
@@ -81,8 +82,8 @@ class _SoftmaxStats(torch.autograd.Function):
             add = torch.where(inside, g_true[rows, None].expand_as(t),
                               torch.zeros((), dtype=acc, device=h.device))
             grad.scatter_add_(1, t.clamp(0, c - 1), add)
-            if ctx.has_sum and g_total is not None:
-                grad.add_(g_total.to(acc)[rows, None] * class_sum[c0:c0 + c][None, :])
+            if g_total is not None:
+                grad.add_(g_total[rows, None] * class_sum[c0:c0 + c][None, :])
             if cap is not None:
                 grad.mul_(cap)
             if grad_b is not None:

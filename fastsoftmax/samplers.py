@@ -209,6 +209,12 @@ class Sampler:
         return f"{type(self).__name__}(num_classes={self.num_classes}, device={self.device})"
 
 
+def interleaved_table(prob: Tensor, alias: Tensor) -> Tensor:
+    """The alias table as AliasSampler keeps it: int32 [V, 2], one 8-byte entry (prob's bits,
+    alias) a class, so that a draw reads one place instead of two."""
+    return torch.stack((prob.view(torch.int32), alias), 1)
+
+
 class AliasSampler(Sampler):
     """Any non-negative finite weights with a positive sum, drawn with a Walker/Vose alias
     table built natively on `device` in O(V) and sampled in O(1) per draw.
@@ -233,9 +239,8 @@ class AliasSampler(Sampler):
         super().__init__(weights.numel() if weights.numel() else 1, device)
         # The native build validates (finite, non-negative, not all zero, non-empty).
         prob, alias = ops.alias_build(weights)
-        # Interleaved, one 8-byte entry a class (int32 [V, 2]: prob's bits, alias): a draw
-        # reads one place instead of two, and the draws are bound by those random reads.
-        self._entries = torch.stack((prob.view(torch.int32), alias), 1)
+        # The draws are bound by their random reads of the table: one entry a class.
+        self._entries = interleaved_table(prob, alias)
         self._table = self._table_from({"entries": self._entries})
         w = weights.double()
         self._probs = (w / w.sum()).float()

@@ -56,9 +56,7 @@ inline TrainParams prepare_train(
                       ns_prob.numel() == V && ns_alias.numel() == V,
                   "word2vec_train: the negative-sampling table must be (float32 [V], int32 "
                   "[V]) with V = ", V);
-    used.push_back(&syn1neg);
-    FS_CHECK_VALUE(ns_prob.device() == syn0.device() && ns_alias.device() == syn0.device(),
-                   "word2vec_train: all tensors must be on ", syn0.device());
+    used.insert(used.end(), {&syn1neg, &ns_prob, &ns_alias});
   }
   if (hs) {
     FS_CHECK_VALUE(V >= 2, "word2vec_train: hierarchical softmax needs at least 2 words");
@@ -92,7 +90,9 @@ inline TrainParams prepare_train(
   for (const Tensor* t : used) {
     FS_CHECK_VALUE(t->device() == syn0.device(), "word2vec_train: all tensors must be on ",
                    syn0.device(), ", found one on ", t->device());
-    FS_CHECK_VALUE(t->is_contiguous(), "word2vec_train: inputs must be contiguous");
+    // The negative table may be strided (interleaved, sampler_host.h): checked below.
+    FS_CHECK_VALUE(t->is_contiguous() || t == &ns_prob || t == &ns_alias,
+                   "word2vec_train: inputs must be contiguous");
   }
   FS_CHECK_VALUE(window >= 1, "word2vec_train: window must be >= 1, got ", window);
   FS_CHECK_VALUE(total_words >= 0, "word2vec_train: total_words must be >= 0");
