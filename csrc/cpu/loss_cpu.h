@@ -1,12 +1,13 @@
 // CPU building blocks of the loss kernels: the row arithmetic of vec.h, stores from a wide
 // accumulator, and the weight-gradient scatter.
 //
-// The scatter is always deterministic on the CPU: pairs are counting-sorted by class id
-// (stable, so pair order is kept within a class), then each touched class sums its pairs in
-// that order, one class per task. The result does not depend on the thread count.
+// The scatter is deterministic: pairs are pushed in pair order, each into its class's row of
+// the gradient (see scatter_pairs_cpu), so the result does not depend on the thread count.
 #pragma once
 
+#include <algorithm>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "../common/loss_math.h"
@@ -26,61 +27,150 @@ inline void store(scalar_t* out, const acc_t* acc, int64_t D) {
   for (int64_t d = 0; d < D; ++d) out[d] = static_cast<scalar_t>(acc[d]);
 }
 
+// Classes [first, last) of the range one thread owns in the scatter below.
+struct ClassRange {
+  int64_t first = 0, last = 0;
+};
+
+// Cuts [0, V) into `parts` contiguous ranges holding about the same number of pairs each
+// (counts[v]: the pairs of class v), so that a hot class does not leave one thread with most
+// of the work.
+inline std::vector<ClassRange> balanced_ranges(const std::vector<int32_t>& counts, int64_t total,
+                                               int64_t parts) {
+  std::vector<ClassRange> out;
+  const int64_t V = static_cast<int64_t>(counts.size());
+  int64_t v = 0, seen = 0;
+  for (int64_t r = 1; r <= parts && v < V; ++r) {
+    const int64_t target = total * r / parts;
+    ClassRange range;
+    range.first = v;
+    while (v < V && (seen < target || r == parts)) seen += counts[v++];
+    range.last = v;
+    if (range.last > range.first) out.push_back(range);
+  }
+  return out;
+}
+
+// Adds every pair of a class in `range` to its accumulator row, in pair order: row row_of[v]
+// of `acc` (nullptr: row v). started[v]: whether class v's row holds a value yet.
+template <class scalar_t>
+FS_ALWAYS_INLINE void push_pairs_body(const PairGroups<scalar_t, opmath_t<scalar_t>>& groups,
+                                      ClassRange range, int64_t D, opmath_t<scalar_t>* acc,
+                                      const int64_t* row_of, uint8_t* started) {
+  using acc_t = opmath_t<scalar_t>;
+  const int64_t first = range.first, last = range.last;
+  const int64_t row_bytes = D * static_cast<int64_t>(sizeof(acc_t));
+  for (int k = 0; k < groups.num; ++k) {
+    const auto& g = groups.g[k];
+    for (int64_t n = 0; n < g.rows; ++n) {
+      if (n + 2 < g.rows)  // the rows of the pairs two rows on, for writing
+        for (int64_t j = 0; j < g.per_row; ++j) {
+          const int64_t later = g.id(n + 2, j);
+          if (later >= first && later < last)
+            prefetch_row(acc + (row_of ? row_of[later] : later) * D, row_bytes, true);
+        }
+      const scalar_t* x = g.src + n * g.src_row_stride;
+      for (int64_t j = 0; j < g.per_row; ++j) {
+        const int64_t v = g.id(n, j);
+        if (v < first || v >= last) continue;
+        acc_t* y = acc + (row_of ? row_of[v] : v) * D;
+        const acc_t c = g.weight(n, j);
+        if (started[v]) {
+          axpy(y, c, x, D);
+        } else {
+          started[v] = 1;
+          for (int64_t d = 0; d < D; ++d) y[d] = acc_t(0) + c * static_cast<acc_t>(x[d]);
+        }
+      }
+    }
+  }
+}
+
+template <class scalar_t>
+__attribute__((target("avx2,fma"))) void push_pairs_avx2(
+    const PairGroups<scalar_t, opmath_t<scalar_t>>& groups, ClassRange range, int64_t D,
+    opmath_t<scalar_t>* acc, const int64_t* row_of, uint8_t* started) {
+  push_pairs_body(groups, range, D, acc, row_of, started);
+}
+
+template <class scalar_t>
+void push_pairs(const PairGroups<scalar_t, opmath_t<scalar_t>>& groups, ClassRange range,
+                int64_t D, opmath_t<scalar_t>* acc, const int64_t* row_of, uint8_t* started) {
+  if (vec::has_avx2_fma()) push_pairs_avx2(groups, range, D, acc, row_of, started);
+  else push_pairs_body(groups, range, D, acc, row_of, started);
+}
+
 // grad_W from pairs (see PairGroup). Dense: [V, D] zeros except touched rows. Sparse: the
 // touched rows only, [U, D], with their ids [U] ascending.
+//
+// Each thread owns a contiguous range of classes and walks every pair in pair order (group 0
+// then group 1, row-major), adding those of its classes to their rows: a class's row is the
+// sum of its pairs in pair order, accumulated in acc_t from zero, whatever the thread count.
+// The source rows are read in order and the gradient rows are the random accesses, the
+// reverse of gathering each class's pairs: the gradient (V rows) is smaller than the source
+// (N rows) and its hot rows stay in cache, where a gather reads a random source row per pair.
+// A row's first pair stores instead of adding (0 + c x, the same value), so a fresh page is
+// only ever written, never read first (a read would map the zero page and fault again on the
+// write).
 template <class scalar_t>
 std::tuple<Tensor, Tensor> scatter_pairs_cpu(const PairGroups<scalar_t, opmath_t<scalar_t>>& groups,
                                              int64_t V, int64_t D, bool sparse, ScalarType dtype) {
   using acc_t = opmath_t<scalar_t>;
+  constexpr bool in_place = std::is_same<scalar_t, acc_t>::value;
   const int64_t P = groups.size();
-  // Counting sort by id: start[id] .. start[id + 1] indexes `order`, pairs in pair order.
-  std::vector<int64_t> start(V + 1, 0);
-  std::vector<int64_t> key(P);
-  for (int64_t p = 0; p < P; ++p) {
-    int which;
-    int64_t n, j;
-    groups.locate(p, which, n, j);
-    key[p] = groups.g[which].id(n, j);
-    ++start[key[p] + 1];
-  }
-  std::vector<int64_t> touched;
-  for (int64_t v = 0; v < V; ++v) {
-    if (start[v + 1] > 0) touched.push_back(v);
-    start[v + 1] += start[v];
-  }
-  std::vector<int64_t> order(P), fill(start.begin(), start.end() - 1);
-  for (int64_t p = 0; p < P; ++p) order[fill[key[p]]++] = p;
-
-  // Sparse: one output row per touched class. Dense: [V, D] zeros (lazy_zeros: a large one
-  // costs only the pages of the rows written), the touched rows then written.
-  const int64_t U = static_cast<int64_t>(touched.size());
+  const int64_t threads = P >= 4096 ? std::max<int64_t>(1, torch::stable::get_num_threads()) : 1;
   const Device cpu(torch::headeronly::DeviceType::CPU);
-  Tensor out = sparse ? empty({U, D}, dtype, cpu) : lazy_zeros<scalar_t>(V, D, dtype);
-  Tensor ids = empty({sparse ? U : 0}, kLong, cpu);
-  scalar_t* o = data<scalar_t>(out);
-  if (sparse) std::copy(touched.begin(), touched.end(), data<int64_t>(ids));
-  torch::stable::parallel_for(0, U, 16, [&](int64_t begin, int64_t end) {
-    std::vector<acc_t> acc(D);
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t v = touched[u];
-      const int64_t row = sparse ? u : v;
-      std::fill(acc.begin(), acc.end(), acc_t(0));
-      for (int64_t q = start[v]; q < start[v + 1]; ++q) {
-        int which;
-        int64_t n, j;
-        if (q + 2 < P) {  // the source row two pairs ahead (pairs of a class are scattered)
-          groups.locate(order[q + 2], which, n, j);
-          prefetch_row(groups.g[which].src + n * groups.g[which].src_row_stride,
-                       D * static_cast<int64_t>(sizeof(scalar_t)));
-        }
-        groups.locate(order[q], which, n, j);
-        const auto& g = groups.g[which];
-        axpy(acc.data(), g.weight(n, j), g.src + n * g.src_row_stride, D);
-      }
-      store(o + row * D, acc.data(), D);
+
+  // Pairs per class: the touched rows (sparse, or a compact acc_t buffer) and the balance of
+  // the threads' ranges. One thread adding straight into a dense output needs neither.
+  const bool direct = in_place && !sparse;
+  std::vector<int32_t> counts(direct && threads == 1 ? 0 : V, 0);
+  if (!counts.empty())
+    for (int k = 0; k < groups.num; ++k) {
+      const auto& g = groups.g[k];
+      for (int64_t n = 0; n < g.rows; ++n)
+        for (int64_t j = 0; j < g.per_row; ++j) ++counts[g.id(n, j)];
     }
+  std::vector<int64_t> row_of;  // class -> row of the accumulator (direct: the class itself)
+  std::vector<int64_t> touched;
+  if (!direct) {
+    row_of.assign(V, -1);
+    for (int64_t v = 0; v < V; ++v)
+      if (counts[v] > 0) {
+        row_of[v] = static_cast<int64_t>(touched.size());
+        touched.push_back(v);
+      }
+  }
+  const int64_t U = static_cast<int64_t>(touched.size());
+  const std::vector<ClassRange> ranges =
+      counts.empty() ? std::vector<ClassRange>{{0, V}} : balanced_ranges(counts, P, threads);
+
+  // The accumulator: the dense output itself (float, double), or U compact acc_t rows, every
+  // one of them written by its first pair.
+  Tensor out = sparse && in_place ? empty_for_writing({U, D}, dtype)
+               : direct           ? lazy_zeros<scalar_t>(V, D, dtype, P)
+                                  : empty_for_writing({U, D}, to_opmath(dtype));
+  acc_t* acc = data<acc_t>(out);
+  std::vector<uint8_t> started(V, 0);
+  torch::stable::parallel_for(0, static_cast<int64_t>(ranges.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r)
+      push_pairs(groups, ranges[r], D, acc, direct ? nullptr : row_of.data(), started.data());
   });
-  return {out, ids};
+  if (in_place) {
+    Tensor ids = empty({sparse ? U : 0}, kLong, cpu);
+    if (sparse) std::copy(touched.begin(), touched.end(), data<int64_t>(ids));
+    return {out, ids};
+  }
+  // half and bfloat16: round the float rows into the output.
+  Tensor result =
+      sparse ? empty_for_writing({U, D}, dtype) : lazy_zeros<scalar_t>(V, D, dtype, U);
+  Tensor ids = empty({sparse ? U : 0}, kLong, cpu);
+  scalar_t* o = data<scalar_t>(result);
+  if (sparse) std::copy(touched.begin(), touched.end(), data<int64_t>(ids));
+  torch::stable::parallel_for(0, U, 64, [&](int64_t b, int64_t e) {
+    for (int64_t u = b; u < e; ++u) store(o + (sparse ? u : touched[u]) * D, acc + u * D, D);
+  });
+  return {result, ids};
 }
 
 }  // namespace loss

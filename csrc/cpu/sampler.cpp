@@ -10,6 +10,7 @@
 #include "../common/philox.h"
 #include "../common/sampler_host.h"
 #include "alias_simd.h"
+#include "zero_pages.h"
 
 namespace fastsoftmax {
 namespace {
@@ -179,20 +180,6 @@ void draw_block(int64_t kind, uint64_t key, uint64_t first, int count, const flo
       out[j] = coin < keep ? bucket : other;
     }
   }
-}
-
-// A large output is fresh memory that every call faults in page by page; at 4 KiB pages that
-// cost about as much as the draws themselves (2^22 draws at V = 1e6, one core). Asking for
-// transparent huge pages on its 2 MiB-aligned interior makes it a few faults. Only a hint:
-// where THP is off or the call fails, nothing changes.
-void advise_huge_pages(void* ptr, int64_t bytes) {
-  constexpr uintptr_t kHuge = uintptr_t{1} << 21;
-  if (bytes < static_cast<int64_t>(2 * kHuge)) return;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(ptr) + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(ptr) + bytes) & ~(kHuge - 1);
-#ifdef MADV_HUGEPAGE
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-#endif
 }
 
 Tensor sample_cpu(const Tensor& prob, const Tensor& alias, const Tensor& seed,

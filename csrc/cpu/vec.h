@@ -23,6 +23,14 @@ typedef float v8f __attribute__((vector_size(32), aligned(4)));
 
 FS_ALWAYS_INLINE const v8f& load8(const float* p) { return *reinterpret_cast<const v8f*>(p); }
 
+// Whether this CPU runs AVX2 with FMA. Hot loops are compiled twice, once with
+// __attribute__((target("avx2,fma"))) and once for the baseline, and pick at run time (by
+// the CPU's features: target_clones("arch=...") would test for a CPU model).
+inline bool has_avx2_fma() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+
 // sum_d a[d] b[d], accumulated in acc_t.
 template <class scalar_t, class acc_t>
 FS_ALWAYS_INLINE acc_t dot(const scalar_t* __restrict a, const scalar_t* __restrict b, int64_t D) {

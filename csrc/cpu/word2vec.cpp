@@ -300,8 +300,7 @@ void train_sentences_baseline(const TrainParams& a, int64_t b, int64_t e, Stats&
 }
 
 void train_sentences(const TrainParams& a, int64_t b, int64_t e, Stats& st, WorkerRows& rows) {
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (avx2) train_sentences_avx2(a, b, e, st, rows);
+  if (vec::has_avx2_fma()) train_sentences_avx2(a, b, e, st, rows);
   else train_sentences_baseline(a, b, e, st, rows);
 }
 
