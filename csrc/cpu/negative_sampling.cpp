@@ -7,11 +7,135 @@
 //   grad_h_n = g_n * sum_j coef_nj w_j,   grad_w_j += g_n * coef_nj h_n     (g = grad of loss_n)
 #include "../common/loss_host.h"
 #include "loss_cpu.h"
+#include "vec_math.h"
 
 namespace fastsoftmax {
 namespace {
 
 using namespace loss;
+
+// The row loops' inputs: h [N, D], w [V, D], target [N, T], negatives [N, K] or [K] (shared:
+// neg_stride 0), coef [N, J = T + K].
+template <class scalar_t>
+struct Rows {
+  using acc_t = opmath_t<scalar_t>;
+  const scalar_t* h;
+  const scalar_t* w;
+  const int64_t* tg;
+  const int64_t* ng;
+  int64_t D, T, K, J, neg_stride, ignore_index;
+
+  FS_ALWAYS_INLINE const scalar_t* row_of_class(int64_t n, int64_t j) const {
+    return w + (j < T ? tg[n * T + j] : ng[n * neg_stride + j - T]) * D;
+  }
+  FS_ALWAYS_INLINE void prefetch_classes(int64_t n) const {
+    for (int64_t j = 0; j < J; ++j)
+      prefetch_row(row_of_class(n, j), D * static_cast<int64_t>(sizeof(scalar_t)));
+  }
+};
+
+// Forward of rows [begin, end): loss l [N]; coef when need_grad (c != nullptr).
+template <class scalar_t>
+FS_ALWAYS_INLINE void forward_rows_body(const Rows<scalar_t>& a, typename Rows<scalar_t>::acc_t* l,
+                                        typename Rows<scalar_t>::acc_t* c, int64_t begin,
+                                        int64_t end) {
+  using acc_t = typename Rows<scalar_t>::acc_t;
+  const int64_t D = a.D, T = a.T, J = a.J;
+  // Scores of a block of rows, signed so that each pair's loss is softplus(x): then one
+  // vectorised pass takes softplus and sigmoid of the whole block (vec_math.h).
+  constexpr int64_t kBlock = 16;
+  acc_t x[kBlock * 8], sp[kBlock * 8], sg[kBlock * 8];
+  std::vector<acc_t> wide;
+  acc_t *px = x, *psp = sp, *psg = sg;
+  if (J > 8) {
+    wide.resize(3 * kBlock * J);
+    px = wide.data(), psp = px + kBlock * J, psg = psp + kBlock * J;
+  }
+  for (int64_t n0 = begin; n0 < end; n0 += kBlock) {
+    const int64_t rows = std::min(kBlock, end - n0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t n = n0 + r;
+      if (n + 1 < end) a.prefetch_classes(n + 1);  // the next row's classes, while this computes
+      const scalar_t* hn = a.h + n * D;
+      acc_t* xn = px + r * J;
+      if (a.tg[n * T] == a.ignore_index) {
+        std::fill(xn, xn + J, acc_t(0));
+        continue;
+      }
+      for (int64_t j = 0; j < J; ++j) {
+        const acc_t s = dot<scalar_t, acc_t>(hn, a.row_of_class(n, j), D);
+        xn[j] = j < T ? -s : s;
+      }
+    }
+    vec::softplus_sigmoid(px, rows * J, psp, c ? psg : nullptr);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t n = n0 + r;
+      const bool ignored = a.tg[n * T] == a.ignore_index;
+      acc_t sum = 0;
+      for (int64_t j = 0; j < J; ++j) sum += psp[r * J + j];
+      l[n] = ignored ? acc_t(0) : sum;
+      if (!c) continue;
+      // dloss/ds: -sigmoid(-s) = sigmoid(s) - 1 for a true class, sigmoid(s) for a negative.
+      acc_t* cn = c + n * J;
+      for (int64_t j = 0; j < J; ++j)
+        cn[j] = ignored ? acc_t(0) : (j < T ? -psg[r * J + j] : psg[r * J + j]);
+    }
+  }
+}
+
+// grad_h of rows [begin, end): g_n sum_j coef_nj w_j.
+template <class scalar_t>
+FS_ALWAYS_INLINE void grad_input_rows_body(const Rows<scalar_t>& a,
+                                           const typename Rows<scalar_t>::acc_t* c,
+                                           const typename Rows<scalar_t>::acc_t* g, scalar_t* gi,
+                                           int64_t begin, int64_t end) {
+  using acc_t = typename Rows<scalar_t>::acc_t;
+  const int64_t D = a.D, J = a.J;
+  std::vector<acc_t> acc(D);
+  for (int64_t n = begin; n < end; ++n) {
+    if (n + 1 < end) a.prefetch_classes(n + 1);
+    std::fill(acc.begin(), acc.end(), acc_t(0));
+    for (int64_t j = 0; j < J; ++j) axpy(acc.data(), c[n * J + j], a.row_of_class(n, j), D);
+    for (int64_t d = 0; d < D; ++d) acc[d] *= g[n];
+    store(gi + n * D, acc.data(), D);
+  }
+}
+
+// Each loop compiled twice, for AVX2 with FMA and for the baseline, chosen at run time.
+template <class scalar_t>
+__attribute__((target("avx2,fma"))) void forward_rows_avx2(
+    const Rows<scalar_t>& a, typename Rows<scalar_t>::acc_t* l, typename Rows<scalar_t>::acc_t* c,
+    int64_t begin, int64_t end) {
+  forward_rows_body(a, l, c, begin, end);
+}
+template <class scalar_t>
+void forward_rows(const Rows<scalar_t>& a, typename Rows<scalar_t>::acc_t* l,
+                  typename Rows<scalar_t>::acc_t* c, int64_t begin, int64_t end) {
+  if (vec::has_avx2_fma()) forward_rows_avx2(a, l, c, begin, end);
+  else forward_rows_body(a, l, c, begin, end);
+}
+template <class scalar_t>
+__attribute__((target("avx2,fma"))) void grad_input_rows_avx2(
+    const Rows<scalar_t>& a, const typename Rows<scalar_t>::acc_t* c,
+    const typename Rows<scalar_t>::acc_t* g, scalar_t* gi, int64_t begin, int64_t end) {
+  grad_input_rows_body(a, c, g, gi, begin, end);
+}
+template <class scalar_t>
+void grad_input_rows(const Rows<scalar_t>& a, const typename Rows<scalar_t>::acc_t* c,
+                     const typename Rows<scalar_t>::acc_t* g, scalar_t* gi, int64_t begin,
+                     int64_t end) {
+  if (vec::has_avx2_fma()) grad_input_rows_avx2(a, c, g, gi, begin, end);
+  else grad_input_rows_body(a, c, g, gi, begin, end);
+}
+
+template <class scalar_t>
+Rows<scalar_t> rows_of(const Tensor& input, const Tensor& weight, const Tensor& target,
+                       const Tensor& negatives, int64_t ignore_index) {
+  const int64_t K = negatives.size(-1), T = target.size(1);
+  return {data<scalar_t>(input), data<scalar_t>(weight), data<int64_t>(target),
+          data<int64_t>(negatives), input.size(1), T, K, T + K,
+          negatives.dim() == 2 ? K : 0, ignore_index};
+}
 
 std::tuple<Tensor, Tensor> negative_sampling_forward_cpu(
     const Tensor& input_, const Tensor& weight_, const Tensor& target_, const Tensor& negatives_,
@@ -19,49 +143,17 @@ std::tuple<Tensor, Tensor> negative_sampling_forward_cpu(
   check_negative_sampling(input_, weight_, target_, negatives_, ignore_index);
   const Tensor input = contiguous(input_), weight = contiguous(weight_);
   const Tensor target = contiguous(target_), negatives = contiguous(negatives_);
-  const int64_t N = input.size(0), D = input.size(1), T = target.size(1);
-  const int64_t K = negatives.size(-1), J = T + K;
-  const int64_t neg_stride = negatives.dim() == 2 ? K : 0;
+  const int64_t N = input.size(0), J = target.size(1) + negatives.size(-1);
   const ScalarType acc_type = to_opmath(input.scalar_type());
   Tensor loss = empty({N}, acc_type, input.device());
-  Tensor coef = empty({need_grad ? N : 0, J}, acc_type, input.device());
+  Tensor coef = empty_for_writing({need_grad ? N : 0, J}, acc_type);
   FS_DISPATCH_FLOATING(input.scalar_type(), "negative_sampling_forward_cpu", [&] {
     using acc_t = opmath_t<scalar_t>;
-    const scalar_t* h = data<scalar_t>(input);
-    const scalar_t* w = data<scalar_t>(weight);
-    const int64_t* tg = data<int64_t>(target);
-    const int64_t* ng = data<int64_t>(negatives);
+    const Rows<scalar_t> a = rows_of<scalar_t>(input, weight, target, negatives, ignore_index);
     acc_t* l = data<acc_t>(loss);
     acc_t* c = need_grad ? data<acc_t>(coef) : nullptr;
     torch::stable::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
-      const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
-      for (int64_t n = begin; n < end; ++n) {
-        if (n + 1 < end) {  // the next row's classes, while this row computes
-          for (int64_t t = 0; t < T; ++t) prefetch_row(w + tg[(n + 1) * T + t] * D, row_bytes);
-          for (int64_t k = 0; k < K; ++k)
-            prefetch_row(w + ng[(n + 1) * neg_stride + k] * D, row_bytes);
-        }
-        acc_t* cn = need_grad ? c + n * J : nullptr;
-        const int64_t* tn = tg + n * T;
-        if (tn[0] == ignore_index) {
-          l[n] = acc_t(0);
-          if (need_grad) std::fill(cn, cn + J, acc_t(0));
-          continue;
-        }
-        const scalar_t* hn = h + n * D;
-        acc_t sum = 0;
-        for (int64_t t = 0; t < T; ++t) {
-          const acc_t s = dot<scalar_t, acc_t>(hn, w + tn[t] * D, D);
-          sum += softplus(-s);
-          if (need_grad) cn[t] = sigmoid(s) - acc_t(1);
-        }
-        for (int64_t k = 0; k < K; ++k) {
-          const acc_t s = dot<scalar_t, acc_t>(hn, w + ng[n * neg_stride + k] * D, D);
-          sum += softplus(s);
-          if (need_grad) cn[T + k] = sigmoid(s);
-        }
-        l[n] = sum;
-      }
+      forward_rows(a, l, c, begin, end);
     });
   });
   return {loss, coef};
@@ -76,34 +168,19 @@ std::tuple<Tensor, Tensor, Tensor> negative_sampling_backward_cpu(
       grad_loss_, input_, weight_, target_, negatives_, coef_, ignore_index);
   const Tensor &input = b.input, &weight = b.weight;
   const int64_t N = b.N, D = b.D, T = b.T, K = b.K, J = b.J, neg_stride = b.neg_stride;
-  Tensor grad_input = torch::stable::empty_like(input);
+  Tensor grad_input = empty_for_writing({N, D}, input.scalar_type());
   Tensor grad_weight, ids;
   FS_DISPATCH_FLOATING(input.scalar_type(), "negative_sampling_backward_cpu", [&] {
     using acc_t = opmath_t<scalar_t>;
-    const scalar_t* h = data<scalar_t>(input);
-    const scalar_t* w = data<scalar_t>(weight);
-    const int64_t* tg = data<int64_t>(b.target);
-    const int64_t* ng = data<int64_t>(b.negatives);
+    const Rows<scalar_t> a =
+        rows_of<scalar_t>(input, weight, b.target, b.negatives, ignore_index);
+    const scalar_t* h = a.h;
+    const int64_t *tg = a.tg, *ng = a.ng;
     const acc_t* c = data<acc_t>(b.coef);
     const acc_t* g = data<acc_t>(b.grad_loss);
     scalar_t* gi = data<scalar_t>(grad_input);
     torch::stable::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
-      std::vector<acc_t> acc(D);
-      const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
-      for (int64_t n = begin; n < end; ++n) {
-        if (n + 1 < end) {
-          for (int64_t t = 0; t < T; ++t) prefetch_row(w + tg[(n + 1) * T + t] * D, row_bytes);
-          for (int64_t k = 0; k < K; ++k)
-            prefetch_row(w + ng[(n + 1) * neg_stride + k] * D, row_bytes);
-        }
-        std::fill(acc.begin(), acc.end(), acc_t(0));
-        const acc_t* cn = c + n * J;
-        for (int64_t t = 0; t < T; ++t) axpy(acc.data(), cn[t], w + tg[n * T + t] * D, D);
-        for (int64_t k = 0; k < K; ++k)
-          axpy(acc.data(), cn[T + k], w + ng[n * neg_stride + k] * D, D);
-        for (int64_t d = 0; d < D; ++d) acc[d] *= g[n];
-        store(gi + n * D, acc.data(), D);
-      }
+      grad_input_rows(a, c, g, gi, begin, end);
     });
     PairGroups<scalar_t, acc_t> pairs;
     pairs.num = 2;
