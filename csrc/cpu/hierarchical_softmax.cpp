@@ -5,18 +5,139 @@
 //   coef_nj = dloss_n/ds_j = sigmoid(s_j) - (1 - b_j)
 // The backward reuses the forward's coefficients and path ids, no recomputation:
 //   grad_h_n = g_n sum_j coef_nj w_{i_j},   grad_w_i += g_n coef_nj h_n
-// and the weight gradient a deterministic counting-sort scatter (scatter_paths).
+// and the weight gradient the deterministic pair scatter of loss_cpu.h.
 #include <atomic>
 
 #include "../common/hsoftmax_host.h"
 #include "loss_cpu.h"
+#include "vec_math.h"
 
 namespace fastsoftmax {
 namespace {
 
 using namespace loss;
-using hsoftmax::step_coef;
-using hsoftmax::step_loss;
+
+// The row loops' inputs and the flags a bad tree raises.
+template <class scalar_t>
+struct Paths {
+  using acc_t = opmath_t<scalar_t>;
+  const scalar_t* h;
+  const scalar_t* w;
+  const int64_t* tg;
+  const int32_t* up;
+  int64_t V, D, L, ignore_index;
+  std::atomic<int64_t>* unterminated;
+  std::atomic<bool>* bad_link;
+  std::atomic<bool>* class_is_root;
+};
+
+// Forward of rows [begin, end): loss l [N], coef c [N, L], path ids [N, L].
+template <class scalar_t>
+FS_ALWAYS_INLINE void forward_rows_body(const Paths<scalar_t>& a, opmath_t<scalar_t>* l,
+                                        opmath_t<scalar_t>* c, int64_t* ids, int64_t begin,
+                                        int64_t end) {
+  using acc_t = opmath_t<scalar_t>;
+  const int64_t V = a.V, D = a.D, L = a.L;
+  const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
+  std::vector<acc_t> x(L), sp(L), sg(L);
+  for (int64_t n = begin; n < end; ++n) {
+    acc_t* cn = c + n * L;
+    int64_t* in = ids + n * L;
+    int64_t len = 0;
+    if (a.tg[n] != a.ignore_index) {
+      // Walk up first (the links are a short chain of dependent loads), asking for every
+      // weight row of the path as soon as its id is known; the bit waits in cn.
+      for (int64_t node = a.tg[n];;) {
+        const int32_t e = a.up[node];
+        if (e < -1 || e >= 2 * (V - 1)) {
+          *a.bad_link = true;
+          break;
+        }
+        if (e < 0) {
+          if (node < V) *a.class_is_root = true;
+          break;
+        }
+        if (len == L) {
+          *a.unterminated = a.tg[n];
+          break;
+        }
+        in[len] = e >> 1;
+        cn[len] = acc_t(e & 1);
+        prefetch_row(a.w + in[len] * D, row_bytes);
+        node = V + (e >> 1);
+        ++len;
+      }
+    }
+    // Step j's loss is softplus(x_j), x_j = bit ? s_j : -s_j, and its coefficient
+    // sigmoid(s_j) - (1 - bit) = bit ? sigmoid(x_j) : -sigmoid(x_j): one vectorised pass.
+    const scalar_t* hn = a.h + n * D;
+    for (int64_t j = 0; j < len; ++j) {
+      const acc_t s = dot<scalar_t, acc_t>(hn, a.w + in[j] * D, D);
+      x[j] = cn[j] != acc_t(0) ? s : -s;
+    }
+    vec::softplus_sigmoid(x.data(), len, sp.data(), sg.data());
+    acc_t sum = 0;
+    for (int64_t j = 0; j < len; ++j) {
+      sum += sp[j];
+      cn[j] = cn[j] != acc_t(0) ? sg[j] : -sg[j];
+    }
+    for (int64_t j = len; j < L; ++j) {
+      cn[j] = acc_t(0);
+      in[j] = V - 1;  // the sentinel: one past the last inner node
+    }
+    l[n] = sum;
+  }
+}
+
+// grad_h of rows [begin, end): g_n sum_j coef_nj w_{i_j}.
+template <class scalar_t>
+FS_ALWAYS_INLINE void grad_input_rows_body(const scalar_t* w, const int64_t* nodes,
+                                           const opmath_t<scalar_t>* c,
+                                           const opmath_t<scalar_t>* g, scalar_t* gi, int64_t D,
+                                           int64_t L, int64_t num_inner, int64_t begin,
+                                           int64_t end) {
+  using acc_t = opmath_t<scalar_t>;
+  std::vector<acc_t> acc(D);
+  const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
+  for (int64_t n = begin; n < end; ++n) {
+    const int64_t* pn = nodes + n * L;
+    for (int64_t j = 0; j < L && pn[j] < num_inner; ++j) prefetch_row(w + pn[j] * D, row_bytes);
+    std::fill(acc.begin(), acc.end(), acc_t(0));
+    for (int64_t j = 0; j < L && pn[j] < num_inner; ++j)
+      axpy(acc.data(), c[n * L + j], w + pn[j] * D, D);
+    for (int64_t d = 0; d < D; ++d) acc[d] *= g[n];
+    store(gi + n * D, acc.data(), D);
+  }
+}
+
+// Each loop compiled twice, for AVX2 with FMA and for the baseline, chosen at run time.
+template <class scalar_t>
+__attribute__((target("avx2,fma"))) void forward_rows_avx2(const Paths<scalar_t>& a,
+                                                           opmath_t<scalar_t>* l,
+                                                           opmath_t<scalar_t>* c, int64_t* ids,
+                                                           int64_t begin, int64_t end) {
+  forward_rows_body(a, l, c, ids, begin, end);
+}
+template <class scalar_t>
+void forward_rows(const Paths<scalar_t>& a, opmath_t<scalar_t>* l, opmath_t<scalar_t>* c,
+                  int64_t* ids, int64_t begin, int64_t end) {
+  if (vec::has_avx2_fma()) forward_rows_avx2(a, l, c, ids, begin, end);
+  else forward_rows_body(a, l, c, ids, begin, end);
+}
+template <class scalar_t>
+__attribute__((target("avx2,fma"))) void grad_input_rows_avx2(
+    const scalar_t* w, const int64_t* nodes, const opmath_t<scalar_t>* c,
+    const opmath_t<scalar_t>* g, scalar_t* gi, int64_t D, int64_t L, int64_t num_inner,
+    int64_t begin, int64_t end) {
+  grad_input_rows_body(w, nodes, c, g, gi, D, L, num_inner, begin, end);
+}
+template <class scalar_t>
+void grad_input_rows(const scalar_t* w, const int64_t* nodes, const opmath_t<scalar_t>* c,
+                     const opmath_t<scalar_t>* g, scalar_t* gi, int64_t D, int64_t L,
+                     int64_t num_inner, int64_t begin, int64_t end) {
+  if (vec::has_avx2_fma()) grad_input_rows_avx2(w, nodes, c, g, gi, D, L, num_inner, begin, end);
+  else grad_input_rows_body(w, nodes, c, g, gi, D, L, num_inner, begin, end);
+}
 
 std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_forward_cpu(
     const Tensor& input_, const Tensor& weight_, const Tensor& target_, const Tensor& links_,
@@ -37,57 +158,14 @@ std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_forward_cpu(
   std::atomic<bool> bad_link{false}, class_is_root{false};
   FS_DISPATCH_FLOATING(input.scalar_type(), "hierarchical_softmax_forward_cpu", [&] {
     using acc_t = opmath_t<scalar_t>;
-    const scalar_t* h = data<scalar_t>(input);
-    const scalar_t* w = data<scalar_t>(weight);
-    const int64_t* tg = data<int64_t>(target);
-    const int32_t* up = data<int32_t>(links);
+    const Paths<scalar_t> a{data<scalar_t>(input), data<scalar_t>(weight),
+                            data<int64_t>(target), data<int32_t>(links), V, D, L, ignore_index,
+                            &unterminated, &bad_link, &class_is_root};
     acc_t* l = data<acc_t>(loss);
     acc_t* c = data<acc_t>(coef);
     int64_t* ids = data<int64_t>(nodes);
     torch::stable::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
-      const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
-      for (int64_t n = begin; n < end; ++n) {
-        acc_t* cn = c + n * L;
-        int64_t* in = ids + n * L;
-        int64_t len = 0;
-        if (tg[n] != ignore_index) {
-          // Walk up first (the links are a short chain of dependent loads), asking for
-          // every weight row of the path as soon as its id is known; the bit waits in cn.
-          for (int64_t x = tg[n];;) {
-            const int32_t e = up[x];
-            if (e < -1 || e >= 2 * (V - 1)) {
-              bad_link = true;
-              break;
-            }
-            if (e < 0) {
-              if (x < V) class_is_root = true;
-              break;
-            }
-            if (len == L) {
-              unterminated = tg[n];
-              break;
-            }
-            in[len] = e >> 1;
-            cn[len] = acc_t(e & 1);
-            prefetch_row(w + in[len] * D, row_bytes);
-            x = V + (e >> 1);
-            ++len;
-          }
-        }
-        const scalar_t* hn = h + n * D;
-        acc_t sum = 0;
-        for (int64_t j = 0; j < len; ++j) {
-          const int bit = cn[j] != acc_t(0);
-          const acc_t s = dot<scalar_t, acc_t>(hn, w + in[j] * D, D);
-          sum += step_loss(s, bit);
-          cn[j] = step_coef(s, bit);
-        }
-        for (int64_t j = len; j < L; ++j) {
-          cn[j] = acc_t(0);
-          in[j] = V - 1;  // the sentinel: one past the last inner node
-        }
-        l[n] = sum;
-      }
+      forward_rows(a, l, c, ids, begin, end);
     });
   });
   hsoftmax::check_link_flags(bad_link.load(), class_is_root.load(), V);
@@ -96,51 +174,6 @@ std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_forward_cpu(
                  " steps: links and max_depth must describe one tree (build it with "
                  "fastsoftmax.ClassTree)");
   return {loss, coef, nodes};
-}
-
-// grad_W[i] = sum over the (row n, step j) pairs with nodes[n, j] = i of
-// g_n coef_nj h_n, padding (the sentinel id num_inner) left out. Deterministic for any
-// thread count: a stable counting sort by inner id, then each touched row sums its pairs in
-// (row, step) order, one row per task. Dense: [num_inner, D], untouched rows zero (never
-// written: lazy_zeros). Sparse: the touched rows [U, D] and their ids [U], ascending.
-template <class scalar_t, class acc_t>
-std::tuple<Tensor, Tensor> scatter_paths(const int64_t* nodes, const acc_t* coef,
-                                         const acc_t* grad_loss, const scalar_t* h, int64_t N,
-                                         int64_t L, int64_t D, int64_t num_inner, bool sparse,
-                                         ScalarType dtype) {
-  const int64_t P = N * L;
-  std::vector<int64_t> start(num_inner + 1, 0);
-  for (int64_t p = 0; p < P; ++p)
-    if (nodes[p] < num_inner) ++start[nodes[p] + 1];
-  std::vector<int64_t> touched;
-  for (int64_t i = 0; i < num_inner; ++i) {
-    if (start[i + 1] > 0) touched.push_back(i);
-    start[i + 1] += start[i];
-  }
-  std::vector<int64_t> order(start[num_inner]), fill(start.begin(), start.end() - 1);
-  for (int64_t p = 0; p < P; ++p)
-    if (nodes[p] < num_inner) order[fill[nodes[p]]++] = p;
-  const int64_t U = static_cast<int64_t>(touched.size());
-  const Device cpu(torch::headeronly::DeviceType::CPU);
-  Tensor out = sparse ? empty({U, D}, dtype, cpu) : lazy_zeros<scalar_t>(num_inner, D, dtype);
-  Tensor ids = empty({sparse ? U : 0}, kLong, cpu);
-  if (sparse) std::copy(touched.begin(), touched.end(), data<int64_t>(ids));
-  scalar_t* o = data<scalar_t>(out);
-  const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
-  torch::stable::parallel_for(0, U, 16, [&](int64_t begin, int64_t end) {
-    std::vector<acc_t> acc(D);
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t i = touched[u];
-      std::fill(acc.begin(), acc.end(), acc_t(0));
-      for (int64_t q = start[i]; q < start[i + 1]; ++q) {
-        if (q + 2 < start[i + 1]) prefetch_row(h + (order[q + 2] / L) * D, row_bytes);
-        const int64_t p = order[q], n = p / L;
-        axpy(acc.data(), coef[p] * grad_loss[n], h + n * D, D);
-      }
-      store(o + (sparse ? u : i) * D, acc.data(), D);
-    }
-  });
-  return {out, ids};
 }
 
 // deterministic: unused, the CPU backward always is (the CUDA one reads it).
@@ -163,20 +196,16 @@ std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_backward_cpu(
     const acc_t* g = data<acc_t>(grad_loss);
     scalar_t* gi = data<scalar_t>(grad_input);
     torch::stable::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
-      std::vector<acc_t> acc(D);
-      const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
-      for (int64_t n = begin; n < end; ++n) {
-        const int64_t* pn = in + n * L;
-        for (int64_t j = 0; j < L && pn[j] < num_inner; ++j) prefetch_row(w + pn[j] * D, row_bytes);
-        std::fill(acc.begin(), acc.end(), acc_t(0));
-        for (int64_t j = 0; j < L && pn[j] < num_inner; ++j)
-          axpy(acc.data(), c[n * L + j], w + pn[j] * D, D);
-        for (int64_t d = 0; d < D; ++d) acc[d] *= g[n];
-        store(gi + n * D, acc.data(), D);
-      }
+      grad_input_rows(w, in, c, g, gi, D, L, num_inner, begin, end);
     });
+    // grad_W[i] = sum over the (row n, step j) pairs with nodes[n, j] = i of g_n coef_nj h_n;
+    // the padding steps' sentinel id num_inner lies outside the classes and is left out.
+    PairGroups<scalar_t, acc_t> pairs;
+    pairs.num = 1;
+    pairs.g[0] =
+        PairGroup<scalar_t, acc_t>::of(N, L, in, L).weighted_by(c, L).scaled_by(g).rows_of(h, D);
     std::tie(grad_weight, ids) =
-        scatter_paths(in, c, g, h, N, L, D, num_inner, sparse, weight.scalar_type());
+        scatter_pairs_cpu<scalar_t>(pairs, num_inner, D, sparse, weight.scalar_type());
   });
   return {grad_input, grad_weight, ids};
 }

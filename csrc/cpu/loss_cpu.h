@@ -101,7 +101,8 @@ void push_pairs(const PairGroups<scalar_t, opmath_t<scalar_t>>& groups, ClassRan
 }
 
 // grad_W from pairs (see PairGroup). Dense: [V, D] zeros except touched rows. Sparse: the
-// touched rows only, [U, D], with their ids [U] ascending.
+// touched rows only, [U, D], with their ids [U] ascending. A pair whose id is V (padding,
+// as the hierarchical softmax's short paths) is left out.
 //
 // Each thread owns a contiguous range of classes and walks every pair in pair order (group 0
 // then group 1, row-major), adding those of its classes to their rows: a class's row is the
@@ -121,34 +122,35 @@ std::tuple<Tensor, Tensor> scatter_pairs_cpu(const PairGroups<scalar_t, opmath_t
   const int64_t threads = P >= 4096 ? std::max<int64_t>(1, torch::stable::get_num_threads()) : 1;
   const Device cpu(torch::headeronly::DeviceType::CPU);
 
-  // Pairs per class: the touched rows (sparse, or a compact acc_t buffer) and the balance of
-  // the threads' ranges. One thread adding straight into a dense output needs neither.
+  // Pairs per class: which rows are touched (how many: the huge-page hint of a dense output;
+  // which: the rows of a sparse or compact acc_t result) and the balance of the threads'
+  // ranges.
   const bool direct = in_place && !sparse;
-  std::vector<int32_t> counts(direct && threads == 1 ? 0 : V, 0);
-  if (!counts.empty())
-    for (int k = 0; k < groups.num; ++k) {
-      const auto& g = groups.g[k];
-      for (int64_t n = 0; n < g.rows; ++n)
-        for (int64_t j = 0; j < g.per_row; ++j) ++counts[g.id(n, j)];
-    }
-  std::vector<int64_t> row_of;  // class -> row of the accumulator (direct: the class itself)
-  std::vector<int64_t> touched;
-  if (!direct) {
-    row_of.assign(V, -1);
-    for (int64_t v = 0; v < V; ++v)
-      if (counts[v] > 0) {
-        row_of[v] = static_cast<int64_t>(touched.size());
-        touched.push_back(v);
+  std::vector<int32_t> counts(V, 0);
+  int64_t total = 0;
+  for (int k = 0; k < groups.num; ++k) {
+    const auto& g = groups.g[k];
+    for (int64_t n = 0; n < g.rows; ++n)
+      for (int64_t j = 0; j < g.per_row; ++j) {
+        const int64_t v = g.id(n, j);
+        if (v < V) ++counts[v], ++total;
       }
   }
+  std::vector<int64_t> row_of;  // class -> row of the accumulator (direct: the class itself)
+  std::vector<int64_t> touched;
+  if (!direct) row_of.assign(V, -1);
+  for (int64_t v = 0; v < V; ++v)
+    if (counts[v] > 0) {
+      if (!direct) row_of[v] = static_cast<int64_t>(touched.size());
+      touched.push_back(v);
+    }
   const int64_t U = static_cast<int64_t>(touched.size());
-  const std::vector<ClassRange> ranges =
-      counts.empty() ? std::vector<ClassRange>{{0, V}} : balanced_ranges(counts, P, threads);
+  const std::vector<ClassRange> ranges = balanced_ranges(counts, total, threads);
 
   // The accumulator: the dense output itself (float, double), or U compact acc_t rows, every
   // one of them written by its first pair.
   Tensor out = sparse && in_place ? empty_for_writing({U, D}, dtype)
-               : direct           ? lazy_zeros<scalar_t>(V, D, dtype, P)
+               : direct           ? lazy_zeros<scalar_t>(V, D, dtype, U)
                                   : empty_for_writing({U, D}, to_opmath(dtype));
   acc_t* acc = data<acc_t>(out);
   std::vector<uint8_t> started(V, 0);
