@@ -10,11 +10,108 @@
 
 #include "../common/loss_host.h"
 #include "loss_cpu.h"
+#include "vec_math.h"
 
 namespace fastsoftmax {
 namespace {
 
 using namespace loss;
+
+// The epilogue's inputs: logits [N, S] (the product, overwritten by dloss/dlogit), the
+// true classes' rows of the weight, the column and row-true offsets, and the outputs.
+template <class scalar_t>
+struct Epilogue {
+  using acc_t = opmath_t<scalar_t>;
+  const scalar_t* h;
+  const scalar_t* w;
+  const int64_t* tg;
+  const int64_t* sm;
+  const acc_t* cc;  // per sampled column: bias - log Q - log_z
+  const acc_t* rt;  // per true logit: the same for the true classes
+  scalar_t* lg;
+  acc_t* ls;
+  acc_t* gt;
+  int64_t D, T, S, mode, ignore_index;
+  bool remove_accidental_hits, need_grad;
+};
+
+template <class scalar_t>
+FS_ALWAYS_INLINE void epilogue_rows_body(const Epilogue<scalar_t>& a, int64_t begin,
+                                         int64_t end) {
+  using acc_t = opmath_t<scalar_t>;
+  const int64_t D = a.D, T = a.T, S = a.S;
+  const bool need_grad = a.need_grad;
+  const acc_t label = acc_t(1) / static_cast<acc_t>(T);  // label mass per true class
+  const acc_t minus_inf = -std::numeric_limits<acc_t>::infinity();
+  std::vector<acc_t> xs(S), xt(T), sp(a.mode == kSoftmax ? 0 : S), sg(sp.size());
+  std::vector<char> hit(S);
+  for (int64_t n = begin; n < end; ++n) {
+    const int64_t* tn = a.tg + n * T;
+    scalar_t* ln = a.lg + n * S;
+    acc_t* gtn = a.gt + n * T;
+    if (tn[0] == a.ignore_index) {
+      a.ls[n] = acc_t(0);
+      if (need_grad) {
+        std::fill(gtn, gtn + T, acc_t(0));
+        std::fill(ln, ln + S, scalar_t(0));
+      }
+      continue;
+    }
+    const scalar_t* hn = a.h + n * D;
+    for (int64_t t = 0; t < T; ++t)
+      xt[t] = dot<scalar_t, acc_t>(hn, a.w + tn[t] * D, D) + a.rt[n * T + t];
+    for (int64_t j = 0; j < S; ++j) {
+      xs[j] = static_cast<acc_t>(ln[j]) + a.cc[j];
+      char is_hit = 0;
+      if (a.remove_accidental_hits)
+        for (int64_t t = 0; t < T; ++t) is_hit |= (a.sm[j] == tn[t]);
+      hit[j] = is_hit;
+    }
+    if (a.mode == kSoftmax) {
+      // Cross entropy against labels 1/T on the true logits: logsumexp over the unmasked
+      // logits (max subtracted first) minus the mean true logit. A masked logit is -inf,
+      // whose exp is 0. Each exp(x - m) is kept: the softmax is exp(x - m) / z.
+      acc_t m = minus_inf, mean_true = 0;
+      for (int64_t t = 0; t < T; ++t) m = std::max(m, xt[t]), mean_true += xt[t];
+      for (int64_t j = 0; j < S; ++j) {
+        if (hit[j]) xs[j] = minus_inf;
+        m = std::max(m, xs[j]);
+      }
+      const acc_t z = vec::exp_shifted(xt.data(), T, m) + vec::exp_shifted(xs.data(), S, m);
+      a.ls[n] = m + fs_log(z) - mean_true * label;
+      if (!need_grad) continue;
+      const acc_t inv_z = acc_t(1) / z;
+      for (int64_t t = 0; t < T; ++t) gtn[t] = xt[t] * inv_z - label;
+      for (int64_t j = 0; j < S; ++j) ln[j] = static_cast<scalar_t>(xs[j] * inv_z);
+    } else {
+      // Sigmoid cross entropy with labels 1/T (true) and 0 (sampled):
+      //   softplus(x) - y x,   d/dx = sigmoid(x) - y.
+      acc_t sum = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        sum += softplus(xt[t]) - label * xt[t];
+        if (need_grad) gtn[t] = sigmoid(xt[t]) - label;
+      }
+      vec::softplus_sigmoid(xs.data(), S, sp.data(), need_grad ? sg.data() : nullptr);
+      for (int64_t j = 0; j < S; ++j) {
+        if (!hit[j]) sum += sp[j];
+        if (need_grad) ln[j] = hit[j] ? scalar_t(0) : static_cast<scalar_t>(sg[j]);
+      }
+      a.ls[n] = sum;
+    }
+  }
+}
+
+// Compiled twice, for AVX2 with FMA and for the baseline, chosen at run time.
+template <class scalar_t>
+__attribute__((target("avx2,fma"))) void epilogue_rows_avx2(const Epilogue<scalar_t>& a,
+                                                            int64_t begin, int64_t end) {
+  epilogue_rows_body(a, begin, end);
+}
+template <class scalar_t>
+void epilogue_rows(const Epilogue<scalar_t>& a, int64_t begin, int64_t end) {
+  if (vec::has_avx2_fma()) epilogue_rows_avx2(a, begin, end);
+  else epilogue_rows_body(a, begin, end);
+}
 
 std::tuple<Tensor, Tensor, Tensor> sampled_logits_forward_cpu(
     const Tensor& input_, const Tensor& weight_, const std::optional<Tensor>& bias_,
@@ -25,90 +122,16 @@ std::tuple<Tensor, Tensor, Tensor> sampled_logits_forward_cpu(
   SampledForward f = sampled_forward_prologue(input_, weight_, bias_, target_, sampled_,
                                                true_expected, sampled_expected, log_z, mode,
                                                ignore_index);
-  const Tensor &input = f.input, &weight = f.weight, &target = f.target, &sampled = f.sampled;
-  const Tensor &col = f.col, &row_true = f.row_true;
-  Tensor &logits = f.logits, &loss = f.loss, &grad_true = f.grad_true;
-  const int64_t N = f.N, D = f.D, T = f.T, S = f.S;
-  FS_DISPATCH_FLOATING(input.scalar_type(), "sampled_logits_forward_cpu", [&] {
+  FS_DISPATCH_FLOATING(f.input.scalar_type(), "sampled_logits_forward_cpu", [&] {
     using acc_t = opmath_t<scalar_t>;
-    const scalar_t* h = data<scalar_t>(input);
-    const scalar_t* w = data<scalar_t>(weight);
-    const int64_t* tg = data<int64_t>(target);
-    const int64_t* sm = data<int64_t>(sampled);
-    const acc_t* cc = data<acc_t>(col);
-    const acc_t* rt = data<acc_t>(row_true);
-    scalar_t* lg = data<scalar_t>(logits);
-    acc_t* ls = data<acc_t>(loss);
-    acc_t* gt = data<acc_t>(grad_true);
-    const acc_t label = acc_t(1) / static_cast<acc_t>(T);  // label mass per true class
-    torch::stable::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
-      std::vector<acc_t> xs(S), xt(T);
-      std::vector<char> hit(S);
-      for (int64_t n = begin; n < end; ++n) {
-        const int64_t* tn = tg + n * T;
-        scalar_t* ln = lg + n * S;
-        acc_t* gtn = gt + n * T;
-        if (tn[0] == ignore_index) {
-          ls[n] = acc_t(0);
-          if (need_grad) {
-            std::fill(gtn, gtn + T, acc_t(0));
-            std::fill(ln, ln + S, scalar_t(0));
-          }
-          continue;
-        }
-        const scalar_t* hn = h + n * D;
-        for (int64_t t = 0; t < T; ++t)
-          xt[t] = dot<scalar_t, acc_t>(hn, w + tn[t] * D, D) + rt[n * T + t];
-        for (int64_t j = 0; j < S; ++j) {
-          xs[j] = static_cast<acc_t>(ln[j]) + cc[j];
-          char is_hit = 0;
-          if (remove_accidental_hits)
-            for (int64_t t = 0; t < T; ++t) is_hit |= (sm[j] == tn[t]);
-          hit[j] = is_hit;
-        }
-        if (mode == kSoftmax) {
-          // Cross entropy against labels 1/T on the true logits: logsumexp over the
-          // unmasked logits (max subtracted first) minus the mean true logit.
-          acc_t m = -std::numeric_limits<acc_t>::infinity();
-          for (int64_t t = 0; t < T; ++t) m = std::max(m, xt[t]);
-          for (int64_t j = 0; j < S; ++j)
-            if (!hit[j]) m = std::max(m, xs[j]);
-          // Each exp(x - m) is kept: the softmax is exp(x - m) / z, one exp per logit
-          // instead of two (the exps were the epilogue's largest cost).
-          acc_t z = 0, mean_true = 0;
-          for (int64_t t = 0; t < T; ++t) {
-            mean_true += xt[t];
-            xt[t] = fs_exp(xt[t] - m);
-            z += xt[t];
-          }
-          for (int64_t j = 0; j < S; ++j) {
-            xs[j] = hit[j] ? acc_t(0) : fs_exp(xs[j] - m);
-            z += xs[j];
-          }
-          ls[n] = m + fs_log(z) - mean_true * label;
-          if (!need_grad) continue;
-          const acc_t inv_z = acc_t(1) / z;
-          for (int64_t t = 0; t < T; ++t) gtn[t] = xt[t] * inv_z - label;
-          for (int64_t j = 0; j < S; ++j) ln[j] = static_cast<scalar_t>(xs[j] * inv_z);
-        } else {
-          // Sigmoid cross entropy with labels 1/T (true) and 0 (sampled):
-          //   softplus(x) - y x,   d/dx = sigmoid(x) - y.
-          acc_t sum = 0;
-          for (int64_t t = 0; t < T; ++t) {
-            sum += softplus(xt[t]) - label * xt[t];
-            if (need_grad) gtn[t] = sigmoid(xt[t]) - label;
-          }
-          for (int64_t j = 0; j < S; ++j) {
-            if (hit[j]) {
-              if (need_grad) ln[j] = scalar_t(0);
-              continue;
-            }
-            sum += softplus(xs[j]);
-            if (need_grad) ln[j] = static_cast<scalar_t>(sigmoid(xs[j]));
-          }
-          ls[n] = sum;
-        }
-      }
+    const Epilogue<scalar_t> e{data<scalar_t>(f.input), data<scalar_t>(f.weight),
+                               data<int64_t>(f.target), data<int64_t>(f.sampled),
+                               data<acc_t>(f.col), data<acc_t>(f.row_true),
+                               data<scalar_t>(f.logits), data<acc_t>(f.loss),
+                               data<acc_t>(f.grad_true), f.D, f.T, f.S, mode, ignore_index,
+                               remove_accidental_hits, need_grad};
+    torch::stable::parallel_for(0, f.N, 16, [&](int64_t begin, int64_t end) {
+      epilogue_rows(e, begin, end);
     });
   });
   return without_grad_unless(need_grad, f);

@@ -77,6 +77,28 @@ FS_ALWAYS_INLINE v8f log1p_unit(v8f e) {
   return 2.0f * s * q;
 }
 
+// x[i] = exp(x[i] - m) for x[i] <= m (x[i] = -inf gives 0); returns their sum.
+template <class acc_t>
+FS_ALWAYS_INLINE acc_t exp_shifted(acc_t* x, int64_t n, acc_t m) {
+  int64_t i = 0;
+  acc_t sum = 0;
+  if constexpr (std::is_same<acc_t, float>::value) {
+    v8f total{};
+    for (; i + 8 <= n; i += 8) {
+      const v8f e = exp_nonpositive(load8(x + i) - m);
+      std::memcpy(x + i, &e, sizeof e);
+      total += e;
+    }
+    sum = ((total[0] + total[4]) + (total[1] + total[5])) +
+          ((total[2] + total[6]) + (total[3] + total[7]));
+  }
+  for (; i < n; ++i) {
+    x[i] = loss::fs_exp(x[i] - m);
+    sum += x[i];
+  }
+  return sum;
+}
+
 // softplus[i] = softplus(x[i]) and sigmoid[i] = sigmoid(x[i]) for i < n; either output may
 // be nullptr.
 template <class acc_t>
