@@ -45,8 +45,9 @@ FS_LOSS_HD T sigmoid(T x) {
 // A weight gradient written as pairs: grad_W[id(n, j)] += coef(n, j) * scale(n) * src[n, :],
 // for n < rows and j < per_row. One group describes e.g. "every (row, negative) pair" or
 // "every sampled class, its row of grad_Ws". A backward passes one or two groups; the pair
-// index p runs over group 0 then group 1, row-major, and that order is the summation order
-// of the deterministic kernels.
+// index p runs over group 0 then group 1, row-major. The deterministic kernels sum a class's
+// pairs in a fixed order: the CUDA one in that pair order, the CPU one row by row (row n's
+// pairs of group 0, then of group 1).
 template <class scalar_t, class acc_t>
 struct PairGroup {
   int64_t rows = 0;

@@ -51,8 +51,10 @@ inline std::vector<ClassRange> balanced_ranges(const std::vector<int32_t>& count
   return out;
 }
 
-// Adds every pair of a class in `range` to its accumulator row, in pair order: row row_of[v]
-// of `acc` (nullptr: row v). started[v]: whether class v's row holds a value yet.
+// Adds every pair of a class in `range` to its accumulator row, row by row: row n's pairs of
+// group 0, then of group 1, n ascending (so negative sampling's inputs, the source of both
+// groups, are read once). The accumulator row of class v is row_of[v] of `acc` (nullptr:
+// row v); started[v]: whether it holds a value yet.
 template <class scalar_t>
 FS_ALWAYS_INLINE void push_pairs_body(const PairGroups<scalar_t, opmath_t<scalar_t>>& groups,
                                       ClassRange range, int64_t D, opmath_t<scalar_t>* acc,
@@ -60,9 +62,12 @@ FS_ALWAYS_INLINE void push_pairs_body(const PairGroups<scalar_t, opmath_t<scalar
   using acc_t = opmath_t<scalar_t>;
   const int64_t first = range.first, last = range.last;
   const int64_t row_bytes = D * static_cast<int64_t>(sizeof(acc_t));
-  for (int k = 0; k < groups.num; ++k) {
-    const auto& g = groups.g[k];
-    for (int64_t n = 0; n < g.rows; ++n) {
+  int64_t rows = 0;
+  for (int k = 0; k < groups.num; ++k) rows = std::max(rows, groups.g[k].rows);
+  for (int64_t n = 0; n < rows; ++n) {
+    for (int k = 0; k < groups.num; ++k) {
+      const auto& g = groups.g[k];
+      if (n >= g.rows) continue;
       if (n + 2 < g.rows)  // the rows of the pairs two rows on, for writing
         for (int64_t j = 0; j < g.per_row; ++j) {
           const int64_t later = g.id(n + 2, j);
@@ -104,9 +109,10 @@ void push_pairs(const PairGroups<scalar_t, opmath_t<scalar_t>>& groups, ClassRan
 // touched rows only, [U, D], with their ids [U] ascending. A pair whose id is V (padding,
 // as the hierarchical softmax's short paths) is left out.
 //
-// Each thread owns a contiguous range of classes and walks every pair in pair order (group 0
-// then group 1, row-major), adding those of its classes to their rows: a class's row is the
-// sum of its pairs in pair order, accumulated in acc_t from zero, whatever the thread count.
+// Each thread owns a contiguous range of classes and walks every pair in a fixed order (row
+// by row, see push_pairs_body), adding those of its classes to their rows: a class's row is
+// the sum of its pairs in that order, accumulated in acc_t from zero, whatever the thread
+// count.
 // The source rows are read in order and the gradient rows are the random accesses, the
 // reverse of gathering each class's pairs: the gradient (V rows) is smaller than the source
 // (N rows) and its hot rows stay in cache, where a gather reads a random source row per pair.
