@@ -30,7 +30,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import fastsoftmax as fs  # noqa: E402
-from common import device_name, peak_extra_bytes, sync, time_it, write_results  # noqa: E402
+from common import device_name, peak_extra_bytes, randn_on, sync, time_it, write_results  # noqa: E402
 import bound_model  # noqa: E402
 import fused_peers  # noqa: E402
 from peers import check_lce, hs_ours, hs_plain, lce_loss, lce_variants, make_hs  # noqa: E402
@@ -219,9 +219,9 @@ def make_word2vec(device, dtype, shape):
 def make_lm(device, dtype, shape):
     n, d, v, s = shape
     g = torch.Generator().manual_seed(0)
-    w = (torch.randn(v, d, generator=g) * 0.05).to(device, dtype).requires_grad_()
+    w = (randn_on(device, v, d, generator=g) * 0.05).to(dtype).requires_grad_()
     b = torch.zeros(v).to(device, dtype).requires_grad_()
-    h = torch.randn(n, d, generator=g).to(device, dtype).requires_grad_()
+    h = randn_on(device, n, d, generator=g).to(dtype).requires_grad_()
     sampler = fs.LogUniformSampler(v, device=device)
     t = sampler.sample(n, generator=g)
     sampled = sampler.candidates(t, s, generator=g)

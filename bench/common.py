@@ -61,6 +61,18 @@ def sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
+def randn_on(device, *size, generator: torch.Generator) -> torch.Tensor:
+    """torch.randn(*size) made on `device`. On the CPU it is drawn from `generator` as
+    before; elsewhere it is drawn on the device itself, from a device generator seeded by
+    `generator`: a [8e5, 1024] weight drawn on the CPU and copied took tens of seconds of a
+    GPU case's setup."""
+    if torch.device(device).type == "cpu":
+        return torch.randn(*size, generator=generator)
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    return torch.randn(*size, device=device,
+                       generator=torch.Generator(device=device).manual_seed(seed))
+
+
 def time_it(fn, device, repeats: int = 5, warmup: int = 1, budget_s: float = 30.0):
     """Median, min and max seconds of fn() over `repeats` runs (fewer if `budget_s` runs out),
     after `warmup` untimed runs. CUDA: timed with events on the current stream; CPU: a wall

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import fastsoftmax as fs
+from common import randn_on
 
 HAS_LCE = hasattr(F, "linear_cross_entropy") and hasattr(torch.nn, "LinearCrossEntropyOptions")
 
@@ -90,9 +91,9 @@ def make_hs(device, dtype, shape):
     counts = (1e7 / torch.arange(1, v + 1, dtype=torch.float64)).ceil()
     tree = fs.ClassTree.huffman(counts).to(device)
     t = fs.UnigramSampler(counts, power=1.0).to(device).sample(n, generator=g)
-    w = (torch.randn(v - 1, d, generator=g) * 0.05).to(device, dtype).requires_grad_()
-    h = torch.randn(n, d, generator=g).to(device, dtype).requires_grad_()
-    w_full = (torch.randn(v, d, generator=g) * 0.05).to(device, dtype).requires_grad_()
+    w = (randn_on(device, v - 1, d, generator=g) * 0.05).to(dtype).requires_grad_()
+    h = randn_on(device, n, d, generator=g).to(dtype).requires_grad_()
+    w_full = (randn_on(device, v, d, generator=g) * 0.05).to(dtype).requires_grad_()
     codes, points = tree.paths()
     valid = points >= 0
     signs = torch.where(valid, 1 - 2 * codes.long(), 0).to(dtype)
