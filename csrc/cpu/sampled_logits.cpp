@@ -60,12 +60,20 @@ FS_ALWAYS_INLINE void epilogue_rows_body(const Epilogue<scalar_t>& a, int64_t be
     const scalar_t* hn = a.h + n * D;
     for (int64_t t = 0; t < T; ++t)
       xt[t] = dot<scalar_t, acc_t>(hn, a.w + tn[t] * D, D) + a.rt[n * T + t];
-    for (int64_t j = 0; j < S; ++j) {
-      xs[j] = static_cast<acc_t>(ln[j]) + a.cc[j];
-      char is_hit = 0;
-      if (a.remove_accidental_hits)
+    for (int64_t j = 0; j < S; ++j) xs[j] = static_cast<acc_t>(ln[j]) + a.cc[j];
+    // Accidental hits: candidates equal to one of the row's true classes (one compare per
+    // candidate in the usual num_true = 1, a loop the compiler vectorises).
+    if (!a.remove_accidental_hits) {
+      std::fill(hit.begin(), hit.end(), char(0));
+    } else if (T == 1) {
+      const int64_t t0 = tn[0];
+      for (int64_t j = 0; j < S; ++j) hit[j] = a.sm[j] == t0;
+    } else {
+      for (int64_t j = 0; j < S; ++j) {
+        char is_hit = 0;
         for (int64_t t = 0; t < T; ++t) is_hit |= (a.sm[j] == tn[t]);
-      hit[j] = is_hit;
+        hit[j] = is_hit;
+      }
     }
     if (a.mode == kSoftmax) {
       // Cross entropy against labels 1/T on the true logits: logsumexp over the unmasked
@@ -73,10 +81,8 @@ FS_ALWAYS_INLINE void epilogue_rows_body(const Epilogue<scalar_t>& a, int64_t be
       // whose exp is 0. Each exp(x - m) is kept: the softmax is exp(x - m) / z.
       acc_t m = minus_inf, mean_true = 0;
       for (int64_t t = 0; t < T; ++t) m = std::max(m, xt[t]), mean_true += xt[t];
-      for (int64_t j = 0; j < S; ++j) {
-        if (hit[j]) xs[j] = minus_inf;
-        m = std::max(m, xs[j]);
-      }
+      for (int64_t j = 0; j < S; ++j) xs[j] = hit[j] ? minus_inf : xs[j];
+      m = vec::max_of(xs.data(), S, m);
       const acc_t z = vec::exp_shifted(xt.data(), T, m) + vec::exp_shifted(xs.data(), S, m);
       a.ls[n] = m + fs_log(z) - mean_true * label;
       if (!need_grad) continue;

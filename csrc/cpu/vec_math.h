@@ -11,6 +11,7 @@
 // Other types take loss_math.h's scalar functions.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -75,6 +76,25 @@ FS_ALWAYS_INLINE v8f log1p_unit(v8f e) {
   q = q * z + 1.0f / 3.0f;
   q = q * z + 1.0f;
   return 2.0f * s * q;
+}
+
+// max(init, x[0], ..., x[n - 1]); a NaN x[i] is passed over, as std::max(m, NaN) would.
+template <class acc_t>
+FS_ALWAYS_INLINE acc_t max_of(const acc_t* x, int64_t n, acc_t init) {
+  int64_t i = 0;
+  acc_t m = init;
+  if constexpr (std::is_same<acc_t, float>::value) {
+    if (n >= 8) {
+      v8f best = splat(init);
+      for (; i + 8 <= n; i += 8) {
+        const v8f xi = load8(x + i);
+        best = select(xi > best, xi, best);
+      }
+      for (int l = 0; l < 8; ++l) m = std::max(m, best[l]);
+    }
+  }
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
 }
 
 // x[i] = exp(x[i] - m) for x[i] <= m (x[i] = -inf gives 0); returns their sum.
