@@ -89,7 +89,7 @@ FS_ALWAYS_INLINE void forward_rows_body(const Paths<scalar_t>& a, opmath_t<scala
   }
 }
 
-// grad_h of rows [begin, end): g_n sum_j coef_nj w_{i_j}.
+// grad_h of rows [begin, end): sum_j g_n coef_nj w_{i_j}.
 template <class scalar_t>
 FS_ALWAYS_INLINE void grad_input_rows_body(const scalar_t* w, const int64_t* nodes,
                                            const opmath_t<scalar_t>* c,
@@ -97,16 +97,21 @@ FS_ALWAYS_INLINE void grad_input_rows_body(const scalar_t* w, const int64_t* nod
                                            int64_t L, int64_t num_inner, int64_t begin,
                                            int64_t end) {
   using acc_t = opmath_t<scalar_t>;
-  std::vector<acc_t> acc(D);
+  constexpr bool in_place = std::is_same<scalar_t, acc_t>::value;
+  std::vector<acc_t> wide(in_place ? 0 : D);  // half, bfloat16: the sum in float
   const int64_t row_bytes = D * static_cast<int64_t>(sizeof(scalar_t));
   for (int64_t n = begin; n < end; ++n) {
     const int64_t* pn = nodes + n * L;
     for (int64_t j = 0; j < L && pn[j] < num_inner; ++j) prefetch_row(w + pn[j] * D, row_bytes);
-    std::fill(acc.begin(), acc.end(), acc_t(0));
-    for (int64_t j = 0; j < L && pn[j] < num_inner; ++j)
-      axpy(acc.data(), c[n * L + j], w + pn[j] * D, D);
-    for (int64_t d = 0; d < D; ++d) acc[d] *= g[n];
-    store(gi + n * D, acc.data(), D);
+    // sum_j (g_n coef_nj) w_{i_j}, its first term stored: float and double sum in the output.
+    acc_t* y = in_place ? reinterpret_cast<acc_t*>(gi + n * D) : wide.data();
+    const acc_t gn = g[n];
+    if (L == 0 || pn[0] >= num_inner) std::fill(y, y + D, acc_t(0));
+    for (int64_t j = 0; j < L && pn[j] < num_inner; ++j) {
+      if (j == 0) vec::scale(y, gn * c[n * L], w + pn[0] * D, D);
+      else axpy(y, gn * c[n * L + j], w + pn[j] * D, D);
+    }
+    if (!in_place) store(gi + n * D, y, D);
   }
 }
 

@@ -83,21 +83,27 @@ FS_ALWAYS_INLINE void forward_rows_body(const Rows<scalar_t>& a, typename Rows<s
   }
 }
 
-// grad_h of rows [begin, end): g_n sum_j coef_nj w_j.
+// grad_h of rows [begin, end): sum_j g_n coef_nj w_j.
 template <class scalar_t>
 FS_ALWAYS_INLINE void grad_input_rows_body(const Rows<scalar_t>& a,
                                            const typename Rows<scalar_t>::acc_t* c,
                                            const typename Rows<scalar_t>::acc_t* g, scalar_t* gi,
                                            int64_t begin, int64_t end) {
   using acc_t = typename Rows<scalar_t>::acc_t;
+  constexpr bool in_place = std::is_same<scalar_t, acc_t>::value;
   const int64_t D = a.D, J = a.J;
-  std::vector<acc_t> acc(D);
+  std::vector<acc_t> wide(in_place ? 0 : D);  // half, bfloat16: the sum in float
   for (int64_t n = begin; n < end; ++n) {
     if (n + 1 < end) a.prefetch_classes(n + 1);
-    std::fill(acc.begin(), acc.end(), acc_t(0));
-    for (int64_t j = 0; j < J; ++j) axpy(acc.data(), c[n * J + j], a.row_of_class(n, j), D);
-    for (int64_t d = 0; d < D; ++d) acc[d] *= g[n];
-    store(gi + n * D, acc.data(), D);
+    // sum_j (g_n coef_nj) w_j, its first term stored: float and double sum in the output row.
+    acc_t* y = in_place ? reinterpret_cast<acc_t*>(gi + n * D) : wide.data();
+    const acc_t gn = g[n];
+    if (J == 0) std::fill(y, y + D, acc_t(0));
+    for (int64_t j = 0; j < J; ++j) {
+      if (j == 0) vec::scale(y, gn * c[n * J], a.row_of_class(n, 0), D);
+      else axpy(y, gn * c[n * J + j], a.row_of_class(n, j), D);
+    }
+    if (!in_place) store(gi + n * D, y, D);
   }
 }
 

@@ -70,6 +70,17 @@ FS_ALWAYS_INLINE void axpy(acc_t* __restrict y, acc_t c, const scalar_t* __restr
   for (; d < D; ++d) y[d] += c * static_cast<acc_t>(x[d]);
 }
 
+// y[d] = c x[d] (y and x never overlap): the first term of a sum, stored rather than added
+// to zeros.
+template <class scalar_t, class acc_t>
+FS_ALWAYS_INLINE void scale(acc_t* __restrict y, acc_t c, const scalar_t* __restrict x, int64_t D) {
+  int64_t d = 0;
+  if constexpr (std::is_same<scalar_t, float>::value && std::is_same<acc_t, float>::value) {
+    for (; d + 8 <= D; d += 8) *reinterpret_cast<v8f*>(y + d) = c * load8(x + d);
+  }
+  for (; d < D; ++d) y[d] = c * static_cast<acc_t>(x[d]);
+}
+
 // Asks for the cache lines of a row of `bytes` ahead of its use: the rows a kernel gathers
 // are random rows of a large table, so without this every gather waits on DRAM latency.
 // for_write: the row is about to be updated (word2vec's in-place SGD).
