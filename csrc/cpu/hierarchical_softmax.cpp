@@ -115,35 +115,6 @@ FS_ALWAYS_INLINE void grad_input_rows_body(const scalar_t* w, const int64_t* nod
   }
 }
 
-// Each loop compiled twice, for AVX2 with FMA and for the baseline, chosen at run time.
-template <class scalar_t>
-__attribute__((target("avx2,fma"))) void forward_rows_avx2(const Paths<scalar_t>& a,
-                                                           opmath_t<scalar_t>* l,
-                                                           opmath_t<scalar_t>* c, int64_t* ids,
-                                                           int64_t begin, int64_t end) {
-  forward_rows_body(a, l, c, ids, begin, end);
-}
-template <class scalar_t>
-void forward_rows(const Paths<scalar_t>& a, opmath_t<scalar_t>* l, opmath_t<scalar_t>* c,
-                  int64_t* ids, int64_t begin, int64_t end) {
-  if (vec::has_avx2_fma()) forward_rows_avx2(a, l, c, ids, begin, end);
-  else forward_rows_body(a, l, c, ids, begin, end);
-}
-template <class scalar_t>
-__attribute__((target("avx2,fma"))) void grad_input_rows_avx2(
-    const scalar_t* w, const int64_t* nodes, const opmath_t<scalar_t>* c,
-    const opmath_t<scalar_t>* g, scalar_t* gi, int64_t D, int64_t L, int64_t num_inner,
-    int64_t begin, int64_t end) {
-  grad_input_rows_body(w, nodes, c, g, gi, D, L, num_inner, begin, end);
-}
-template <class scalar_t>
-void grad_input_rows(const scalar_t* w, const int64_t* nodes, const opmath_t<scalar_t>* c,
-                     const opmath_t<scalar_t>* g, scalar_t* gi, int64_t D, int64_t L,
-                     int64_t num_inner, int64_t begin, int64_t end) {
-  if (vec::has_avx2_fma()) grad_input_rows_avx2(w, nodes, c, g, gi, D, L, num_inner, begin, end);
-  else grad_input_rows_body(w, nodes, c, g, gi, D, L, num_inner, begin, end);
-}
-
 std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_forward_cpu(
     const Tensor& input_, const Tensor& weight_, const Tensor& target_, const Tensor& links_,
     int64_t max_depth, int64_t ignore_index,
@@ -170,7 +141,7 @@ std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_forward_cpu(
     acc_t* c = data<acc_t>(coef);
     int64_t* ids = data<int64_t>(nodes);
     torch::stable::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
-      forward_rows(a, l, c, ids, begin, end);
+      vec::with_best_isa([&]() FS_INLINE_LAMBDA { forward_rows_body(a, l, c, ids, begin, end); });
     });
   });
   hsoftmax::check_link_flags(bad_link.load(), class_is_root.load(), V);
@@ -201,7 +172,9 @@ std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_backward_cpu(
     const acc_t* g = data<acc_t>(grad_loss);
     scalar_t* gi = data<scalar_t>(grad_input);
     torch::stable::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
-      grad_input_rows(w, in, c, g, gi, D, L, num_inner, begin, end);
+      vec::with_best_isa([&]() FS_INLINE_LAMBDA {
+        grad_input_rows_body(w, in, c, g, gi, D, L, num_inner, begin, end);
+      });
     });
     // grad_W[i] = sum over the (row n, step j) pairs with nodes[n, j] = i of g_n coef_nj h_n;
     // the padding steps' sentinel id num_inner lies outside the classes and is left out.

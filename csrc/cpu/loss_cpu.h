@@ -84,25 +84,11 @@ FS_ALWAYS_INLINE void push_pairs_body(const PairGroups<scalar_t, opmath_t<scalar
           axpy(y, c, x, D);
         } else {
           started[v] = 1;
-          for (int64_t d = 0; d < D; ++d) y[d] = acc_t(0) + c * static_cast<acc_t>(x[d]);
+          vec::scale(y, c, x, D);
         }
       }
     }
   }
-}
-
-template <class scalar_t>
-__attribute__((target("avx2,fma"))) void push_pairs_avx2(
-    const PairGroups<scalar_t, opmath_t<scalar_t>>& groups, ClassRange range, int64_t D,
-    opmath_t<scalar_t>* acc, const int64_t* row_of, uint8_t* started) {
-  push_pairs_body(groups, range, D, acc, row_of, started);
-}
-
-template <class scalar_t>
-void push_pairs(const PairGroups<scalar_t, opmath_t<scalar_t>>& groups, ClassRange range,
-                int64_t D, opmath_t<scalar_t>* acc, const int64_t* row_of, uint8_t* started) {
-  if (vec::has_avx2_fma()) push_pairs_avx2(groups, range, D, acc, row_of, started);
-  else push_pairs_body(groups, range, D, acc, row_of, started);
 }
 
 // grad_W from pairs (see PairGroup). Dense: [V, D] zeros except touched rows. Sparse: the
@@ -116,9 +102,8 @@ void push_pairs(const PairGroups<scalar_t, opmath_t<scalar_t>>& groups, ClassRan
 // The source rows are read in order and the gradient rows are the random accesses, the
 // reverse of gathering each class's pairs: the gradient (V rows) is smaller than the source
 // (N rows) and its hot rows stay in cache, where a gather reads a random source row per pair.
-// A row's first pair stores instead of adding (0 + c x, the same value), so a fresh page is
-// only ever written, never read first (a read would map the zero page and fault again on the
-// write).
+// A row's first pair stores instead of adding, so a fresh page is only ever written, never
+// read first (a read would map the zero page and fault again on the write).
 template <class scalar_t>
 std::tuple<Tensor, Tensor> scatter_pairs_cpu(const PairGroups<scalar_t, opmath_t<scalar_t>>& groups,
                                              int64_t V, int64_t D, bool sparse, ScalarType dtype) {
@@ -142,15 +127,19 @@ std::tuple<Tensor, Tensor> scatter_pairs_cpu(const PairGroups<scalar_t, opmath_t
         if (v < V) ++counts[v], ++total;
       }
   }
-  std::vector<int64_t> row_of;  // class -> row of the accumulator (direct: the class itself)
-  std::vector<int64_t> touched;
+  // The rows touched: a sparse or compact acc_t result has one row each (row_of: class ->
+  // row); a dense one only needs their number.
+  std::vector<int64_t> row_of, touched;
+  int64_t U = 0;
   if (!direct) row_of.assign(V, -1);
   for (int64_t v = 0; v < V; ++v)
     if (counts[v] > 0) {
-      if (!direct) row_of[v] = static_cast<int64_t>(touched.size());
-      touched.push_back(v);
+      if (!direct) {
+        row_of[v] = U;
+        touched.push_back(v);
+      }
+      ++U;
     }
-  const int64_t U = static_cast<int64_t>(touched.size());
   const std::vector<ClassRange> ranges = balanced_ranges(counts, total, threads);
 
   // The accumulator: the dense output itself (float, double), or U compact acc_t rows, every
@@ -162,10 +151,13 @@ std::tuple<Tensor, Tensor> scatter_pairs_cpu(const PairGroups<scalar_t, opmath_t
   std::vector<uint8_t> started(V, 0);
   torch::stable::parallel_for(0, static_cast<int64_t>(ranges.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r)
-      push_pairs(groups, ranges[r], D, acc, direct ? nullptr : row_of.data(), started.data());
+      vec::with_best_isa([&]() FS_INLINE_LAMBDA {
+        push_pairs_body(groups, ranges[r], D, acc, direct ? nullptr : row_of.data(),
+                        started.data());
+      });
   });
   if (in_place) {
-    Tensor ids = empty({sparse ? U : 0}, kLong, cpu);
+    Tensor ids = empty({sparse ? U : 0}, kLong, cpu);  // touched is filled when sparse
     if (sparse) std::copy(touched.begin(), touched.end(), data<int64_t>(ids));
     return {out, ids};
   }

@@ -44,13 +44,8 @@ FS_ALWAYS_INLINE void forward_rows_body(const Rows<scalar_t>& a, typename Rows<s
   // Scores of a block of rows, signed so that each pair's loss is softplus(x): then one
   // vectorised pass takes softplus and sigmoid of the whole block (vec_math.h).
   constexpr int64_t kBlock = 16;
-  acc_t x[kBlock * 8], sp[kBlock * 8], sg[kBlock * 8];
-  std::vector<acc_t> wide;
-  acc_t *px = x, *psp = sp, *psg = sg;
-  if (J > 8) {
-    wide.resize(3 * kBlock * J);
-    px = wide.data(), psp = px + kBlock * J, psg = psp + kBlock * J;
-  }
+  std::vector<acc_t> x(kBlock * J), sp(kBlock * J), sg(kBlock * J);
+  acc_t *px = x.data(), *psp = sp.data(), *psg = sg.data();
   for (int64_t n0 = begin; n0 < end; n0 += kBlock) {
     const int64_t rows = std::min(kBlock, end - n0);
     for (int64_t r = 0; r < rows; ++r) {
@@ -107,33 +102,6 @@ FS_ALWAYS_INLINE void grad_input_rows_body(const Rows<scalar_t>& a,
   }
 }
 
-// Each loop compiled twice, for AVX2 with FMA and for the baseline, chosen at run time.
-template <class scalar_t>
-__attribute__((target("avx2,fma"))) void forward_rows_avx2(
-    const Rows<scalar_t>& a, typename Rows<scalar_t>::acc_t* l, typename Rows<scalar_t>::acc_t* c,
-    int64_t begin, int64_t end) {
-  forward_rows_body(a, l, c, begin, end);
-}
-template <class scalar_t>
-void forward_rows(const Rows<scalar_t>& a, typename Rows<scalar_t>::acc_t* l,
-                  typename Rows<scalar_t>::acc_t* c, int64_t begin, int64_t end) {
-  if (vec::has_avx2_fma()) forward_rows_avx2(a, l, c, begin, end);
-  else forward_rows_body(a, l, c, begin, end);
-}
-template <class scalar_t>
-__attribute__((target("avx2,fma"))) void grad_input_rows_avx2(
-    const Rows<scalar_t>& a, const typename Rows<scalar_t>::acc_t* c,
-    const typename Rows<scalar_t>::acc_t* g, scalar_t* gi, int64_t begin, int64_t end) {
-  grad_input_rows_body(a, c, g, gi, begin, end);
-}
-template <class scalar_t>
-void grad_input_rows(const Rows<scalar_t>& a, const typename Rows<scalar_t>::acc_t* c,
-                     const typename Rows<scalar_t>::acc_t* g, scalar_t* gi, int64_t begin,
-                     int64_t end) {
-  if (vec::has_avx2_fma()) grad_input_rows_avx2(a, c, g, gi, begin, end);
-  else grad_input_rows_body(a, c, g, gi, begin, end);
-}
-
 template <class scalar_t>
 Rows<scalar_t> rows_of(const Tensor& input, const Tensor& weight, const Tensor& target,
                        const Tensor& negatives, int64_t ignore_index) {
@@ -159,7 +127,7 @@ std::tuple<Tensor, Tensor> negative_sampling_forward_cpu(
     acc_t* l = data<acc_t>(loss);
     acc_t* c = need_grad ? data<acc_t>(coef) : nullptr;
     torch::stable::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
-      forward_rows(a, l, c, begin, end);
+      vec::with_best_isa([&]() FS_INLINE_LAMBDA { forward_rows_body(a, l, c, begin, end); });
     });
   });
   return {loss, coef};
@@ -186,7 +154,7 @@ std::tuple<Tensor, Tensor, Tensor> negative_sampling_backward_cpu(
     const acc_t* g = data<acc_t>(b.grad_loss);
     scalar_t* gi = data<scalar_t>(grad_input);
     torch::stable::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
-      grad_input_rows(a, c, g, gi, begin, end);
+      vec::with_best_isa([&]() FS_INLINE_LAMBDA { grad_input_rows_body(a, c, g, gi, begin, end); });
     });
     PairGroups<scalar_t, acc_t> pairs;
     pairs.num = 2;

@@ -44,7 +44,7 @@ FS_ALWAYS_INLINE void epilogue_rows_body(const Epilogue<scalar_t>& a, int64_t be
   const acc_t label = acc_t(1) / static_cast<acc_t>(T);  // label mass per true class
   const acc_t minus_inf = -std::numeric_limits<acc_t>::infinity();
   std::vector<acc_t> xs(S), xt(T), sp(a.mode == kSoftmax ? 0 : S), sg(sp.size());
-  std::vector<char> hit(S);
+  std::vector<char> hit(S, 0);  // stays all zero without remove_accidental_hits
   for (int64_t n = begin; n < end; ++n) {
     const int64_t* tn = a.tg + n * T;
     scalar_t* ln = a.lg + n * S;
@@ -63,12 +63,10 @@ FS_ALWAYS_INLINE void epilogue_rows_body(const Epilogue<scalar_t>& a, int64_t be
     for (int64_t j = 0; j < S; ++j) xs[j] = static_cast<acc_t>(ln[j]) + a.cc[j];
     // Accidental hits: candidates equal to one of the row's true classes (one compare per
     // candidate in the usual num_true = 1, a loop the compiler vectorises).
-    if (!a.remove_accidental_hits) {
-      std::fill(hit.begin(), hit.end(), char(0));
-    } else if (T == 1) {
+    if (a.remove_accidental_hits && T == 1) {
       const int64_t t0 = tn[0];
       for (int64_t j = 0; j < S; ++j) hit[j] = a.sm[j] == t0;
-    } else {
+    } else if (a.remove_accidental_hits) {
       for (int64_t j = 0; j < S; ++j) {
         char is_hit = 0;
         for (int64_t t = 0; t < T; ++t) is_hit |= (a.sm[j] == tn[t]);
@@ -107,18 +105,6 @@ FS_ALWAYS_INLINE void epilogue_rows_body(const Epilogue<scalar_t>& a, int64_t be
   }
 }
 
-// Compiled twice, for AVX2 with FMA and for the baseline, chosen at run time.
-template <class scalar_t>
-__attribute__((target("avx2,fma"))) void epilogue_rows_avx2(const Epilogue<scalar_t>& a,
-                                                            int64_t begin, int64_t end) {
-  epilogue_rows_body(a, begin, end);
-}
-template <class scalar_t>
-void epilogue_rows(const Epilogue<scalar_t>& a, int64_t begin, int64_t end) {
-  if (vec::has_avx2_fma()) epilogue_rows_avx2(a, begin, end);
-  else epilogue_rows_body(a, begin, end);
-}
-
 std::tuple<Tensor, Tensor, Tensor> sampled_logits_forward_cpu(
     const Tensor& input_, const Tensor& weight_, const std::optional<Tensor>& bias_,
     const Tensor& target_, const Tensor& sampled_, const Tensor& true_expected,
@@ -137,7 +123,7 @@ std::tuple<Tensor, Tensor, Tensor> sampled_logits_forward_cpu(
                                data<acc_t>(f.grad_true), f.D, f.T, f.S, mode, ignore_index,
                                remove_accidental_hits, need_grad};
     torch::stable::parallel_for(0, f.N, 16, [&](int64_t begin, int64_t end) {
-      epilogue_rows(e, begin, end);
+      vec::with_best_isa([&]() FS_INLINE_LAMBDA { epilogue_rows_body(e, begin, end); });
     });
   });
   return without_grad_unless(need_grad, f);

@@ -1,8 +1,6 @@
 // CPU implementations of the sampler ops: alias-table build, draws with replacement and
 // TensorFlow-style unique candidate sampling. The arithmetic lives in csrc/common so the
 // CUDA file computes the same bits.
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <vector>

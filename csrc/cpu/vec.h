@@ -23,12 +23,29 @@ typedef float v8f __attribute__((vector_size(32), aligned(4)));
 
 FS_ALWAYS_INLINE const v8f& load8(const float* p) { return *reinterpret_cast<const v8f*>(p); }
 
-// Whether this CPU runs AVX2 with FMA. Hot loops are compiled twice, once with
-// __attribute__((target("avx2,fma"))) and once for the baseline, and pick at run time (by
-// the CPU's features: target_clones("arch=...") would test for a CPU model).
+// Whether this CPU runs AVX2 with FMA.
 inline bool has_avx2_fma() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return yes;
+}
+
+// Hot loops are compiled twice, for AVX2 with FMA and for the baseline, and pick at run time
+// by the CPU's features (target_clones("arch=...") would test for a CPU model). The loop is a
+// lambda marked FS_INLINE_LAMBDA around FS_ALWAYS_INLINE helpers, so that everything in it
+// is compiled into each copy: with_best_isa([&]() FS_INLINE_LAMBDA { loop(...); }).
+#define FS_INLINE_LAMBDA __attribute__((always_inline))
+template <class F>
+__attribute__((target("avx2,fma"), noinline)) void run_avx2_fma(const F& f) {
+  f();
+}
+template <class F>
+__attribute__((noinline)) void run_baseline(const F& f) {
+  f();
+}
+template <class F>
+inline void with_best_isa(const F& f) {
+  if (has_avx2_fma()) run_avx2_fma(f);
+  else run_baseline(f);
 }
 
 // sum_d a[d] b[d], accumulated in acc_t.

@@ -176,8 +176,7 @@ FS_ALWAYS_INLINE void prefetch_path(const TrainParams& a, int32_t w) {
 }
 
 // Trains sentences [s_begin, s_end). Inlined, with every helper above (FS_ALWAYS_INLINE),
-// into an AVX2+FMA and a baseline entry point, chosen at run time from the CPU's features (target_clones("arch=haswell") would test for
-// that CPU model, not its features, and fall back to baseline on every AMD CPU).
+// into an AVX2+FMA and a baseline copy (vec::with_best_isa).
 FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin,
                                            int64_t s_end, Stats& st, WorkerRows& rows) {
   const int64_t D = a.D;
@@ -288,20 +287,8 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
   }
 }
 
-__attribute__((target("avx2,fma"))) void train_sentences_avx2(const TrainParams& a, int64_t b,
-                                                              int64_t e, Stats& st,
-                                                              WorkerRows& rows) {
-  train_sentences_body(a, b, e, st, rows);
-}
-
-void train_sentences_baseline(const TrainParams& a, int64_t b, int64_t e, Stats& st,
-                              WorkerRows& rows) {
-  train_sentences_body(a, b, e, st, rows);
-}
-
 void train_sentences(const TrainParams& a, int64_t b, int64_t e, Stats& st, WorkerRows& rows) {
-  if (vec::has_avx2_fma()) train_sentences_avx2(a, b, e, st, rows);
-  else train_sentences_baseline(a, b, e, st, rows);
+  vec::with_best_isa([&]() FS_INLINE_LAMBDA { train_sentences_body(a, b, e, st, rows); });
 }
 
 Tensor word2vec_train_cpu(const Tensor& syn0, const Tensor& syn1neg, const Tensor& tokens,

@@ -44,12 +44,12 @@ inline Tensor empty_for_writing(IntArrayRef sizes, ScalarType dtype) {
 
 // A [rows, D] CPU tensor of zeros in which only the rows written later cost anything. Small
 // tensors (a mapping per call would cost more than the fill), and any platform without
-// anonymous mmap, take zeros(). `writes`: how many row writes will follow (repeats
-// included), when known. Enough of them to touch most 4 KiB pages (their count times the
-// rows a page holds reaches `rows`: 63 % of the pages for ids spread at random) ask for huge
-// pages too, the pages then costing fewer faults than the zeros they save.
+// anonymous mmap, take zeros(). `touched`: how many distinct rows will be written, when
+// known. Enough of them to touch most 4 KiB pages (their count times the rows a page holds
+// reaches `rows`: 63 % of the pages for rows spread at random) ask for huge pages too, the
+// pages then costing fewer faults than the zeros they save.
 template <class scalar_t>
-Tensor lazy_zeros(int64_t rows, int64_t D, ScalarType dtype, int64_t writes = 0) {
+Tensor lazy_zeros(int64_t rows, int64_t D, ScalarType dtype, int64_t touched = 0) {
   const Device cpu(torch::headeronly::DeviceType::CPU);
   const size_t bytes = static_cast<size_t>(rows * D) * sizeof(scalar_t);
 #if defined(MAP_ANONYMOUS)
@@ -57,7 +57,7 @@ Tensor lazy_zeros(int64_t rows, int64_t D, ScalarType dtype, int64_t writes = 0)
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p != MAP_FAILED) {
       const int64_t rows_per_page = std::max<int64_t>(1, 4096 / (D * int64_t(sizeof(scalar_t))));
-      if (writes * rows_per_page >= rows) advise_huge_pages(p, static_cast<int64_t>(bytes));
+      if (touched * rows_per_page >= rows) advise_huge_pages(p, static_cast<int64_t>(bytes));
       return torch::stable::from_blob(p, {rows, D}, {D, 1}, cpu, dtype,
                                       [bytes](void* q) { munmap(q, bytes); });
     }
