@@ -79,7 +79,7 @@ void define_ops(torch::stable::detail::StableLibrary& m) {
       "row_scores_backward(Tensor grad_scores, Tensor input, Tensor weight, Tensor ids,"
       " bool has_bias, bool deterministic=False) -> (Tensor grad_input, Tensor grad_weight,"
       " Tensor grad_bias)");
-  // word2vec: one Hogwild SGD pass of skip-gram (sg) or CBOW over a batch of sentences with
+  // word2vec: one SGD pass of skip-gram (sg) or CBOW over a batch of sentences with
   // negative sampling (negative > 0), hierarchical softmax (hs) or both, updating syn0 and
   // syn1neg [V, D] and syn1 [V - 1, D] in place.
   // tokens: int32 in-vocabulary ids of the batch, concatenated; sentence_ends: int64 [S]
@@ -87,14 +87,18 @@ void define_ops(torch::stable::detail::StableLibrary& m) {
   // trained before each sentence (all epochs), which sets its learning rate on the linear
   // schedule alpha -> min_alpha over total_words; keep_prob: float32 [V] subsampling keep
   // probabilities; (ns_prob, ns_alias): the alias table of the negative distribution;
-  // first_token: global counter of tokens[0] (see csrc/common/word2vec_math.h); num_workers:
-  // concurrent sentence walkers (CPU threads, CUDA warps); one worker walks the sentences in
-  // order on either device (deterministic), more alert under torch's deterministic mode.
+  // first_token: global counter of tokens[0] (see csrc/common/word2vec_math.h).
   // hs: word w's Huffman path is hs_paths[hs_offsets[w] .. hs_offsets[w + 1]) (int32 steps
   // 2 * inner node + code, root first, word2vec.c's points and codes; hs_offsets int64
   // [V + 1]). With negative = 0 syn1neg and the alias table, and without hs syn1 and the
   // paths, are not read (may be empty). lockf: gensim's vectors_lockf, float32 [L]: word w's
   // input-vector updates are scaled by lockf[w % L] (empty: by 1).
+  // The update order (word2vec_math.h): round_size 0 is word2vec.c's sequential order, run
+  // by num_workers CPU threads Hogwild (more than one alerts under torch's deterministic
+  // mode), or on CUDA by one warp (num_workers = 1 only); round_size R > 0 is lockstep rounds
+  // of R centres, whose result does not depend on num_workers (CUDA warps at most; the CPU
+  // replays it on one thread, num_workers = 1). deterministic: on CUDA, rounds sum their
+  // updates in 64-bit fixed point, bit-identical from run to run (float atomics otherwise).
   // Returns float64 [3] = (summed loss, positive predictions, tokens kept after subsampling).
   m.def(
       "word2vec_train(Tensor(a!) syn0, Tensor(b!) syn1neg, Tensor tokens, Tensor sentence_ends,"
@@ -102,7 +106,7 @@ void define_ops(torch::stable::detail::StableLibrary& m) {
       " int first_token, bool sg, bool cbow_mean, int window, int negative,"
       " bool shrink_windows, float alpha, float min_alpha, float total_words,"
       " int num_workers, Tensor(c!) syn1, Tensor hs_paths, Tensor hs_offsets, Tensor lockf,"
-      " bool hs)"
+      " bool hs, int round_size=0, bool deterministic=False)"
       " -> Tensor");
 
   // Hierarchical softmax. The tree is given as links int32 [2V - 1]: nodes

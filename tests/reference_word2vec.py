@@ -136,6 +136,112 @@ def w2v_train_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob,
     return syn0, syn1, loss, examples, kept_total
 
 
+def _kept_stream(sentences, words_before, keep_prob, seed, first_token, window, shrink):
+    """The centres of a batch in order: (kept ids of its sentence, position, global token
+    counter, half-window, words_before of its sentence), subsampled as the op does."""
+    centres, t = [], first_token
+    for sentence, before in zip(sentences, words_before):
+        kept, ids, wins = [], [], []
+        for w in sentence:
+            coin, b = w2v_token_draws(seed, t, window, shrink)
+            if coin < float(keep_prob[w]):
+                kept.append(w)
+                ids.append(t)
+                wins.append(b)
+            t += 1
+        centres += [(kept, i, ids[i], wins[i], before) for i in range(len(kept))]
+    return centres
+
+
+ROUND_STIFFNESS = 0.025  # csrc/common/word2vec_math.h kRoundStiffness
+
+
+def w2v_rounds_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob, alias, *,
+                         round_size, seed, first_token, sg, cbow_mean, window, negative, shrink,
+                         alpha, min_alpha, total_words, syn1_hs=None, codes=None, points=None,
+                         lockf=None):
+    """fastsoftmax::word2vec_train with round_size > 0 (lockstep rounds, word2vec_math.h), in
+    float64: the centres of the batch, in order, in rounds of round_size; every prediction
+    of a round reads the tables as they were when it began; at its end each row moves by
+    (1 - e^-L) / L times the sum of its updates, L = ROUND_STIFFNESS * sum of alpha |x|^2 over
+    them (x: the input for an output row, each output row for an input). Returns what
+    w2v_train_reference returns."""
+    tables = {"syn0": syn0.astype(np.float64).copy()}
+    if negative:
+        tables["neg"] = syn1neg.astype(np.float64).copy()
+    if syn1_hs is not None:
+        tables["hs"] = syn1_hs.astype(np.float64).copy()
+    centres = _kept_stream(sentences, words_before, keep_prob, seed, first_token, window,
+                           shrink)
+    loss, examples = 0.0, 0
+    for first in range(0, len(centres), round_size):
+        deltas = {}  # (table, row) -> [summed update, summed bound]
+
+        def add(table, row, update, bound):
+            entry = deltas.setdefault((table, row), [0.0, 0.0])
+            entry[0] = entry[0] + update
+            entry[1] += bound
+
+        def unit(h, table, row, label, lr, grad_h):
+            out = tables[table][row]
+            f = float(h @ out)
+            step_loss = -math.log(_sigmoid(f if label else -f))
+            if abs(f) >= 6.0:
+                return step_loss, 0.0
+            g = (label - _sigmoid(f)) * lr
+            grad_h += g * out
+            add(table, row, g * h, ROUND_STIFFNESS * lr * float(h @ h))
+            return step_loss, ROUND_STIFFNESS * lr * float(out @ out)
+
+        def predict(h, center, negs, lr):
+            grad_h, total_loss, bound = np.zeros_like(h), 0.0, 0.0
+            steps = []
+            if syn1_hs is not None:
+                steps += [("hs", p, 1.0 - c) for c, p in zip(codes[center], points[center])]
+            if negative:
+                steps += [("neg", center, 1.0)] + [("neg", int(n), 0.0) for n in negs
+                                                   if int(n) != center]
+            for table, row, label in steps:
+                step_loss, b = unit(h, table, row, label, lr, grad_h)
+                total_loss += step_loss
+                bound += b
+            return grad_h, total_loss, bound
+
+        for kept, i, gid, win, before in centres[first:first + round_size]:
+            lr = w2v_learning_rate(alpha, min_alpha, before, total_words)
+            ctx = [j for j in range(max(0, i - win), min(len(kept), i + win + 1)) if j != i]
+            if not ctx:
+                continue
+            if sg:
+                negs = w2v_negatives(seed, gid * 2 * window * negative, len(ctx) * negative,
+                                     prob, alias) if negative else []
+                for c, j in enumerate(ctx):
+                    grad_h, step_loss, bound = predict(
+                        tables["syn0"][kept[j]], kept[i], negs[c * negative:(c + 1) * negative],
+                        lr)
+                    loss += step_loss
+                    add("syn0", kept[j], _lock(lockf, kept[j]) * grad_h, bound)
+                    examples += 1
+            else:
+                h = sum(tables["syn0"][kept[j]] for j in ctx)
+                if cbow_mean:
+                    h = h / len(ctx)
+                negs = w2v_negatives(seed, gid * negative, negative, prob, alias) \
+                    if negative else []
+                grad_h, step_loss, bound = predict(h, kept[i], negs, lr)
+                loss += step_loss
+                scale = 1.0 if cbow_mean else 1.0 / len(ctx)
+                for j in ctx:
+                    add("syn0", kept[j], scale * _lock(lockf, kept[j]) * grad_h,
+                        bound / len(ctx))
+                examples += 1
+        for (table, row), (update, bound) in deltas.items():
+            damping = -math.expm1(-bound) / bound if bound > 0 else 1.0
+            tables[table][row] += damping * update
+    out = (tables["syn0"], tables.get("neg"), loss, examples, len(centres))
+    return out + (tables["hs"],) if syn1_hs is not None else out
+
+
 def corpus_encode_reference(text: bytes, words: list, max_sentence_words: int):
     """fastsoftmax::corpus_encode in plain Python: (token ids, sentence ends, raw words per
     sentence, offset of the first byte that is not UTF-8 or -1), from LineSentence's reading

@@ -30,16 +30,16 @@ inline std::pair<int64_t, int64_t> int32_range(const Tensor& t) {
 // Host-side validation shared by both devices (a bad index on CUDA would be a device-side
 // assert, i.e. a crash, so everything is checked before any launch), then the one argument
 // struct of both trainers. The CUDA host adds its kept stream to it.
-// With num_workers > 1 the trainers race, as Hogwild SGD does by design:
-// fastsoftmax/ops/word2vec.py raises torch's deterministic-mode alert for it (a stable kernel
-// cannot).
+// In the sequential order with num_workers > 1 the CPU workers race, as Hogwild SGD does by
+// design: fastsoftmax/ops/word2vec.py raises torch's deterministic-mode alert for it (a
+// stable kernel cannot). Each device checks what num_workers may be in each order.
 inline TrainParams prepare_train(
     const Tensor& syn0, const Tensor& syn1neg, const Tensor& tokens, const Tensor& sentence_ends,
     const Tensor& words_before, const Tensor& keep_prob, const Tensor& ns_prob,
     const Tensor& ns_alias, int64_t seed, int64_t first_token, bool sg, bool cbow_mean,
     int64_t window, int64_t negative, bool shrink_windows, double alpha, double min_alpha,
     double total_words, int64_t num_workers, const Tensor& syn1, const Tensor& hs_paths,
-    const Tensor& hs_offsets, const Tensor& lockf, bool hs) {
+    const Tensor& hs_offsets, const Tensor& lockf, bool hs, int64_t round_size) {
   FS_CHECK_TYPE(syn0.scalar_type() == kFloat && syn0.dim() == 2 && syn0.is_contiguous(),
                 "word2vec_train: syn0 must be a contiguous float32 [V, D] tensor");
   const int64_t V = syn0.size(0), D = syn0.size(1);
@@ -97,6 +97,8 @@ inline TrainParams prepare_train(
   FS_CHECK_VALUE(window >= 1, "word2vec_train: window must be >= 1, got ", window);
   FS_CHECK_VALUE(total_words >= 0, "word2vec_train: total_words must be >= 0");
   FS_CHECK_VALUE(num_workers >= 1, "word2vec_train: num_workers must be >= 1");
+  FS_CHECK_VALUE(round_size >= 0, "word2vec_train: round_size must be >= 0 (0: the sequential "
+                 "order), got ", round_size);
   FS_CHECK_VALUE(first_token >= 0, "word2vec_train: first_token must be >= 0");
   const int64_t S = sentence_ends.numel();
   if (S > 0) {
@@ -166,6 +168,7 @@ inline TrainParams prepare_train(
   p.alpha = static_cast<float>(alpha);
   p.min_alpha = static_cast<float>(min_alpha);
   p.total_words = total_words;
+  p.round_size = round_size;
   return p;
 }
 

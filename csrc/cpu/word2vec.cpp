@@ -16,6 +16,7 @@
 #include "../common/philox.h"
 #include "../common/word2vec_host.h"
 #include "vec.h"
+#include "word2vec_rounds.h"
 #include "word2vec_rows.h"
 
 namespace fastsoftmax {
@@ -298,11 +299,19 @@ Tensor word2vec_train_cpu(const Tensor& syn0, const Tensor& syn1neg, const Tenso
                           int64_t window, int64_t negative, bool shrink_windows, double alpha,
                           double min_alpha, double total_words, int64_t num_workers,
                           const Tensor& syn1, const Tensor& hs_paths, const Tensor& hs_offsets,
-                          const Tensor& lockf, bool hs) {
+                          const Tensor& lockf, bool hs, int64_t round_size,
+                          bool /*deterministic: both orders are, on one thread*/) {
   const TrainParams a = w2v::prepare_train(
       syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob, ns_alias, seed,
       first_token, sg, cbow_mean, window, negative, shrink_windows, alpha, min_alpha,
-      total_words, num_workers, syn1, hs_paths, hs_offsets, lockf, hs);
+      total_words, num_workers, syn1, hs_paths, hs_offsets, lockf, hs, round_size);
+  if (round_size > 0) {
+    FS_CHECK_VALUE(num_workers == 1, "word2vec_train: the CPU replays lockstep rounds "
+                   "(round_size > 0) on one thread: give num_workers = 1, got ", num_workers);
+    Tensor out = zeros({3}, kDouble, tokens.device());
+    w2v::train_rounds_cpu(a, data<double>(out));
+    return out;
+  }
   // Cut the batch into runs of whole sentences of about kChunkTokens tokens (more runs than
   // workers), which the workers take in order from a shared counter: a worker that the OS
   // descheduled (the machine may be shared) delays only its current run, not a fixed half

@@ -1,5 +1,6 @@
-"""word2vec's training op (csrc/cpu/word2vec.cpp, csrc/cuda/word2vec.cu): one Hogwild SGD
-pass over a batch of sentences, with negative sampling and/or hierarchical softmax."""
+"""word2vec's training op (csrc/cpu/word2vec.cpp, csrc/cuda/word2vec.cu): one SGD pass over a
+batch of sentences, with negative sampling and/or hierarchical softmax, in word2vec.c's
+sequential order or in lockstep rounds (csrc/common/word2vec_math.h)."""
 
 from typing import Optional, Tuple
 
@@ -18,19 +19,22 @@ def word2vec_train(
     sg: bool, cbow_mean: bool, window: int, negative: int, shrink_windows: bool, alpha: float,
     min_alpha: float, total_words: float, num_workers: int, *, syn1: Optional[Tensor] = None,
     hs_paths: Optional[Tensor] = None, hs_offsets: Optional[Tensor] = None,
-    lockf: Optional[Tensor] = None,
+    lockf: Optional[Tensor] = None, round_size: int = 0,
 ) -> Tensor:
-    """One Hogwild SGD pass of word2vec over a batch of sentences, updating syn0 and syn1neg
-    (and, with hierarchical softmax, syn1 [V - 1, D]) in place; returns float64 [3] =
-    (summed loss, positive predictions, tokens kept). Hierarchical softmax runs when syn1 is
-    given, with the Huffman paths (hs_paths, hs_offsets) of `huffman_paths`. `lockf` (gensim's
-    vectors_lockf, float32 [L]) scales word w's input-vector updates by lockf[w % L]. See
+    """One SGD pass of word2vec over a batch of sentences, updating syn0 and syn1neg (and,
+    with hierarchical softmax, syn1 [V - 1, D]) in place; returns float64 [3] = (summed loss,
+    positive predictions, tokens kept). Hierarchical softmax runs when syn1 is given, with the
+    Huffman paths (hs_paths, hs_offsets) of `huffman_paths`. `lockf` (gensim's vectors_lockf,
+    float32 [L]) scales word w's input-vector updates by lockf[w % L]. round_size 0 trains in
+    word2vec.c's sequential order (num_workers CPU threads Hogwild; on CUDA one warp);
+    round_size R > 0 in lockstep rounds of R centres, the same model for any num_workers (on
+    CUDA bit-identical from run to run under torch.use_deterministic_algorithms). See
     csrc/ops.cpp for the arguments."""
     hs = syn1 is not None
     if hs and (hs_paths is None or hs_offsets is None):
         raise ValueError("word2vec_train: syn1 (hierarchical softmax) needs hs_paths and "
                          "hs_offsets (see huffman_paths)")
-    if int(num_workers) > 1:
+    if int(num_workers) > 1 and int(round_size) == 0:
         # Hogwild updates race by design. A stable kernel cannot raise torch's alert itself;
         # this is ATen's alertNotDeterministic in Python (same message, same warn_only rule).
         _alert_not_deterministic(
@@ -46,7 +50,8 @@ def word2vec_train(
         syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob, ns_alias,
         int(seed), int(first_token), bool(sg), bool(cbow_mean), int(window), int(negative),
         bool(shrink_windows), float(alpha), float(min_alpha), float(total_words),
-        int(num_workers), syn1, hs_paths, hs_offsets, lockf, hs,
+        int(num_workers), syn1, hs_paths, hs_offsets, lockf, hs, int(round_size),
+        torch.are_deterministic_algorithms_enabled(),
     )
 
 
@@ -91,5 +96,5 @@ def corpus_count(text: Tensor, max_sentence_words: int):
 def _word2vec_train_fake(syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob,
                          ns_prob, ns_alias, seed, first_token, sg, cbow_mean, window, negative,
                          shrink_windows, alpha, min_alpha, total_words, num_workers, syn1,
-                         hs_paths, hs_offsets, lockf, hs):
+                         hs_paths, hs_offsets, lockf, hs, round_size=0, deterministic=False):
     return syn0.new_empty(3, dtype=torch.float64)
