@@ -52,7 +52,7 @@ def test_the_unchanged_file_loads(tmp_path, saved):
 
 
 @pytest.mark.parametrize("case", ["no config", "meta is a list", "vector_size a string",
-                                  "keys a number", "one vector short", "gpu_warps -3"])
+                                  "keys a number", "one vector short", "round_size -3"])
 def test_settings_and_arrays_that_make_no_model_name_the_file(tmp_path, saved, case):
     _, arrays, meta = saved
     if case == "no config":
@@ -61,8 +61,8 @@ def test_settings_and_arrays_that_make_no_model_name_the_file(tmp_path, saved, c
         meta = [meta]
     elif case == "vector_size a string":
         meta = dict(meta, config=dict(meta["config"], vector_size="3"))
-    elif case == "gpu_warps -3":
-        meta = dict(meta, config=dict(meta["config"], gpu_warps=-3))
+    elif case == "round_size -3":
+        meta = dict(meta, config=dict(meta["config"], round_size=-3))
     elif case == "keys a number":
         arrays = changed(arrays, wv_keys=np.frombuffer(b"7", dtype=np.uint8))
     else:

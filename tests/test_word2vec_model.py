@@ -217,42 +217,51 @@ def test_schedule_with_one_worker_is_the_linear_one_and_is_saved(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
-# CUDA walkers (the mapping is pure: it runs without a GPU)
+# The update order and the walkers per device (the mapping is pure: it runs without a GPU)
 # ---------------------------------------------------------------------------------------
-def _settings(device, workers, hs=0, gpu_warps=None):
+def _settings(device, workers, round_size=None):
     import types
 
     import torch
 
-    return types.SimpleNamespace(device=torch.device(device), workers=workers, hs=hs,
-                                 gpu_warps=gpu_warps)
+    return types.SimpleNamespace(device=torch.device(device), workers=workers,
+                                 round_size=round_size)
 
 
-def test_walkers_per_device():
-    from fastsoftmax.models.word2vec.training import walkers
+def test_update_order_and_walkers_per_device():
+    from fastsoftmax.models.word2vec.training import (MAX_ROUND_SIZE, ROUNDS_PER_RUN,
+                                                      round_size_for, walkers)
 
-    assert walkers(_settings("cpu", 3)) == 3
-    assert walkers(_settings("cpu", 3, hs=1)) == 3
-    assert walkers(_settings("cuda", 1, hs=1)) == 1  # one warp: the CPU's worker replayed
-    assert walkers(_settings("cuda", 3)) >= 2**20  # every warp the GPU holds
-    assert walkers(_settings("cuda", 3, gpu_warps=256)) == 256
-
-
-def test_cuda_hs_with_racing_warps_is_refused():
-    from fastsoftmax.models.word2vec.training import walkers
-
-    with pytest.raises(ValueError, match="hs=1 on CUDA with workers > 1"):
-        walkers(_settings("cuda", 3, hs=1))
-
-
-@pytest.mark.parametrize("bad", [0, -4, 2.5, True, "64"])
-def test_gpu_warps_must_be_a_positive_int(bad):
-    with pytest.raises(ValueError, match="gpu_warps must be None or an int >= 1"):
-        Word2Vec(gpu_warps=bad)
+    # CPU: word2vec.c's sequential order on `workers` threads, or the rounds replayed on one.
+    assert round_size_for(_settings("cpu", 3), 1e9) == 0 and walkers(_settings("cpu", 3), 0) == 3
+    assert walkers(_settings("cpu", 3), 64) == 1
+    # CUDA: rounds over every warp the GPU holds; round_size=0 is one warp, sequential.
+    assert walkers(_settings("cuda", 3), 64) >= 2**20 and walkers(_settings("cuda", 3), 0) == 1
+    # "auto" (CUDA's default): ROUNDS_PER_RUN rounds a run, within [1, MAX_ROUND_SIZE].
+    for device in ("cpu", "cuda"):
+        auto = _settings(device, 3, round_size="auto")
+        assert round_size_for(auto, 1e9) == MAX_ROUND_SIZE
+        assert round_size_for(auto, 100 * ROUNDS_PER_RUN) == 100
+        assert round_size_for(auto, 10) == 1
+    assert round_size_for(_settings("cuda", 3), 1e9) == MAX_ROUND_SIZE
+    assert round_size_for(_settings("cuda", 3, round_size=7), 1e9) == 7
 
 
-def test_gpu_warps_survives_save_and_load(tmp_path):
-    m = Word2Vec(planted_corpus(), vector_size=8, min_count=1, epochs=1, gpu_warps=512)
+@pytest.mark.parametrize("bad", [-1, 2.5, True, "64", "Auto"])
+def test_round_size_must_be_none_auto_or_an_int(bad):
+    with pytest.raises(ValueError, match="round_size must be None, 'auto' or an int >= 0"):
+        Word2Vec(round_size=bad)
+
+
+def test_gpu_warps_is_refused_with_its_replacement():
+    with pytest.raises(TypeError, match="gpu_warps was removed: CUDA now trains in lockstep "
+                                        "rounds"):
+        Word2Vec(gpu_warps=256)
+
+
+def test_round_size_survives_save_and_load(tmp_path):
+    m = Word2Vec(planted_corpus(), vector_size=8, min_count=1, epochs=1, workers=1,
+                 round_size=512)
     m.save(str(tmp_path / "m.npz"))
-    assert Word2Vec.load(str(tmp_path / "m.npz")).gpu_warps == 512
+    assert Word2Vec.load(str(tmp_path / "m.npz")).round_size == 512
 

@@ -19,7 +19,7 @@ import torch
 from ..._atomic import atomic_open
 from ...tree import ClassTree
 from .data import keep_probabilities
-from .training import checked_gpu_warps
+from .training import checked_round_size
 from .errors import WrongModelFileError
 
 FORMAT_VERSION = 1
@@ -366,7 +366,7 @@ def _model(cls, path: str, arrays: dict, meta: dict, device):
     for k in cls._CONFIG:
         if k in cfg:
             setattr(model, k, cfg[k])
-    checked_gpu_warps(model.gpu_warps)
+    checked_round_size(model.round_size)
     model.wv = type(model.wv)._from_arrays(arrays, "wv_")
     model._syn0 = torch.from_numpy(model.wv.vectors.copy()).to(model.device)
     model._syn1neg = model._syn1 = tree = None

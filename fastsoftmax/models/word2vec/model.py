@@ -31,8 +31,10 @@ class Word2Vec:
     softmax (hs=1) or both: gensim 4's keywords with gensim's meaning (see the package
     docstring). Besides gensim's: ``device`` ("cpu" or "cuda"), ``huffman`` ("gensim" or
     "word2vec.c": whose Huffman tree hs=1 uses), ``alpha_schedule`` ("linear": word2vec.c's;
-    "gensim-corpus_file": the slower decay of gensim's corpus_file workers), ``gpu_warps``
-    (CUDA, workers > 1: concurrent warps, None = all the GPU holds; docs/word2vec.md). A
+    "gensim-corpus_file": the slower decay of gensim's corpus_file workers), ``round_size``
+    (the update order: 0 is word2vec.c's sequential one, R > 0 lockstep rounds of R centres
+    whose result does not depend on threads or warps, "auto" rounds sized to the run; None:
+    0 on the CPU, "auto" on CUDA; docs/word2vec.md). A
     ``hashfxn`` other than ``hash`` is refused (gensim 4 ignores it too). As in gensim 4,
     ``callbacks`` fire during the constructor's own training only, not in later ``train()``
     calls; without a corpus they (like ``trim_rule``) would do nothing, so they are refused
@@ -44,7 +46,7 @@ class Word2Vec:
                  hashfxn=hash, epochs=5, null_word=0, trim_rule=None, sorted_vocab=1,
                  batch_words=MAX_SENTENCE_WORDS, compute_loss=False, callbacks=(),
                  comment=None, max_final_vocab=None, shrink_windows=True, *, device="cpu",
-                 huffman="gensim", alpha_schedule="linear", gpu_warps=None):
+                 huffman="gensim", alpha_schedule="linear", round_size=None, gpu_warps=None):
         if sentences is not None and corpus_file is not None:
             raise TypeError("give either sentences or corpus_file, not both")  # as gensim
         if hashfxn is not hash:
@@ -63,7 +65,10 @@ class Word2Vec:
             raise ValueError(f"alpha_schedule must be 'linear' or 'gensim-corpus_file', not "
                              f"{alpha_schedule!r}")
         self.alpha_schedule = alpha_schedule
-        self.gpu_warps = training.checked_gpu_warps(gpu_warps)
+        if gpu_warps is not None:
+            _refuse("gpu_warps", "was removed: CUDA now trains in lockstep rounds, whose "
+                    "result does not depend on the number of warps (see round_size)")
+        self.round_size = training.checked_round_size(round_size)
         if not isinstance(negative, (int, np.integer)) or negative < 0:
             raise ValueError(f"negative must be an int >= 0, got {negative!r}")
         if negative == 0 and not hs:
@@ -375,7 +380,7 @@ class Word2Vec:
                "workers", "max_vocab_size", "max_final_vocab", "null_word", "sorted_vocab",
                "batch_words", "compute_loss", "comment", "shrink_windows", "corpus_count",
                "corpus_total_words", "_tokens_trained", "min_alpha_yet_reached", "alpha_schedule",
-               "gpu_warps")
+               "round_size")
 
     def save(self, path: str, separately=None, sep_limit=None, ignore=frozenset(),
              pickle_protocol=None) -> None:

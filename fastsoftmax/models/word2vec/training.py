@@ -34,16 +34,20 @@ def train_epochs(model, corpus, epochs: int, alpha: float, min_alpha: float,
     trained = raw_total = 0
     lockf = lock_factors(model)
     cache = [] if data.replayable(corpus) and epochs > 1 else None  # one pass: nothing to keep
-    # Words per native call. CPU: eight jobs of batch_words per worker, so that the wait
-    # for the slowest worker at the end of a call (at most one run of ~2k tokens) stays
-    # small on a shared machine. CUDA: a warp per sentence needs tens of thousands.
-    limit = (model.batch_words * max(1, model.workers) * 8 if model.device.type == "cpu"
-             else 1 << 21)
+    # Words per native call. The CPU's sequential order: eight jobs of batch_words per
+    # worker, so that the wait for the slowest worker at the end of a call (at most one run
+    # of ~2k tokens) stays small on a shared machine. Rounds: 2^21, on either device, since
+    # a batch's end also ends a round (the CPU replays the GPU's batches exactly).
+    rounds = round_size_for(model, run_words(model, by_sentence, per_epoch, epochs))
+    limit = model.batch_words * max(1, model.workers) * 8 if not rounds else 1 << 21
+    if rounds and model.device.type == "cpu" and model.workers > 1:
+        logger.info("round_size=%i on the CPU replays the GPU's update order on one thread "
+                    "(workers=%i has no effect)", rounds, model.workers)
     start = last_log = time.perf_counter()
     logger.info("training model with %i workers on %i vocabulary and %i features, using "
-                "sg=%s hs=%s sample=%s negative=%s window=%s shrink_windows=%s",
+                "sg=%s hs=%s sample=%s negative=%s window=%s shrink_windows=%s round_size=%s",
                 model.workers, len(model.wv), model.vector_size, model.sg, model.hs, model.sample,
-                model.negative, model.window, model.shrink_windows)
+                model.negative, model.window, model.shrink_windows, rounds)
     for cb in callbacks:
         getattr(cb, "on_train_begin", lambda m: None)(model)
     for epoch in range(epochs):
@@ -56,7 +60,8 @@ def train_epochs(model, corpus, epochs: int, alpha: float, min_alpha: float,
             before = b["sentences_before"] if by_sentence else b["words_before"]
             positions = before + stretch * epoch * per_epoch
             before = before + epoch * per_epoch
-            stats = train_batch(model, b, positions, alpha, min_alpha, stretch * total, lockf)
+            stats = train_batch(model, b, positions, alpha, min_alpha, stretch * total, lockf,
+                                rounds)
             epoch_raw += b["raw"]
             epoch_trained += int(stats[2])
             epoch_loss += stats[0]
@@ -117,35 +122,57 @@ def lock_factors(model):
     return None if (lockf == 1.0).all() else torch.from_numpy(lockf).to(model.device)
 
 
-def checked_gpu_warps(value):
-    """gpu_warps as given (None or an int >= 1), or a ValueError."""
-    if value is not None and not (type(value) is int and value >= 1):
-        raise ValueError(f"gpu_warps must be None or an int >= 1, got {value!r}")
+# round_size "auto" (CUDA's default): rounds of at most MAX_ROUND_SIZE centres, and at least
+# ROUNDS_PER_RUN rounds in a training run. Measured (docs/word2vec.md): on WikiText-2 (5
+# epochs, 10^7 words) rounds of 4096 match the sequential order's WS-353 and SimLex for
+# skip-gram and CBOW, with hs and at alpha 0.05; on small corpora a round's snapshot lags
+# behind more of the run, and fewer centres a round keep the lag small (a 36k-word corpus:
+# 0.04 below the sequential order in rounds of 64, 0.59 in rounds of 4096).
+MAX_ROUND_SIZE = 4096
+ROUNDS_PER_RUN = 2048
+
+
+def checked_round_size(value):
+    """round_size as given (None, "auto" or an int >= 0), or a ValueError."""
+    if value is not None and value != "auto" and not (type(value) is int and value >= 0):
+        raise ValueError(f"round_size must be None, 'auto' or an int >= 0 (0: word2vec.c's "
+                         f"sequential order), got {value!r}")
     return value
 
 
-def walkers(model) -> int:
-    """The op's num_workers: CPU threads; on CUDA one warp for workers=1 (the CPU's single
-    worker replayed), else gpu_warps, or every warp the GPU holds at once."""
-    if model.device.type == "cpu" or model.workers == 1:
-        return model.workers
-    if model.hs:
-        raise ValueError(CUDA_HS_REFUSAL)
-    return model.gpu_warps or 1 << 30
+def round_size_for(model, raw_words: float) -> int:
+    """The op's round_size for a run of about raw_words words: the model's int, or for
+    "auto" raw_words / ROUNDS_PER_RUN within [1, MAX_ROUND_SIZE]; None is 0 (sequential) on
+    the CPU and "auto" on CUDA."""
+    size = model.round_size
+    if size is None:
+        size = 0 if model.device.type == "cpu" else "auto"
+    if size != "auto":
+        return size
+    return int(max(1, min(MAX_ROUND_SIZE, raw_words // ROUNDS_PER_RUN)))
 
 
-# Measured on an H200 (bench/results/word2vec-runs-cuda.csv): the warps race on the top nodes
-# of the Huffman tree, which every prediction updates, and the vectors learn nothing.
-CUDA_HS_REFUSAL = (
-    "hs=1 on CUDA with workers > 1 trains vectors no better than chance: the warps race on the "
-    "top nodes of the Huffman tree, which every word's path updates (WikiText-2, one epoch: "
-    "WS-353 Spearman -0.01 on an H200 against 0.23 with 16 CPU threads; docs/gpu.md). "
-    "Train hs=1 on the CPU, use negative sampling (hs=0) on CUDA, or workers=1 (one warp: "
-    "the CPU's single worker replayed exactly, but slowly)")
+def run_words(model, by_sentence: bool, per_epoch: int, epochs: int) -> float:
+    """Raw words of a training run: epochs x total_words, or for a schedule in sentences
+    their share of the scanned corpus's words (MAX_ROUND_SIZE rounds when unknown)."""
+    if not by_sentence:
+        return float(per_epoch) * epochs
+    if model.corpus_count <= 0:
+        return float(MAX_ROUND_SIZE * ROUNDS_PER_RUN)
+    return model.corpus_total_words * per_epoch / model.corpus_count * epochs
+
+
+def walkers(model, rounds: int) -> int:
+    """The op's num_workers. Sequential order (rounds 0): CPU threads, or on CUDA one warp
+    (the CPU's single worker replayed). Rounds: one CPU thread (the replay), or every warp
+    the GPU holds (the model is the same for any number)."""
+    if model.device.type == "cpu":
+        return 1 if rounds else model.workers
+    return 1 << 30 if rounds else 1
 
 
 def train_batch(model, b: dict, before: np.ndarray, alpha, min_alpha, total,
-                lockf=None) -> list:
+                lockf=None, rounds=0) -> list:
     dev = model.device
     hs = dict(syn1=model._syn1, hs_paths=model._hs_paths,
               hs_offsets=model._hs_offsets) if model.hs else {}
@@ -155,8 +182,8 @@ def train_batch(model, b: dict, before: np.ndarray, alpha, min_alpha, total,
         torch.from_numpy(b["ends"]).to(dev), torch.from_numpy(before).to(dev), model._keep,
         model._ns_prob, model._ns_alias, model.seed & ((1 << 63) - 1), model._tokens_trained,
         bool(model.sg), bool(model.cbow_mean), model.window, model.negative,
-        model.shrink_windows, alpha, min_alpha, total, walkers(model), lockf=lockf,
-        **hs).tolist()
+        model.shrink_windows, alpha, min_alpha, total, walkers(model, rounds), lockf=lockf,
+        round_size=rounds, **hs).tolist()
     model._tokens_trained += len(b["tokens"])
     return stats
 
