@@ -71,6 +71,28 @@ def test_a_loader_error_that_names_no_file_or_is_not_a_value_error_is_a_finding(
     assert type(exc).__name__ in str(failure[1])
 
 
+def test_the_model_target_reads_separate_files_in_memory_and_mapped(monkeypatch):
+    t = target("model")
+    modes = []
+    read = t.persistence._read_npy
+
+    def counted(path, entry, mode):
+        modes.append(mode)
+        return read(path, entry, mode)
+
+    monkeypatch.setattr(t.persistence, "_read_npy", counted)
+    done, failure = harness.plain_fuzz(t.one_input, t.seeds(), 300, seed=1)
+    assert failure is None, failure
+    assert {None, "r", "c"} <= set(modes)  # read, mapped read-only, mapped copy-on-write
+
+
+def test_a_loader_that_reads_outside_the_models_folder_is_a_finding(monkeypatch):
+    t = target("model")
+    monkeypatch.setattr(t.persistence, "_plain_npy_name", lambda file: file.endswith(".npy"))
+    done, failure = harness.plain_fuzz(t.one_input, t.seeds(), RUNS)
+    assert failure is not None and "outside the model's folder" in str(failure[1])
+
+
 def test_mutations_are_seeded():
     t = target("vectors")
     seeds = t.seeds()

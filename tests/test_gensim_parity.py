@@ -3,6 +3,7 @@ missing or different: locked vectors, warnings, scoring, vocabulary scans, persi
 keywords and conversion from gensim models."""
 
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -108,11 +109,14 @@ def test_scan_vocab_reset_from_and_negative_ns_exponent(tmp_path):
 def test_save_and_load_keywords_of_gensim(tmp_path):
     m = Word2Vec(CORPUS, vector_size=4, min_count=1, epochs=1)
     path = str(tmp_path / "m.npz")
-    m.save(path, sep_limit=0, separately=["syn1neg"], pickle_protocol=4)  # layout only
+    m.save(path, sep_limit=0, separately=["syn1neg"], pickle_protocol=4)  # no size rule
+    assert sorted(os.listdir(tmp_path))[1].endswith(".syn1neg.npy")
+    assert len(os.listdir(tmp_path)) == 2  # pickle_protocol: no effect
     assert np.array_equal(Word2Vec.load(path).wv.vectors, m.wv.vectors)
+    assert np.array_equal(Word2Vec.load(path, mmap="r").syn1neg, m.syn1neg)
     with pytest.raises(TypeError, match="ignore"):
         m.save(path, ignore=["syn1neg"])
     with pytest.raises(ValueError, match="mmap"):
-        Word2Vec.load(path, mmap="r")
+        Word2Vec.load(path, mmap="r+")  # would write into the saved file
     with pytest.raises(AttributeError, match="class"):
         m.load(path)  # would suggest loading into m

@@ -7,7 +7,7 @@ Before any test module is imported, the names those modules reach the classes by
 fastsoftmax.models.word2vec's `Word2Vec` and `KeyedVectors`, so every test that builds a
 model builds ours. Everything else (gensim's LineSentence, its corpora, its test data) is
 gensim's. Tests that cannot apply to fastsoftmax are deselected by id below, each with its
-reason: those that unpickle gensim's models, and three of behaviour fastsoftmax refuses on
+reason: those that unpickle gensim's models, and one of behaviour fastsoftmax refuses on
 purpose; a test is never skipped wholesale. At the end a line per module gives the counts.
 """
 
@@ -47,9 +47,6 @@ EXCLUDED = {
     "test_word2vec.py::TestWord2VecModel::test_build_vocab_warning":
         "gives a sentence as a str, which gensim trains on character by character with a "
         "warning; fastsoftmax refuses it (TypeError), as it is almost always a bug",
-    "test_word2vec.py::TestWord2VecModel::test_large_mmap":
-        "loads with mmap='r'; the model file is one .npz read into memory (its tables become "
-        "writable torch tensors for training), so load refuses mmap",
 }
 
 

@@ -1,17 +1,14 @@
 """Files of word vectors and models: word2vec.c's text and binary formats for
-``KeyedVectors``, and fastsoftmax's own .npz of plain arrays and JSON (written atomically,
-read without unpickling) for KeyedVectors, Word2Vec (vectors, syn1neg and/or syn1 with its
-Huffman tree, vocabulary, keep probabilities, settings) and PPMIVectors."""
+``KeyedVectors``, and the Word2Vec model (vectors, syn1neg and/or syn1 with its Huffman tree,
+vocabulary, keep probabilities, settings) in fastsoftmax's own .npz of plain arrays and JSON,
+with .npy files beside it for arrays saved separately (written atomically, read without
+unpickling, mapped with mmap='r': persistence.py)."""
 
 from __future__ import annotations
 
 import io
-import json
 import logging
 import os
-import zipfile
-import zlib
-from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -20,9 +17,11 @@ from ..._atomic import atomic_open
 from ...tree import ClassTree
 from .data import keep_probabilities
 from .training import checked_round_size
-from .errors import WrongModelFileError
+from .persistence import (checked_mmap, choose_separate, file_contents, load_npz, read_only,
+                          save_npz)
+# Where the .npz layer lived before persistence.py: PPMIVectors and the fuzzers import these.
+from .persistence import FORMAT_VERSION, decode_json, encode_json  # noqa: F401
 
-FORMAT_VERSION = 1
 MAX_VECTOR_SIZE = 1 << 40
 logger = logging.getLogger(__name__)
 
@@ -248,62 +247,6 @@ class _Rows:
 
 
 # ---------------------------------------------------------------------------------------
-# .npz of plain arrays
-# ---------------------------------------------------------------------------------------
-
-
-def encode_json(obj) -> np.ndarray:
-    return np.frombuffer(json.dumps(obj).encode("utf8"), dtype=np.uint8)
-
-
-def decode_json(arr):
-    return json.loads(bytes(np.asarray(arr, dtype=np.uint8)).decode("utf8"))
-
-
-def save_npz(path: str, arrays: dict, meta: dict) -> None:
-    arrays = dict(arrays)
-    arrays["meta"] = encode_json({"format": FORMAT_VERSION, **meta})
-    # Write to the exact path given (np.savez would append .npz to a path without it).
-    with atomic_open(path, "wb") as f:
-        np.savez(f, **arrays)
-
-
-def load_npz(path: str, classes) -> tuple:
-    """(dict of arrays, meta) of a file written by save_npz whose class is in `classes`; a
-    ValueError naming the file for anything else (a pickle is refused, never unpickled)."""
-    with open(path, "rb") as f:
-        magic = f.read(4)
-    if magic[:1] == b"\x80":  # pickle protocol 2+
-        raise ValueError(f"{path} is a Python pickle: fastsoftmax never unpickles (it can run "
-                         "code). A model saved by gensim: load it with gensim and convert it, "
-                         "Word2Vec.from_gensim(model) or KeyedVectors.from_gensim(model.wv), "
-                         "then save() it here")
-    if magic not in (b"PK\x03\x04", b"PK\x05\x06"):
-        raise ValueError(f"{path} is not an .npz file written by save() (it does not start "
-                         f"like a zip archive: {magic!r})")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: np.array(z[k]) for k in z.files}
-        meta = decode_json(arrays.pop("meta"))
-        if not isinstance(meta, dict):
-            raise ValueError(f"its meta entry is a JSON {type(meta).__name__}, not an object")
-    # A damaged archive fails in the zip layer (BadZipFile, EOFError; zlib.error, OSError or
-    # NotImplementedError for a compression method changed by the damage, RuntimeError for
-    # an entry flagged encrypted) or in numpy's .npy reader (ValueError, OverflowError).
-    except (zipfile.BadZipFile, EOFError, KeyError, ValueError, OverflowError, zlib.error,
-            OSError, NotImplementedError, RuntimeError) as exc:
-        reason = f"no {exc} entry" if isinstance(exc, KeyError) else str(exc)
-        raise ValueError(f"{path} cannot be read as a model saved by fastsoftmax (truncated, "
-                         f"damaged or written by another program: {reason})") from None
-    if meta.get("class") not in classes:
-        raise WrongModelFileError(f"{path} holds a {meta.get('class')!r}, expected one of "
-                                  f"{classes}")
-    if meta.get("format") != FORMAT_VERSION:
-        raise ValueError(f"{path}: unsupported format version {meta.get('format')}")
-    return arrays, meta
-
-
-# ---------------------------------------------------------------------------------------
 # the whole Word2Vec model
 # ---------------------------------------------------------------------------------------
 
@@ -320,32 +263,22 @@ class class_only(classmethod):
 
 
 
-def save_model(model, path: str) -> None:
+def save_model(model, path: str, separately=None, sep_limit=None) -> None:
     if model._syn0 is None:
         raise RuntimeError("nothing to save: the model has no vocabulary yet")
-    model._sync_vectors()
     arrays = model.wv._arrays("wv_")
+    # The training table, which load restores (wv.vectors may be a copy of it on CUDA, or a
+    # read-only map): taken as it is, leaving wv as the caller had it.
+    arrays["wv_vectors"] = model._syn0.cpu().numpy()
     if model.negative:
-        arrays["syn1neg"] = model.syn1neg
+        arrays["syn1neg"] = model._syn1neg.cpu().numpy()
     if model.hs:
         arrays["syn1"] = model._syn1.cpu().numpy()  # the V - 1 rows of the inner nodes
         arrays["hs_links"] = model.hs_tree.links.cpu().numpy()
     arrays["keep"] = model._keep_np
     config = {k: getattr(model, k) for k in model._CONFIG}
-    save_npz(path, arrays, {"class": "Word2Vec", "config": config})
-
-
-@contextmanager
-def file_contents(path: str, what: str):
-    """Errors of building `what` from a file's arrays and settings name the file: a hostile
-    file can hold any JSON and any arrays (KeyError, TypeError, IndexError, ... there)."""
-    try:
-        yield
-    except (KeyError, TypeError, AttributeError, IndexError, OverflowError, ValueError) as exc:
-        if isinstance(exc, ValueError) and str(path) in str(exc):
-            raise
-        raise ValueError(f"{path}: its contents do not make a {what} ({type(exc).__name__}: "
-                         f"{exc})") from None
+    save_npz(path, arrays, {"class": "Word2Vec", "config": config},
+             choose_separate(arrays, separately, sep_limit))
 
 
 def _check_shape(name: str, array, shape: tuple) -> None:
@@ -353,10 +286,27 @@ def _check_shape(name: str, array, shape: tuple) -> None:
         raise ValueError(f"{name} has shape {tuple(array.shape)}, expected {shape}")
 
 
-def load_model(cls, path: str, device=None):
-    arrays, meta = load_npz(path, ("Word2Vec",))
+# With mmap='r' the training tables are copy-on-write maps of their .npy files: training
+# writes private copies of the pages it changes, in this process's memory, so it neither
+# crashes on a read-only page nor writes the file (which other processes may be mapping), and
+# save() writes what it learned to new files. Pages never written stay shared with the file.
+# Refusing train() would only make users reload to go on, for no safety gained.
+MAPPED_TABLES = {"wv_vectors": "c", "syn1neg": "c", "syn1": "c"}
+
+
+def load_model(cls, path: str, device=None, mmap=None):
+    checked_mmap(mmap)
+    arrays, meta = load_npz(path, ("Word2Vec",), mmap, MAPPED_TABLES)
     with file_contents(path, "Word2Vec model"):
         return _model(cls, path, arrays, meta, device)
+
+
+def _tensor(array, device) -> torch.Tensor:
+    """A float32 table on `device`: a copy-on-write map is used in place on the CPU (copied
+    to a GPU); an array read into memory is copied, as the model owns its tables."""
+    if isinstance(array, np.memmap) and array.dtype == np.float32 and array.flags.writeable:
+        return torch.from_numpy(array).to(device)
+    return torch.from_numpy(np.array(array, dtype=np.float32)).to(device)
 
 
 def _model(cls, path: str, arrays: dict, meta: dict, device):
@@ -368,7 +318,8 @@ def _model(cls, path: str, arrays: dict, meta: dict, device):
             setattr(model, k, cfg[k])
     checked_round_size(model.round_size)
     model.wv = type(model.wv)._from_arrays(arrays, "wv_")
-    model._syn0 = torch.from_numpy(model.wv.vectors.copy()).to(model.device)
+    mapped = model.wv.vectors if isinstance(model.wv.vectors, np.memmap) else None
+    model._syn0 = _tensor(model.wv.vectors, model.device)
     model._syn1neg = model._syn1 = tree = None
     needed = (("syn1neg",) if model.negative else ()) + (("syn1", "hs_links") if model.hs else ())
     for name in needed:
@@ -376,9 +327,9 @@ def _model(cls, path: str, arrays: dict, meta: dict, device):
             raise ValueError(f"{path}: the model file lacks {name!r} (hs={model.hs}, "
                              f"negative={model.negative})")
     if model.negative:
-        model._syn1neg = torch.from_numpy(arrays["syn1neg"].astype(np.float32)).to(model.device)
+        model._syn1neg = _tensor(arrays["syn1neg"], model.device)
     if model.hs:
-        model._syn1 = torch.from_numpy(arrays["syn1"].astype(np.float32)).to(model.device)
+        model._syn1 = _tensor(arrays["syn1"], model.device)
         tree = ClassTree(torch.from_numpy(arrays["hs_links"]))  # checks it is one tree
         if tree.num_classes != len(model.wv) or model._syn1.shape[0] != len(model.wv) - 1:
             raise ValueError(f"{path}: the Huffman tree or syn1 does not match the "
@@ -397,5 +348,7 @@ def _model(cls, path: str, arrays: dict, meta: dict, device):
     if model.hs:
         _check_shape("syn1", model._syn1, (V - 1, D))
     model._sync_vectors()
+    if mapped is not None:  # queries read the map, read-only as gensim's (training syncs)
+        model.wv.vectors = read_only(mapped)
     model._tables(tree)
     return model

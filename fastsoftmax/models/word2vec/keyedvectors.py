@@ -18,7 +18,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from . import evaluation, formats
+from . import evaluation, formats, persistence
 from .keyedvectors_compat import KeyedVectorsCompat, no_results
 
 logger = logging.getLogger(__name__)
@@ -358,15 +358,19 @@ class KeyedVectors(KeyedVectorsCompat):
         return formats.load_word2vec_format(cls, fname, fvocab, binary, encoding,
                                             unicode_errors, limit, datatype, no_header)
 
-    def save(self, path: str) -> None:
-        """numpy .npz of plain arrays and JSON (loaded with allow_pickle=False)."""
-        formats.save_npz(path, self._arrays(), {"class": "KeyedVectors"})
+    def save(self, path: str, separately=None, sep_limit=10 * 1024**2, ignore=frozenset(),
+             pickle_protocol=None) -> None:
+        """An .npz of plain arrays and JSON, loaded without unpickling. As gensim's, arrays of
+        sep_limit bytes or more (or only those named in `separately`, e.g. ["vectors"]) go to
+        .npy files beside it, which load(mmap='r') maps (persistence.py). pickle_protocol:
+        no effect; ignore is refused."""
+        persistence.save_keyed_vectors(self, path, separately, sep_limit, ignore)
 
     @classmethod
-    def load(cls, path: str):
-        arrays, meta = formats.load_npz(path, ("KeyedVectors", "Word2Vec", "PPMIVectors"))
-        with formats.file_contents(path, "KeyedVectors"):
-            return cls._from_arrays(arrays, "wv_" if meta["class"] != "KeyedVectors" else "")
+    def load(cls, path: str, mmap=None):
+        """Vectors saved by save() (or the wv of a saved Word2Vec). mmap='r': vectors saved
+        separately stay in their file, mapped read-only (a np.memmap, as gensim's)."""
+        return persistence.load_keyed_vectors(cls, path, mmap)
 
     def _arrays(self, prefix: str = "") -> dict:
         out = {prefix + "vectors": np.ascontiguousarray(self.vectors, dtype=np.float32),
@@ -378,7 +382,9 @@ class KeyedVectors(KeyedVectorsCompat):
 
     @classmethod
     def _from_arrays(cls, arrays, prefix: str = ""):
-        vectors = np.array(arrays[prefix + "vectors"], dtype=np.float32)
+        vectors = arrays[prefix + "vectors"]
+        if not (isinstance(vectors, np.memmap) and vectors.dtype == np.float32):
+            vectors = np.array(vectors, dtype=np.float32)  # a map (mmap='r') stays one
         kv = cls(vectors.shape[1], 0)
         kv.vectors = vectors
         kv.index_to_key = formats.decode_json(arrays[prefix + "keys"])

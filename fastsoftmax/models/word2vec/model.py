@@ -382,22 +382,19 @@ class Word2Vec:
                "corpus_total_words", "_tokens_trained", "min_alpha_yet_reached", "alpha_schedule",
                "round_size")
 
-    def save(self, path: str, separately=None, sep_limit=None, ignore=frozenset(),
+    def save(self, path: str, separately=None, sep_limit=10 * 1024**2, ignore=frozenset(),
              pickle_protocol=None) -> None:
-        """All state (vectors, output weights syn1neg and/or syn1 with its Huffman tree,
-        vocabulary, keep probabilities, settings) as a numpy .npz of plain arrays and JSON;
-        loading never unpickles (formats.py). gensim's separately, sep_limit and
-        pickle_protocol lay out its pickle in files: no effect on one .npz; ignore (would
-        leave parts out) is refused."""
+        """All state (vectors, syn1neg and/or syn1 with its Huffman tree, vocabulary, keep
+        probabilities, settings) as an .npz of plain arrays and JSON, never unpickled. As
+        gensim's, arrays of sep_limit bytes or more, or only those named in `separately`
+        (e.g. ["wv_vectors"]), go to .npy files beside it (persistence.py). pickle_protocol:
+        no effect; ignore (would leave parts out) is refused."""
         if ignore:
             _refuse("save(ignore=...)", "is not supported: every part of the model is saved")
-        formats.save_model(self, path)
+        formats.save_model(self, path, separately, sep_limit)
 
     @formats.class_only
     def load(cls, path: str, device=None, mmap=None):
-        """A model saved by save(), called on the class (as gensim's). Memory-mapping
-        (gensim's mmap) is not possible with .npz files: only mmap=None."""
-        if mmap is not None:
-            raise ValueError(f"load: mmap={mmap!r} is not supported (the .npz model file is "
-                             "read into memory); leave mmap=None")
-        return formats.load_model(cls, path, device)
+        """A model saved by save(), called on the class (as gensim's). mmap='r' maps the .npy
+        files: wv.vectors is a read-only np.memmap; training copies the pages it writes."""
+        return formats.load_model(cls, path, device, mmap)
