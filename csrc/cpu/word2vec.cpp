@@ -336,7 +336,7 @@ Tensor word2vec_train_cpu(const Tensor& syn0, const Tensor& syn1neg, const Tenso
       // line, and every logistic step adds to the loss, so counting there directly made two
       // threads slower than one on the hierarchical softmax (false sharing).
       Stats mine;
-      WorkerRows rows(a, workers > 1 ? &merge_lock : nullptr);
+      WorkerRows rows(a, workers > 1 ? &merge_lock : nullptr, workers);
       for (int64_t r = next++; r < runs; r = next++)
         train_sentences(a, cut[r], cut[r + 1], mine, rows);
       rows.merge();

@@ -51,20 +51,27 @@ class PrivateRows {
 // most frequent words. So each worker of a multi-worker run trains private copies of the
 // kHotRows most used output rows (the last-created inner nodes of syn1, which carry the
 // largest counts, and the syn1neg rows of the most frequent words, ids 0.. of a vocabulary
-// sorted by count) and merges them into the shared tables after every kMergeSteps logistic
-// steps and at its end, under a lock: no update is lost, and the other workers' changes
-// arrive some hundreds of centers late. With one worker there are no copies and training is
-// exactly the sequential algorithm. Sizes measured on WikiText-2 with 2 threads: fewer rows
-// or more frequent merges were slower, more of either gained nothing, and private copies of
-// the input rows (syn0) gained nothing either.
+// sorted by count) and merges them into the shared tables under a lock, every
+// kStaleSteps / workers logistic steps (at least kMinMergeSteps) and at its end: no update is
+// lost, and the other workers' changes arrive some hundreds of centres late.
+// Why the interval shrinks with the workers: a worker's private row moves toward its own
+// optimum, and a merge adds every worker's move, so between two merges the rows see
+// kStaleSteps steps of all workers at once. Held at 32768 (16384 for each of two workers, the
+// setting measured best on WikiText-2 with 2 threads), CBOW and skip-gram train the same
+// loss at 1 to 16 threads; merging every 16384 steps of each worker instead let 8 workers
+// add 131072 steps' moves and drove the most frequent words' rows out of the logistic range
+// (training loss 2.6-3.5 against 2.09-2.30, docs/word2vec.md). Private copies of the input
+// rows (syn0) gained nothing.
 constexpr int64_t kHotRows = 256;
-constexpr int64_t kMergeSteps = 16384;
+constexpr int64_t kStaleSteps = 32768;
+constexpr int64_t kMinMergeSteps = 1024;
 
 class WorkerRows {
  public:
-  // No private rows (count 0) unless a lock says there are several workers.
-  WorkerRows(const TrainParams& a, std::mutex* lock)
-      : lock_(lock), syn1neg_(a.syn1neg, 0, 0, a.D), syn1_(a.syn1, 0, 0, a.D) {
+  // No private rows (count 0) unless a lock says there are several (`workers`).
+  WorkerRows(const TrainParams& a, std::mutex* lock, int64_t workers)
+      : lock_(lock), syn1neg_(a.syn1neg, 0, 0, a.D), syn1_(a.syn1, 0, 0, a.D),
+        merge_steps_(std::max(kMinMergeSteps, kStaleSteps / std::max<int64_t>(workers, 1))) {
     if (lock_ == nullptr) return;
     std::lock_guard<std::mutex> hold(*lock_);
     if (a.negative > 0) syn1neg_ = PrivateRows(a.syn1neg, 0, std::min(kHotRows, a.V), a.D);
@@ -77,7 +84,7 @@ class WorkerRows {
   FS_ALWAYS_INLINE float* node(int64_t n) { return syn1_.row(n); }        // syn1
   // Called after each center with the logistic steps it took.
   FS_ALWAYS_INLINE void advance(int64_t steps) {
-    if (lock_ != nullptr && (steps_ += steps) >= kMergeSteps) merge();
+    if (lock_ != nullptr && (steps_ += steps) >= merge_steps_) merge();
   }
   void merge() {
     if (lock_ == nullptr) return;
@@ -90,6 +97,7 @@ class WorkerRows {
  private:
   std::mutex* lock_;  // nullptr: one worker, no copies
   PrivateRows syn1neg_, syn1_;
+  int64_t merge_steps_;
   int64_t steps_ = 0;
 };
 
