@@ -1,8 +1,8 @@
 """word2vec side by side with gensim, and count-based PPMI vectors, in one run.
 
     python bench/bench_word2vec.py [--threads 2] [--corpus wikitext2] [--models sg,cbow]
-        [--epochs 1,3,5] [--seeds 1,2,3] [--hs 0|1] [--negative 5] [--ppmi]
-        [--analogies FILE]
+        [--epochs 1,3,5] [--seeds 1,2,3] [--hs 0|1] [--negative 5] [--device cpu|cuda]
+        [--round-size auto|R] [--ppmi] [--analogies FILE]
 
 Settings (gensim's defaults unless said): vector_size 100, window 5, negative 5, sample 1e-3,
 min_count 5, alpha 0.025 -> 1e-4, for skip-gram and CBOW. --hs 1 --negative 0 compares the
@@ -52,11 +52,11 @@ def load(path):
         return [line.split() for line in f if line.strip()]
 
 
-def train(impl, sentences, sg, epochs, threads, seed, device, params, gpu_warps=None):
+def train(impl, sentences, sg, epochs, threads, seed, device, params, round_size=None):
     """(KeyedVectors, raw words per epoch, seconds in train())."""
     if impl == "fastsoftmax":
         m = Word2Vec(sg=sg, workers=threads, seed=seed, epochs=epochs, device=device,
-                     gpu_warps=gpu_warps, **params)
+                     round_size=round_size, **params)
     else:
         from gensim.models import Word2Vec as GWord2Vec
 
@@ -90,11 +90,14 @@ def main():
     ap.add_argument("--epochs", default="1,3,5")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--no-gensim", action="store_true")
+    ap.add_argument("--gensim-only", action="store_true",
+                    help="gensim alone (e.g. on a GPU machine's cores, beside --device cuda)")
     ap.add_argument("--hs", type=int, default=0, choices=(0, 1),
                     help="1: hierarchical softmax (with --negative 0: alone)")
     ap.add_argument("--negative", type=int, default=PARAMS["negative"])
-    ap.add_argument("--gpu-warps", type=int, default=None,
-                    help="CUDA: concurrent warps (default: all the GPU holds)")
+    ap.add_argument("--round-size", default=None,
+                    help="Word2Vec's round_size: auto, or centres a lockstep round (0: the "
+                         "sequential order); default: the device's (CPU 0, CUDA auto)")
     ap.add_argument("--ppmi", action="store_true", help="add the PPMI + SVD row")
     ap.add_argument("--analogies", metavar="FILE", help="questions-words.txt to score")
     bound_model.add_flag(ap)
@@ -105,7 +108,9 @@ def main():
     import torch
 
     params = dict(PARAMS, hs=args.hs, negative=args.negative)
-    impls = ["fastsoftmax"]
+    if args.no_gensim and args.gensim_only:
+        ap.error("--no-gensim and --gensim-only leave nothing to run")
+    impls = [] if args.gensim_only else ["fastsoftmax"]
     if not args.no_gensim:
         try:
             import gensim
@@ -117,8 +122,10 @@ def main():
     sentences = load(CORPORA[args.corpus])
     seeds = [int(s) for s in args.seeds.split(",")]
     rows, summary = [], []
+    round_size = (None if args.round_size is None else args.round_size
+                  if args.round_size == "auto" else int(args.round_size))
     layers = f"hs={args.hs} negative={args.negative}" + (
-        f" gpu_warps={args.gpu_warps}" if args.gpu_warps else "")
+        f" round_size={round_size}" if round_size is not None else "")
 
     def add_rows(model, provider, shape, **metrics):
         case = f"word2vec/{args.corpus}/{model}"
@@ -133,7 +140,7 @@ def main():
                     load_before = os.getloadavg()[0]
                     kv, raw, seconds = train(impl.split("-")[0], sentences, sg, epochs,
                                              args.threads, seed, args.device, params,
-                                             args.gpu_warps)
+                                             round_size)
                     assert np.isfinite(kv.vectors).all(), f"{impl}: non-finite vectors"
                     ws, acc = scores(kv, args.analogies)
                     wps = raw * epochs / seconds
@@ -173,7 +180,8 @@ def main():
     print("| --- | --- | --- | --- | --- | --- | --- |")
     ours = {(m, e): w for m, e, i, _, w, _ in summary if i == "fastsoftmax"}
     for model, epochs, impl, ws, wps, acc in summary:
-        ratio = "" if impl == "fastsoftmax" or not wps else f"{ours[(model, epochs)] / wps:.2f}×"
+        ratio = ("" if impl == "fastsoftmax" or not wps or (model, epochs) not in ours
+                 else f"{ours[(model, epochs)] / wps:.2f}×")
         per_seed = ", ".join(f"{x:.3f}" for x in ws)
         print(f"| {model} | {epochs or '-'} | {impl} | {statistics.mean(ws):.3f} ± "
               f"{spread(ws):.3f} ({per_seed}) | {acc:.3f} | {wps:,.0f} | {ratio} |")

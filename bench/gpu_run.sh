@@ -10,6 +10,8 @@
 #   ALL_TESTS=1 bash bench/gpu_run.sh      # the whole suite, not only the CUDA tests
 #   LIMIT_SCALE=2 bash bench/gpu_run.sh    # double every step's time limit
 #   LM_MEDIUM=1 bash bench/gpu_run.sh      # adds the PTB medium-config quality run (long)
+#   W2V_ONLY=1 bash bench/gpu_run.sh       # install + CUDA tests + the word2vec rows only
+#   W2V_THREADS=1 ...                      # adds word2vec quality at 1-16 CPU threads (long)
 # Sent along with the checkout (all git-ignored, so name them in the device tool's `carry`):
 #   dist-cuda/     the wheel (make cuda-wheel)
 #   dist-peers/    Liger-Kernel and Cut Cross-Entropy (the machine has no network):
@@ -69,19 +71,24 @@ fi
 [ -d "$ROOT/.device-data" ] && export FASTSOFTMAX_DATA=$ROOT/.device-data
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   # The device's copy bandwidth and matmul rate, and every row's bound at them.
-  step 25 $PY bench/bound_model.py --measure
+  [ "${W2V_ONLY:-0}" = 1 ] || step 25 $PY bench/bound_model.py --measure
   w2v="$PY bench/bench_word2vec.py --no-gensim"
   # word2vec, negative sampling: the GPU against the CPU's cores, 5 epochs, three seeds each
   # (one epoch of WikiText-2 is too little for negative sampling to score on WS-353).
   step 60 $w2v --device cuda --models sg,cbow --epochs 5 --seeds 1,2,3
   step 60 $w2v --threads "$(nproc)" --models sg,cbow --epochs 5 --seeds 1,2,3
-  # Quality against concurrency: fewer warps race less on the rows of frequent words.
-  for warps in 4096 1024 256; do
-    step 30 $w2v --device cuda --models sg --epochs 5 --seeds 1,2 --gpu-warps $warps
-  done
-  # hs=1 alone on the CPU's cores (on CUDA, Word2Vec refuses hs=1 with racing warps: it
-  # scored WS-353 -0.01 there, bench/results/gpu-run-cuda.log).
-  step 40 $w2v --threads "$(nproc)" --models sg,cbow --epochs 1 --seeds 1,2,3 --hs 1 --negative 0
+  # gensim with as many workers, the same seeds: the third column of the word2vec table.
+  step 90 $PY bench/bench_word2vec.py --threads "$(nproc)" --models sg,cbow --epochs 5 \
+    --seeds 1,2,3 --gensim-only
+  # hs=1 alone, lockstep rounds on CUDA against the CPU's cores.
+  step 40 $w2v --device cuda --models sg,cbow --epochs 5 --seeds 1,2,3 --hs 1 --negative 0
+  step 60 $w2v --threads "$(nproc)" --models sg,cbow --epochs 5 --seeds 1,2,3 --hs 1 \
+    --negative 0
+  # The CPU's quality against its thread count (16 real cores; 2 only oversubscribe).
+  [ "${W2V_THREADS:-0}" = 1 ] && step 300 $PY bench/word2vec_gpu_quality.py --round-size 0 \
+    --threads 1,2,4,8,16 --seeds 1,2,3 --jobs 1
+fi
+if [ "${SKIP_BENCH:-0}" != 1 ] && [ "${W2V_ONLY:-0}" != 1 ]; then
   # Scaling over CPU workers: skip-gram, negative sampling, one epoch, one seed.
   for t in 1 2 4 8 16; do
     [ "$t" -le "$(nproc)" ] && step 20 $w2v --threads $t --models sg --epochs 1 --seeds 1
