@@ -70,12 +70,27 @@ def test_cli_errors_are_one_line_and_come_before_training(tmp_path, corpus, caps
     _fails(capsys, ["-train", str(tmp_path), "-output", out] + SMALL, "is a directory")
     _fails(capsys, ["-train", str(tmp_path / "x.txt"), "-output", out], "does not exist")
     _fails(capsys, base + ["-encoding", "klingon"], "klingon")
+    _fails(capsys, base + ["-round-size", "-3"], "-round-size must be auto or an integer")
     if not torch.cuda.is_available():
         _fails(capsys, base + ["-device", "cuda"], "CUDA is not available")
     existing = tmp_path / "keep.txt"
     existing.write_text("precious")
     _fails(capsys, base[:3] + [str(existing)] + SMALL, "already exists", "-force")
     assert existing.read_text() == "precious" and not trained
+
+
+def test_cli_round_size_trains_the_gpu_order(tmp_path, corpus, capsys):
+    """-round-size on the CPU replays CUDA's lockstep rounds: another model than the
+    sequential order's, the same for the same flags."""
+    runs = {}
+    for name, extra in (("seq", []), ("rounds", ["-round-size", "64"]),
+                        ("again", ["-round-size", "64"])):
+        out = tmp_path / f"{name}.txt"
+        assert cli.main(["-train", str(corpus), "-output", str(out), "-quiet"] + SMALL
+                        + extra) == 0
+        runs[name] = KeyedVectors.load_word2vec_format(str(out))
+    assert (runs["rounds"].vectors == runs["again"].vectors).all()
+    assert not (runs["rounds"].vectors == runs["seq"].vectors).all()
 
 
 def test_cli_non_utf8_corpus(tmp_path, capsys):

@@ -7,7 +7,9 @@
         -hs 1 -negative 0          # hierarchical softmax instead of negative sampling
 
 (installed as ``fastsoftmax-word2vec``). The corpus is a whitespace-tokenised text file, one
-sentence per line, streamed. Besides word2vec.c's flags: -device (cpu, cuda), -seed,
+sentence per line, streamed. Besides word2vec.c's flags: -device (cpu, cuda), -round-size
+(the update order: auto, 0 for word2vec.c's sequential order, or centres a lockstep round;
+the device's own by default), -seed,
 -encoding and -decode-errors (how the corpus bytes are read), -eval-pairs FILE (word-similarity
 pairs, tab-separated), -eval-analogies FILE (questions-words.txt format), -force, -verbose
 (gensim-style progress logs) and -quiet (no progress bar). As in word2vec.c the default
@@ -59,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="write the vocabulary as 'word count' lines")
     p.add_argument("-seed", type=int, default=1, help="random seed")
     p.add_argument("-device", default="cpu", help="cpu or cuda")
+    p.add_argument("-round-size", dest="round_size", default=None,
+                   help="update order: auto (lockstep rounds sized to the run, CUDA's "
+                        "default), 0 (word2vec.c's sequential order, the CPU's default) or "
+                        "centres a round")
     p.add_argument("-encoding", default="utf8", help="text encoding of -train")
     p.add_argument("-decode-errors", dest="decode_errors", default="strict",
                    choices=("strict", "replace", "ignore"),
@@ -119,6 +125,11 @@ def _check(args) -> None:
     for flag in ("size", "window", "iter", "threads"):
         if getattr(args, flag) <= 0:
             raise UsageError(f"-{flag} must be > 0, got {getattr(args, flag)}")
+    if args.round_size not in (None, "auto"):
+        if not args.round_size.isdigit():
+            raise UsageError(f"-round-size must be auto or an integer >= 0, got "
+                             f"{args.round_size!r}")
+        args.round_size = int(args.round_size)
     if args.device.startswith("cuda"):
         import torch
 
@@ -167,7 +178,7 @@ def run(args) -> int:
                      sg=0 if args.cbow else 1, hs=args.hs, negative=args.negative,
                      sample=args.sample,
                      alpha=alpha, min_alpha=alpha * 1e-4, epochs=args.iter, seed=args.seed,
-                     workers=args.threads, device=args.device)
+                     workers=args.threads, device=args.device, round_size=args.round_size)
     corpus = LineSentence(args.train, encoding=args.encoding, errors=args.decode_errors)
     started = time.perf_counter()
     try:
