@@ -2,9 +2,9 @@
 the emulator of CUDA's execution model (tests/cuda_emulator.py, built by make cuda-emu), with
 a tenth of the profile's examples per property (at least 10): samplers' draws equal the
 Philox reference, the losses (sampled softmax, NCE, negative sampling, hierarchical softmax)
-agree with tests/reference.py within the same dtype-derived bounds, and the one-worker word2vec
-step replays the reference trainer. In-batch softmax has no kernel of its own (matmuls and
-cross entropy), so nothing of it runs here.
+agree with tests/reference.py within the same dtype-derived bounds, and word2vec's one-warp
+sequential step and its lockstep rounds replay their reference trainers. In-batch softmax has
+no kernel of its own (matmuls and cross entropy), so nothing of it runs here.
 
 Not asserted here: bit-identical repeats of the losses' backward (CUDA adds the weight
 gradient with atomics, whose order the emulator varies launch after launch)."""
@@ -67,3 +67,11 @@ def test_emulated_word2vec_one_worker_matches_reference(c):
     with emulated_cuda():
         check_one_worker(c)
     passed("cuda_emu: word2vec_train (1 worker)")
+
+
+@emulator_budget
+@given(c=w2v_cases(), round_size=st.integers(1, 12))
+def test_emulated_word2vec_rounds_match_reference(c, round_size):
+    with emulated_cuda():
+        check_one_worker(c, round_size)
+    passed("cuda_emu: word2vec_train (rounds)")

@@ -2,7 +2,8 @@
 trainer of tests/reference.py (w2v_train_reference): same random choices (subsampling,
 windows, negatives), so the same number of predictions and kept tokens exactly, and vectors
 and loss within a bound derived from float32 and the op's logistic tables. Also: the CPU op
-with one worker is bit-identical run to run."""
+with one worker is bit-identical run to run. The same for lockstep rounds (round_size > 0,
+the CUDA trainer's order) against w2v_rounds_reference."""
 
 import numpy as np
 import torch
@@ -52,7 +53,7 @@ def w2v_cases(draw):
         min_alpha=alpha * draw(st.sampled_from([0.0, 0.1, 1.0])), total_words=total)
 
 
-def run_op(c):
+def run_op(c, round_size=0):
     syn0, syn1 = torch.tensor(c["syn0"]), torch.tensor(c["syn1"])
     tokens = torch.tensor(np.concatenate(c["sentences"]) if c["sentences"] else [],
                           dtype=torch.int32)
@@ -62,7 +63,7 @@ def run_op(c):
         syn0, syn1, tokens, ends, torch.tensor(c["before"], dtype=torch.int64),
         torch.tensor(c["keep"]), prob, alias, c["seed"], c["first_token"], c["sg"],
         c["cbow_mean"], c["window"], c["negative"], c["shrink"], c["alpha"], c["min_alpha"],
-        c["total_words"], 1)
+        c["total_words"], 1, round_size=round_size)
     return syn0, syn1, stats
 
 
@@ -72,15 +73,24 @@ def test_word2vec_one_worker_matches_reference(c):
     passed("word2vec_train (1 worker)")
 
 
-def check_one_worker(c):
-    syn0, syn1, stats = run_op(c)
+@given(c=w2v_cases(), round_size=st.integers(1, 12))
+def test_word2vec_rounds_match_reference(c, round_size):
+    check_one_worker(c, round_size)
+    passed("word2vec_train (rounds)")
+
+
+def check_one_worker(c, round_size=0):
+    """The op (one worker; round_size > 0: lockstep rounds) against its float64 reference."""
+    syn0, syn1, stats = run_op(c, round_size)
     prob, alias = c["table"]
-    r0, r1, loss, examples, kept = R.w2v_train_reference(
+    reference = R.w2v_rounds_reference if round_size else R.w2v_train_reference
+    extra = dict(round_size=round_size) if round_size else {}
+    r0, r1, loss, examples, kept = reference(
         c["syn0"], c["syn1"], c["sentences"], c["before"], c["keep"], prob.numpy(),
         alias.numpy(), seed=c["seed"], first_token=c["first_token"], sg=c["sg"],
         cbow_mean=c["cbow_mean"], window=c["window"], negative=c["negative"],
         shrink=c["shrink"], alpha=c["alpha"], min_alpha=c["min_alpha"],
-        total_words=c["total_words"])
+        total_words=c["total_words"], **extra)
     assert stats[1].item() == examples and stats[2].item() == kept
     # Each of the `updates` dot-product/axpy steps adds at most alpha * TABLE_ERROR * |v| (a
     # logistic off by TABLE_ERROR) plus float32 rounding of D-term sums of |v|^2-sized
@@ -96,6 +106,6 @@ def check_one_worker(c):
     np.testing.assert_allclose(syn1.numpy(), r1, rtol=0, atol=bound)
     assert abs(stats[0].item() - loss) <= updates * (TABLE_ERROR + 8 * D * EPS32 * big**2) * 4
     # One worker: a pure function of the inputs.
-    again = run_op(c)
+    again = run_op(c, round_size)
     assert torch.equal(again[0], syn0) and torch.equal(again[1], syn1)
     assert torch.equal(again[2], stats)
