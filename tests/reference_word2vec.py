@@ -74,6 +74,17 @@ def _w2v_step(h, center, negatives, syn1, lr, hs=None):
     return grad_h, loss
 
 
+def _contexts_and_negatives(kept, i, gid, win, *, seed, sg, window, negative, prob, alias):
+    """Centre i's context positions in its sentence's kept ids, and the negatives of each of
+    its predictions (skip-gram: one list per context; CBOW: one list)."""
+    ctx = [j for j in range(max(0, i - win), min(len(kept), i + win + 1)) if j != i]
+    predictions = len(ctx) if sg else 1
+    first = gid * 2 * window * negative if sg else gid * negative
+    draws = w2v_negatives(seed, first, predictions * negative, prob, alias) \
+        if negative and ctx else []
+    return ctx, [draws[p * negative:(p + 1) * negative] for p in range(predictions)]
+
+
 def _lock(lockf, word: int) -> float:
     """gensim's vectors_lockf factor on word's input-vector update."""
     return 1.0 if lockf is None or len(lockf) == 0 else float(lockf[word % len(lockf)])
@@ -90,47 +101,34 @@ def w2v_train_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob,
     syn0 = syn0.astype(np.float64).copy()
     syn1 = None if negative == 0 else syn1neg.astype(np.float64).copy()
     hs = None if syn1_hs is None else (syn1_hs.astype(np.float64).copy(), codes, points)
-    loss, examples, kept_total = 0.0, 0, 0
-    t = first_token
-    for sentence, before in zip(sentences, words_before):
+    centres = _kept_stream(sentences, words_before, keep_prob, seed, first_token, window,
+                           shrink)
+    loss, examples = 0.0, 0
+    for kept, i, gid, win, before in centres:
         lr = w2v_learning_rate(alpha, min_alpha, before, total_words)
-        kept, ids, wins = [], [], []
-        for w in sentence:
-            coin, b = w2v_token_draws(seed, t, window, shrink)
-            if coin < float(keep_prob[w]):
-                kept.append(w)
-                ids.append(t)
-                wins.append(b)
-            t += 1
-        kept_total += len(kept)
-        for i, center in enumerate(kept):
-            ctx = [j for j in range(max(0, i - wins[i]), min(len(kept), i + wins[i] + 1))
-                   if j != i]
-            if not ctx:
-                continue
-            if sg:
-                negs = w2v_negatives(seed, ids[i] * 2 * window * negative, len(ctx) * negative,
-                                     prob, alias) if negative else []
-                for c, j in enumerate(ctx):
-                    h = syn0[kept[j]]
-                    grad_h, step_loss = _w2v_step(h, center, negs[c * negative:(c + 1) * negative],
-                                                  syn1, lr, hs)
-                    loss += step_loss
-                    syn0[kept[j]] += _lock(lockf, kept[j]) * grad_h
-                    examples += 1
-            else:
-                h = sum(syn0[kept[j]] for j in ctx)
-                if cbow_mean:
-                    h = h / len(ctx)
-                negs = w2v_negatives(seed, ids[i] * negative, negative, prob, alias) \
-                    if negative else []
-                grad_h, step_loss = _w2v_step(h, center, negs, syn1, lr, hs)
+        center = kept[i]
+        ctx, negs = _contexts_and_negatives(kept, i, gid, win, seed=seed, sg=sg, window=window,
+                                            negative=negative, prob=prob, alias=alias)
+        if not ctx:
+            continue
+        if sg:
+            for c, j in enumerate(ctx):
+                grad_h, step_loss = _w2v_step(syn0[kept[j]], center, negs[c], syn1, lr, hs)
                 loss += step_loss
-                if not cbow_mean:
-                    grad_h /= len(ctx)
-                for j in ctx:
-                    syn0[kept[j]] += _lock(lockf, kept[j]) * grad_h
+                syn0[kept[j]] += _lock(lockf, kept[j]) * grad_h
                 examples += 1
+        else:
+            h = sum(syn0[kept[j]] for j in ctx)
+            if cbow_mean:
+                h = h / len(ctx)
+            grad_h, step_loss = _w2v_step(h, center, negs[0], syn1, lr, hs)
+            loss += step_loss
+            if not cbow_mean:
+                grad_h /= len(ctx)
+            for j in ctx:
+                syn0[kept[j]] += _lock(lockf, kept[j]) * grad_h
+            examples += 1
+    kept_total = len(centres)
     if hs is not None:
         return syn0, syn1, loss, examples, kept_total, hs[0]
     return syn0, syn1, loss, examples, kept_total
@@ -209,16 +207,15 @@ def w2v_rounds_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob
 
         for kept, i, gid, win, before in centres[first:first + round_size]:
             lr = w2v_learning_rate(alpha, min_alpha, before, total_words)
-            ctx = [j for j in range(max(0, i - win), min(len(kept), i + win + 1)) if j != i]
+            ctx, negs = _contexts_and_negatives(kept, i, gid, win, seed=seed, sg=sg,
+                                                window=window, negative=negative, prob=prob,
+                                                alias=alias)
             if not ctx:
                 continue
             if sg:
-                negs = w2v_negatives(seed, gid * 2 * window * negative, len(ctx) * negative,
-                                     prob, alias) if negative else []
                 for c, j in enumerate(ctx):
-                    grad_h, step_loss, bound = predict(
-                        tables["syn0"][kept[j]], kept[i], negs[c * negative:(c + 1) * negative],
-                        lr)
+                    grad_h, step_loss, bound = predict(tables["syn0"][kept[j]], kept[i],
+                                                       negs[c], lr)
                     loss += step_loss
                     add("syn0", kept[j], _lock(lockf, kept[j]) * grad_h, bound)
                     examples += 1
@@ -226,9 +223,7 @@ def w2v_rounds_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob
                 h = sum(tables["syn0"][kept[j]] for j in ctx)
                 if cbow_mean:
                     h = h / len(ctx)
-                negs = w2v_negatives(seed, gid * negative, negative, prob, alias) \
-                    if negative else []
-                grad_h, step_loss, bound = predict(h, kept[i], negs, lr)
+                grad_h, step_loss, bound = predict(h, kept[i], negs[0], lr)
                 loss += step_loss
                 scale = 1.0 if cbow_mean else 1.0 / len(ctx)
                 for j in ctx:
