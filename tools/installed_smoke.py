@@ -12,7 +12,8 @@ status is 1 if any failed:
   sampler   alias table, draws with and without replacement
   losses    negative sampling, sampled softmax, NCE, hierarchical softmax (Huffman tree):
             forward and backward
-  model     one tiny training run of Word2Vec (hs and negative sampling together)
+  model     tiny training runs of Word2Vec (hs and negative sampling together; also in
+            lockstep rounds)
   ops       every fastsoftmax:: op registered in the dispatcher ran in the checks above
 Run as a script, sys.path[0] is tools/, so the checkout's fastsoftmax/ cannot shadow the
 installed one.
@@ -239,7 +240,13 @@ def main() -> int:
                 list(corpus_file.batches(LineSentence(path), model.wv.key_to_index, 100))
             if (from_file.wv.vectors != model.wv.vectors).any():
                 raise AssertionError("Word2Vec from corpus_file differs from the same sentences")
-            return "Word2Vec, 1 epoch, hs + negative sampling, from sentences and corpus_file"
+            # The GPU's update order (lockstep rounds), replayed on the CPU: another model.
+            rounds = Word2Vec(sentences, vector_size=16, window=3, min_count=1, hs=1,
+                              negative=3, epochs=1, workers=1, seed=1, round_size=16)
+            if (rounds.wv.vectors == model.wv.vectors).all():
+                raise AssertionError("Word2Vec(round_size=16) trained the sequential model")
+            return ("Word2Vec, 1 epoch, hs + negative sampling, from sentences and corpus_file, "
+                    "and in lockstep rounds")
 
     @check("ops")
     def _():
