@@ -175,12 +175,23 @@ class OutputLayer(nn.Module):
         training loss, its samples drawn with `generator` (a CPU torch.Generator; default:
         the global one); eval mode: the exact full-softmax loss."""
         check_generator(generator)
+        self._check_device(input)
         if not self.training:
             return self.full_loss(input, target)
         check_log_uniform_fit(self, target)  # warns once if ids are not sorted by frequency
         if generator is None:  # a registered head may define training_loss(input, target)
             return self.training_loss(input, target)
         return self.training_loss(input, target, generator=generator)
+
+    def _check_device(self, input: Tensor) -> None:
+        """The input on the layer's device, or an error naming the fix: the layer's weights
+        and its sampler's tables move together with layer.to(device)."""
+        mine = next(self.parameters(), None)
+        if isinstance(input, Tensor) and mine is not None and input.device != mine.device:
+            raise ValueError(
+                f"input is on {input.device} but {type(self).__name__} is on {mine.device}: "
+                f"move the layer with head.to({str(input.device)!r}) (its weights and sampler "
+                f"tables move with it), or the input with input.to({str(mine.device)!r})")
 
     def extra_repr(self) -> str:
         text = (f"in_features={self.in_features}, num_classes={self.num_classes}, "

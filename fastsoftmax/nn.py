@@ -146,10 +146,17 @@ class _SampledLayer(_LinearLayer):
     """A layer that trains on a sampled objective drawn from `self.sampler`, whose tables are
     the buffers of the submodule `sampler_tables` (saved and moved with the layer)."""
 
+    distinct_samples = True  # its candidates are distinct classes (negative sampling: not)
+
     def __init__(self, in_features, num_classes, num_samples, *, sampler, counts, vocab, power,
                  sparse, default_sampler, **layer):
         super().__init__(in_features, num_classes, **layer)
         self.num_samples = check_size(self.num_samples_arg, num_samples)
+        if self.distinct_samples and self.num_samples >= self.num_classes:
+            raise ValueError(
+                f"{self.num_samples_arg} ({self.num_samples}) must be smaller than num_classes "
+                f"({self.num_classes}): the candidates are distinct classes, so this many "
+                f"would be all of them; use FullSoftmaxLoss, the exact softmax, instead")
         setattr(self, self.num_samples_arg, self.num_samples)
         self.sparse = bool(sparse)
         sampler = make_sampler(sampler, counts, power, self.num_classes, default_sampler,
@@ -283,6 +290,7 @@ class NegativeSamplingLoss(_SampledLayer):
                             "module).", "bias: only False (word2vec's objective has no bias).")
 
     num_samples_arg, has_bias = "num_negatives", False
+    distinct_samples = False  # negatives are drawn with replacement: K may exceed V
 
     def __init__(self, in_features: int, num_classes: int, num_negatives: int, *,
                  sampler: Union[Sampler, str, None] = None, counts=None, vocab=None,

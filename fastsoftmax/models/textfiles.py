@@ -25,7 +25,8 @@ def _checked(path: str, encoding: str) -> None:
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path!r} is a directory, not a text file")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"no such file: {path!r} does not exist")
+        raise FileNotFoundError(f"{path!r} does not exist (a corpus is a text file, one "
+                                f"sentence per line)")
 
 
 def decode_error(path: str, number: int, encoding: str, line: bytes, start: int,
