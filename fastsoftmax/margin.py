@@ -33,6 +33,7 @@ _NEGATIVES_REDUCTIONS = ("sum", "mean")
 
 
 def check_margin(margin, *, allow_negative: bool) -> float:
+    """`margin` as a float, or a ValueError: a finite number (>= 0 unless allow_negative)."""
     if isinstance(margin, bool) or not isinstance(margin, numbers.Real) \
             or not math.isfinite(margin) or (margin < 0 and not allow_negative):
         need = "a finite number" if allow_negative else "a finite number >= 0"

@@ -1,6 +1,8 @@
 """Dynamic memory network (Kumar et al. 2016, "Ask Me Anything") on the real bAbI tasks,
 with the answer predicted by any head of fastsoftmax.nn.
 
+Its modules::
+
     data.py        bAbI stories as one word sequence with sentence ends, vocabulary, batches
     model.py       DMN: input, question, episodic memory (attention gates, gated GRU
                    episodes, several passes) and answer modules

@@ -106,6 +106,8 @@ def gated_episode(cell: nn.GRUCell, facts: Tensor, gates: Tensor,
 
 
 def episode_inputs(cell: nn.GRUCell, facts: Tensor) -> Tensor:
+    """The input half of `cell`'s gates for every fact at once, [B, M, 3H]: computed once
+    and reused by every pass of the episodes."""
     out = facts @ cell.weight_ih.t()
     return out if cell.bias_ih is None else out + cell.bias_ih
 
@@ -115,7 +117,9 @@ class DMN(nn.Module):
     (word embeddings of `embed_dim`, default `hidden`), a gate net of `gate_hidden` units,
     dropout on the word embeddings, and the answer predicted by the head `output` ('full',
     'sampled', ...) over `num_answers` classes; `counts` (the answers' training frequencies)
-    feed the sampled heads' sampler.
+    feed the sampled heads' sampler. `vocab_size` words, the story's last `memory_size`
+    facts, `temporal` a learned vector per fact age, `num_sampled` candidates for the sampled
+    heads.
 
     `memories(batch)` → (answer features a [B, H], gate logits per pass, each [B, M]);
     `forward(batch)` → (head loss, gate logits per pass): the head's training objective in

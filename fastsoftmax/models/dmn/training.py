@@ -84,6 +84,8 @@ class TrainConfig(RunOptions):
 
 
 def load_checkpoint(path: str, map_location="cpu") -> dict:
+    """A checkpoint of this model (its kind checked), a ValueError naming the file
+    otherwise."""
     return checkpoints.load_checkpoint(path, KIND, map_location)
 
 

@@ -1,5 +1,7 @@
 """Recurrent word-level language models whose output layer is any head of fastsoftmax.nn.
 
+Its modules::
+
     data.py        Vocabulary building, corpus files, batching into BPTT streams
     model.py       RNNLanguageModel (embedding → LSTM/GRU → head from the registry)
     training.py    train_epoch, evaluate, LRSchedule, fit(config), evaluate_checkpoint,

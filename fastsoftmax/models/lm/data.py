@@ -123,4 +123,5 @@ def bptt_batches(data: Tensor, bptt: int) -> Iterator[Tuple[Tensor, Tensor]]:
 
 
 def num_bptt_batches(data: Tensor, bptt: int) -> int:
+    """How many BPTT windows of `bptt` steps bptt_batches cuts `data` [B, L] into."""
     return math.ceil((data.size(1) - 1) / bptt)

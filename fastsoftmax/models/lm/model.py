@@ -20,7 +20,9 @@ Hidden = Union[Tensor, Tuple[Tensor, Tensor]]
 
 class RNNLanguageModel(nn.Module):
     """Embedding → multi-layer LSTM/GRU → output head chosen by name ('full', 'sampled',
-    'nce', 'neg' or any head registered with fastsoftmax.nn.register_head).
+    'nce', 'neg' or any head registered with fastsoftmax.nn.register_head): `vocab_size`
+    words, `embed_dim`, `num_layers` layers of `hidden_size` units of `rnn_type` ('lstm' or
+    'gru'), every weight initialised uniformly in ±`init_range`.
 
     Dropout (Zaremba et al. 2014) acts only on non-recurrent connections: on the embeddings,
     between layers (the RNN's own `dropout`) and on the top layer's output, never across time.

@@ -44,10 +44,14 @@ def save_checkpoint(path: str, *, model: RNNLanguageModel, vocab: Vocabulary, op
 
 
 def load_checkpoint(path: str, map_location="cpu") -> dict:
+    """A checkpoint of this model (its kind checked), a ValueError naming the file
+    otherwise."""
     return checkpoints.load_checkpoint(path, KIND, map_location)
 
 
 def model_from_checkpoint(state: dict) -> Tuple[RNNLanguageModel, Vocabulary]:
+    """(model, vocabulary) rebuilt from a loaded checkpoint; a vocabulary-parallel shard is
+    refused (it resumes only under torchrun with its layout)."""
     if state.get("vocab_parallel"):
         raise ValueError(f"this checkpoint holds one shard of the output layer of "
                          f"{vp.describe(state)}: resume it under torchrun with that layout")

@@ -1,6 +1,8 @@
 """End-to-end memory networks (Sukhbaatar et al., 2015) on bAbI-style stories, with the
 answer predicted by any head of fastsoftmax.nn.
 
+Its modules::
+
     data.py        seeded story generator (tasks single, two, yes-no, counting), vocabulary,
                    batches
     babi_data.py   the real bAbI v1.2 1k tasks (one, or all 20 jointly): the paper's 10%

@@ -59,6 +59,12 @@ class MemN2N(nn.Module):
     answer set, or the whole vocabulary). `counts` (answer frequencies) feed the unigram
     sampler and the 'hs' tree.
 
+    `vocab_size` words embedded in `embed_dim`, the story's last `memory_size` sentences,
+    `position_encoding` (the paper's PE) and `temporal_encoding` (a learned vector per
+    sentence age), `num_sampled` candidates for the sampled heads, weights drawn from
+    a normal distribution of standard deviation `init_std`, and `tie_answers` (the answer layer W tied to the last hop's C, as the
+    authors' code does).
+
     `features(story, mask, query, linear)` → (u_{K+1} [B, D], [p_1 .. p_K] each [B, M]);
     `forward(story, mask, query, answer)` → (head loss, attentions): the head's training
     objective in training mode, the exact cross entropy in eval mode.

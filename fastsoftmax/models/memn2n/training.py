@@ -107,6 +107,8 @@ def save_checkpoint(path: str, *, model: MemN2N, vocab: Vocabulary, answers: lis
 
 
 def load_checkpoint(path: str, map_location="cpu") -> dict:
+    """A checkpoint of this model (its kind checked), a ValueError naming the file
+    otherwise."""
     return checkpoints.load_checkpoint(path, KIND, map_location)
 
 

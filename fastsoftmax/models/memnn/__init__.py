@@ -2,6 +2,8 @@
 tasks: I, G, O and R modules, trained with margin ranking on the supporting facts and, for
 the answer, fastsoftmax's sampled margin-ranking layer.
 
+Its modules::
+
     data.py        vocabulary, encoded questions, batches (from fastsoftmax.models.babi)
     model.py       MemNN (s = Φxᵀ UᵀU Φy, κ hops, the write-time comparisons of §3.4)
     training.py    TrainConfig, fit(config), evaluate, checkpoints (kind 'memnn')

@@ -39,7 +39,8 @@ NOT_OLDER = 1 << 40  # the question's write time: after every memory
 class MemNN(nn.Module):
     """I, G, O and R over a vocabulary of `vocab_size` words (0 is padding), `embed_dim` the
     rows D of U_O and U_R, `hops` supporting memories (κ), `time_features` the write-time
-    comparisons of §3.4 (False: plain argmax of s_O)."""
+    comparisons of §3.4 (False: plain argmax of s_O), the story's last `memory_size`
+    sentences, weights drawn from a normal distribution of standard deviation `init_std`."""
 
     def __init__(self, vocab_size: int, *, embed_dim: int = 50, hops: int = 2,
                  memory_size: int = 50, time_features: bool = True, init_std: float = 0.1):

@@ -1,5 +1,7 @@
 """Attention encoder–decoder models whose output layer is any head of fastsoftmax.nn.
 
+Its modules::
+
     data.py        pair files, tokens, vocabularies, batches
     model.py       Seq2Seq (encoder, Luong attention, decoder, head from the registry, search)
     hard_attention.py  hard attention's REINFORCE estimator, reward baselines, entropy bonus

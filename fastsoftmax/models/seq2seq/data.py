@@ -83,6 +83,7 @@ def tokenize(text: str, task: str) -> list[str]:
 
 
 def detokenize(tokens: Sequence[str], task: str) -> str:
+    """The text of `tokens`: joined without spaces for a character task, with spaces else."""
     return "".join(tokens) if task == "chars" else " ".join(tokens)
 
 
@@ -171,6 +172,7 @@ def batches(
 
 def encode_pairs(pairs: Sequence[tuple[str, str]], task: str, src_vocab: Vocabulary,
                  tgt_vocab: Vocabulary) -> list[tuple[list[int], list[int]]]:
+    """The (source ids, target ids) of each text pair, tokenized for `task`."""
     return [(src_vocab.encode(tokenize(s, task)), tgt_vocab.encode(tokenize(t, task)))
             for s, t in pairs]
 

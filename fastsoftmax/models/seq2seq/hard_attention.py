@@ -101,15 +101,15 @@ def reinforce_term(log_prob_chosen: Tensor, reward: Tensor, baseline: Tensor | f
 class RewardBaseline(nn.Module):
     """What the reward is compared against.
 
-    kind 'none': b = 0.
-    kind 'mean': b = an exponential moving average (decay `decay`) of the mean reward per
-        target token over past training batches, bias-corrected like Adam's moments so the
-        first batches are not pulled towards 0. Cheap and target-independent.
-    kind 'value': b_t = the running mean + a linear value head on the decoder state h_t
-        (detached, so fitting the value does not reshape the decoder), trained to predict R_t
-        by squared error. It can tell easy steps (a separator) from hard ones (a digit), which
-        a single mean cannot; starting at zero, the head begins as the 'mean' baseline
-        instead of as a random guess that would raise the variance until it is fitted.
+    - kind 'none': b = 0.
+    - kind 'mean': b = an exponential moving average (decay `decay`) of the mean reward per
+      target token over past training batches, bias-corrected like Adam's moments so the
+      first batches are not pulled towards 0. Cheap and target-independent.
+    - kind 'value': b_t = the running mean + a linear value head on the decoder state h_t
+      (detached, so fitting the value does not reshape the decoder), trained to predict R_t
+      by squared error. It can tell easy steps (a separator) from hard ones (a digit), which
+      a single mean cannot; starting at zero, the head begins as the 'mean' baseline
+      instead of as a random guess that would raise the variance until it is fitted.
 
     Every kind keeps the running mean (also a readable training signal); only 'value' owns
     parameters. Neither depends on the draw z_t, which keeps the estimate unbiased.

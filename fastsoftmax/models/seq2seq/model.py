@@ -25,7 +25,10 @@ ATTENTIONS = ("dot", "general", "concat", None)
 
 
 class Seq2Seq(nn.Module):
-    """LSTM encoder–decoder with optional Luong attention and a full or sampled output layer.
+    """LSTM encoder–decoder with optional Luong attention and a full or sampled output layer,
+    from `src_vocab_size` to `tgt_vocab_size` words: embeddings of `embed_dim`, `num_layers`
+    LSTM layers of `hidden_size`, `dropout` on the embeddings, between layers and on the
+    output features, and `num_sampled` candidates for the sampled heads.
 
     Args:
         attention: 'dot' (h_s·h_t), 'general' (h_s·W h_t), 'concat' (vᵀ tanh(W [h_s; h_t])) or None

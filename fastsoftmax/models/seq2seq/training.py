@@ -82,6 +82,8 @@ ADDED_OPTIONS = {"attention_mode": "soft", "baseline": None, "entropy_bonus": No
 
 def save_checkpoint(path: str, *, model: Seq2Seq, optimizer, epoch: int, history: list,
                     config: TrainConfig, src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> str:
+    """Writes a seq2seq checkpoint (atomically, in the one checkpoint format) and returns
+    its path."""
     return checkpoints.save_checkpoint(path, KIND, dict(
         model=model.state(), optimizer=optimizer.state_dict(), epoch=epoch, history=history,
         train_config=config.to_dict(), src_vocab=src_vocab.state_dict(),

@@ -2,6 +2,8 @@
 expressions (value mod 10 at the root), against a sequential LSTM over the same expressions
 written as tokens; the class is predicted by any head of fastsoftmax.nn.
 
+Its modules::
+
     data.py        Tree, generate / make_task (distinct expressions by seed), parse, Batch
                    (nodes grouped by height), batches
     model.py       TreeRNN, SequenceLSTM (the baseline), build_model, from_state

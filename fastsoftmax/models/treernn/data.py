@@ -71,6 +71,7 @@ class Tree:
 
 
 def apply(op: str, a: int, b: int) -> int:
+    """a op b mod 10, op being plus, minus or times."""
     if op == "+":
         return (a + b) % 10
     if op == "-":
@@ -204,6 +205,8 @@ class Batch:
 
 
 def collate(trees: Sequence[Tree]) -> Batch:
+    """One batch of `trees`: their nodes grouped by height, children first, so that a
+    model composes one height at a time (a subtree shared by several trees is one node)."""
     if not trees:
         raise ValueError("a batch needs at least one tree")
     by_height: dict[int, list] = {}
@@ -245,6 +248,7 @@ def collate(trees: Sequence[Tree]) -> Batch:
 
 def batches(trees: Sequence[Tree], batch_size: int, *, shuffle: bool = False,
             seed: int = 0) -> Iterator[Batch]:
+    """Batches of `batch_size` trees (collate), in order or shuffled by `seed`."""
     order = list(range(len(trees)))
     if shuffle:
         random.Random(seed).shuffle(order)

@@ -112,7 +112,9 @@ class TreeRNN(_Classifier):
 
 class SequenceLSTM(_Classifier):
     """The baseline: an LSTM over the expression's in-order tokens (brackets included); its
-    last state at each sequence's true end goes to the head."""
+    last state at each sequence's true end goes to the head. `layers` LSTM layers of
+    `hidden_size` over token embeddings of `embed_dim`; the head `output` ('full' or any
+    registered name) with `num_sampled` candidates from the unigram of `counts`."""
 
     def __init__(self, hidden_size: int = 64, *, embed_dim: int = 32, layers: int = 1,
                  output: str = "full", num_sampled: int = 4, counts: Tensor | None = None):
@@ -151,6 +153,7 @@ def build_model(model: str = "tree", **options) -> _Classifier:
 
 
 def from_state(state: dict) -> _Classifier:
+    """The model a checkpoint's state describes, its weights loaded."""
     config = dict(state["config"])
     model = build_model(config.pop("model"), **config, counts=state.get("counts"))
     model.load_state_dict(state["state_dict"])

@@ -56,7 +56,8 @@ def _top(scores: np.ndarray, topn: int, exclude: set, offset: int = 0) -> list:
 
 class KeyedVectors(KeyedVectorsCompat):
     """Keys and their vectors (see the module docstring; gensim's more recent additions are
-    in keyedvectors_compat.py)."""
+    in keyedvectors_compat.py): `vector_size` floats a key, `count` rows made ready for
+    gensim's add_vector to fill, in `dtype` (float32)."""
 
     def __init__(self, vector_size: int, count: int = 0, dtype=np.float32):
         self.vector_size = int(vector_size)

@@ -5,7 +5,6 @@ Training runs in training.py; the semantics are those of the package docstring."
 from __future__ import annotations
 
 import logging
-import os
 from typing import Callable, Optional
 
 import numpy as np
@@ -15,7 +14,7 @@ from ... import ops
 from ...samplers import UnigramSampler
 from ...tree import ClassTree
 from ..textfiles import MAX_SENTENCE_WORDS
-from . import compat, data, formats, scoring, training
+from . import compat, data, formats, scoring, settings, training
 from .errors import EmptyVocabularyError, NotTrainableError
 from .keyedvectors import KeyedVectors
 
@@ -27,18 +26,48 @@ def _refuse(name: str, why: str):
 
 
 class Word2Vec:
-    """Skip-gram (sg=1) or CBOW (sg=0) with negative sampling (negative > 0), hierarchical
-    softmax (hs=1) or both: gensim 4's keywords with gensim's meaning (see the package
-    docstring). Besides gensim's: ``device`` ("cpu" or "cuda"), ``huffman`` ("gensim" or
-    "word2vec.c": whose Huffman tree hs=1 uses), ``alpha_schedule`` ("linear": word2vec.c's;
-    "gensim-corpus_file": the slower decay of gensim's corpus_file workers), ``round_size``
-    (the update order: 0 is word2vec.c's sequential one, R > 0 lockstep rounds of R centres
-    whose result does not depend on threads or warps, "auto" rounds sized to the run; None:
-    0 on the CPU, "auto" on CUDA; docs/word2vec.md). A
-    ``hashfxn`` other than ``hash`` is refused (gensim 4 ignores it too). As in gensim 4,
-    ``callbacks`` fire during the constructor's own training only, not in later ``train()``
-    calls; without a corpus they (like ``trim_rule``) would do nothing, so they are refused
-    (gensim only warns)."""
+    """word2vec: skip-gram or CBOW with negative sampling, the hierarchical softmax or both,
+    with gensim 4's keywords, meanings and defaults (the package docstring gives the
+    semantics). Given a corpus, the constructor builds the vocabulary and trains, as gensim's.
+
+    Args:
+        sentences: an iterable of token lists (a list is encoded once and replayed), or None.
+        corpus_file: a text file, one sentence a line, read natively (not with sentences).
+        vector_size: D, the size of the word vectors.
+        alpha, min_alpha: the learning rate, decaying linearly from alpha to min_alpha.
+        window: the largest distance between a word and its context.
+        min_count: words seen fewer times are left out of the vocabulary.
+        max_vocab_size: a cap on the words kept while scanning (None: no cap).
+        max_final_vocab: a cap on the vocabulary, raising min_count to meet it.
+        sample: the subsampling threshold of frequent words (0: none).
+        seed: the seed of the initial vectors and of every random draw.
+        workers: CPU threads (word2vec.c's sequential order, Hogwild).
+        sg: 1 skip-gram, 0 CBOW.
+        hs: 1 trains the hierarchical softmax (a Huffman tree of the counts).
+        negative: noise words a prediction (0: none, with hs=1).
+        ns_exponent: the power of the counts that the noise is drawn from (0.75).
+        cbow_mean: 1 averages the context vectors in CBOW, 0 sums them.
+        hashfxn: only Python's hash (gensim 4 ignores it too).
+        epochs: passes over the corpus.
+        null_word: 1 adds gensim's padding word.
+        trim_rule: gensim's vocabulary rule (only with a corpus).
+        sorted_vocab: 1 sorts the vocabulary by falling count.
+        batch_words: words a job (also the longest sentence, as gensim's).
+        compute_loss: keep the training loss (get_latest_training_loss).
+        callbacks: gensim callbacks for this constructor's training (only with a corpus).
+        comment: free text kept with the model.
+        shrink_windows: draw each window's size uniformly in 1..window (word2vec.c's).
+        device: "cpu" or "cuda".
+        huffman: "gensim" or "word2vec.c": whose Huffman tree hs=1 uses.
+        alpha_schedule: "linear" (word2vec.c's) or "gensim-corpus_file" (the slower decay of
+            gensim's corpus_file workers).
+        round_size: the update order: 0 word2vec.c's sequential one, R > 0 lockstep rounds of
+            R centres (the same model whatever the threads or warps), "auto" rounds sized to
+            the run; None is 0 on the CPU and "auto" on CUDA (docs/word2vec-gpu.md).
+        gpu_warps: removed (refused with its replacement, round_size).
+
+    As in gensim 4, callbacks fire during the constructor's own training only. Without a
+    corpus they, like trim_rule, would do nothing, so they are refused (gensim only warns)."""
 
     def __init__(self, sentences=None, corpus_file=None, vector_size=100, alpha=0.025,
                  window=5, min_count=5, max_vocab_size=None, sample=1e-3, seed=1, workers=3,
@@ -49,49 +78,8 @@ class Word2Vec:
                  huffman="gensim", alpha_schedule="linear", round_size=None, gpu_warps=None):
         if sentences is not None and corpus_file is not None:
             raise TypeError("give either sentences or corpus_file, not both")  # as gensim
-        if hashfxn is not hash:
-            _refuse("hashfxn", "is not used: initial vectors come from seed (as in gensim 4, "
-                    "which ignores it too); leave it at the default")
-        for name, v in (("vector_size", vector_size), ("window", window),
-                        ("batch_words", batch_words)):
-            if not isinstance(v, (int, np.integer)) or v <= 0:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        if hs not in (0, 1, False, True):
-            raise ValueError(f"hs must be 0 or 1, got {hs!r}")
-        if huffman not in ("gensim", "word2vec.c"):
-            raise ValueError(f"huffman must be 'gensim' or 'word2vec.c', got {huffman!r}")
-        self.huffman = huffman
-        if alpha_schedule not in ("linear", "gensim-corpus_file"):
-            raise ValueError(f"alpha_schedule must be 'linear' or 'gensim-corpus_file', not "
-                             f"{alpha_schedule!r}")
-        self.alpha_schedule = alpha_schedule
-        if gpu_warps is not None:
-            _refuse("gpu_warps", "was removed: CUDA now trains in lockstep rounds, whose "
-                    "result does not depend on the number of warps (see round_size)")
-        self.round_size = training.checked_round_size(round_size)
-        if not isinstance(negative, (int, np.integer)) or negative < 0:
-            raise ValueError(f"negative must be an int >= 0, got {negative!r}")
-        if negative == 0 and not hs:
-            raise ValueError("negative=0 with hs=0 leaves no output layer: use negative > 0 "
-                             "(negative sampling), hs=1 (hierarchical softmax) or both")
-        if epochs < 0 or min_count < 0:
-            raise ValueError("epochs and min_count must be non-negative")
-        if not 0 <= min_alpha <= alpha:
-            raise ValueError(f"need 0 <= min_alpha <= alpha, got {min_alpha} and {alpha}")
-        self.vector_size, self.layer1_size = int(vector_size), int(vector_size)
-        self.window, self.min_count = int(window), int(min_count)
-        self.sg, self.hs, self.negative = int(bool(sg)), int(bool(hs)), int(negative)
-        self.ns_exponent, self.cbow_mean = float(ns_exponent), int(bool(cbow_mean))
-        self.sample, self.alpha, self.min_alpha = float(sample), float(alpha), float(min_alpha)
-        self.epochs, self.seed = int(epochs), int(seed)
-        self.workers = int(workers) if workers else (os.cpu_count() or 1)
-        self.device = torch.device(device)
-        if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError("device='cuda' was asked for but CUDA is not available here")
-        self.max_vocab_size, self.max_final_vocab = max_vocab_size, max_final_vocab
-        self.null_word, self.sorted_vocab = int(bool(null_word)), int(bool(sorted_vocab))
-        self.batch_words, self.compute_loss = int(batch_words), bool(compute_loss)
-        self.shrink_windows, self.comment = bool(shrink_windows), comment
+        settings.apply(self, **{k: v for k, v in locals().items() if k not in (
+            "self", "sentences", "corpus_file", "trim_rule", "callbacks")})
         self.wv = KeyedVectors(self.vector_size)
         self.raw_vocab: dict = {}
         self.effective_min_count = self.min_count

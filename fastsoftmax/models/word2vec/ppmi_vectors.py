@@ -35,7 +35,20 @@ _SMALL_V = 2000  # below this a dense SVD is exact and fast
 
 class PPMIVectors:
     """PPMI + SVD word vectors (see the module docstring). Give sentences (an iterable of
-    token lists) or corpus_file to build at once, or call build() later."""
+    token lists) or corpus_file to build at once, or call build() later.
+
+    Args:
+        vector_size: the dimensions kept of the SVD.
+        window: the largest distance between a word and its context.
+        min_count: words seen fewer times are left out.
+        max_vocab_size: a cap on the words kept while scanning (None: no cap).
+        cds_alpha: context-distribution smoothing, the power of the context counts (0.75).
+        shift: k of shifted PPMI, max(PMI - log k, 0) (1: none).
+        eig: the power of the singular values in the vectors (0.5: symmetric).
+        dynamic_window: weight a context at distance d by (window - d + 1) / window.
+        svd: "auto" (exact for a small vocabulary), "full" or "randomized".
+        svd_iter, oversample: the randomized SVD's power iterations and extra columns.
+        seed: the randomized SVD's seed."""
 
     def __init__(self, sentences=None, corpus_file=None, vector_size: int = 100,
                  window: int = 5, min_count: int = 5, max_vocab_size=None,
