@@ -4,7 +4,8 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
-DEPS := numpy scipy pytest pytest-benchmark ninja setuptools wheel matplotlib tqdm gensim==4.4.0 hypothesis
+DEPS := numpy scipy pytest pytest-benchmark pytest-markdown-docs==0.9.2 ninja setuptools wheel \
+	matplotlib tqdm gensim==4.4.0 hypothesis
 # Builds run the venv's ninja: a system ninja of another version would find the other's build
 # log "too old" and recompile everything (make demo followed by make test did).
 WITH_VENV := PATH="$(CURDIR)/$(BIN):$$PATH"
@@ -31,9 +32,13 @@ build: setup
 cuda-emu: setup
 	$(WITH_VENV) MAX_JOBS=2 $(BIN)/python tools/build_cuda_emu.py
 
-# Every test, on the CPU and on the emulated CUDA kernels (the "cuda_emu" device).
+# Every test, on the CPU and on the emulated CUDA kernels (the "cuda_emu" device), then every
+# Python block of the README and of docs/ (tutorials included), run by pytest-markdown-docs:
+# a block marked `python continuation` runs after the blocks before it on its page.
 test: build cuda-emu
 	$(BIN)/python -m pytest -q tests
+	PYTHONPATH="$(CURDIR)" $(BIN)/python -m pytest -q -p no:cacheprovider --markdown-docs \
+	  README.md docs
 
 # Only the tests that run the CUDA code path through the emulator.
 cuda-emu-test: build cuda-emu
