@@ -2,10 +2,11 @@
 gensim 4's API and semantics.
 
 The training hot loop is the native op ``fastsoftmax::word2vec_train`` (csrc/cpu/word2vec.cpp,
-csrc/cuda/word2vec.cu): Hogwild SGD over a batch of sentences, multi-threaded on CPU and one
-warp per sentence on CUDA. A corpus given as a list or tuple is encoded once and the ids
-reused by later epochs; any other iterable, and corpus_file, is streamed and re-encoded every
-epoch.
+csrc/cuda/word2vec.cu) over a batch of sentences: on CPU threads word2vec.c's sequential order,
+Hogwild; on CUDA lockstep rounds, whose model does not depend on the warps' timing and which
+the CPU can replay (``round_size``; docs/word2vec-gpu.md). A corpus given as a list or tuple
+is encoded once and the ids reused by later epochs; any other iterable, and corpus_file, is
+streamed and re-encoded every epoch.
 
 The package, in the shape of every model of fastsoftmax:
   data.py          the corpus, gensim's vocabulary steps, the batches fed to the native op
@@ -13,7 +14,9 @@ The package, in the shape of every model of fastsoftmax:
   training.py      the epochs, the learning-rate schedule, callbacks and progress logs
   keyedvectors.py  ``KeyedVectors``: the vectors and gensim's queries on them
   evaluation.py    word-pair similarity and analogy scores
-  formats.py       word2vec.c's text and binary vector files, and the .npz model files
+  formats.py       word2vec.c's text and binary vector files, and the model files
+  persistence.py   the .npz of plain arrays and the .npy files beside it (mmap='r')
+  settings.py      the constructor's keywords, checked
   ppmi_vectors.py  ``PPMIVectors``: count-based vectors (PPMI and a truncated SVD)
   compat.py, keyedvectors_compat.py  gensim 4 API kept out of model.py and keyedvectors.py
                    (prepare_vocab, from_gensim, vectors_for_all, add_vector, ...)
