@@ -64,6 +64,12 @@ bench: build
 # Regression guard for the CPU kernels (not a test, not in CI: timings vary with load):
 # reruns a fixed subset of bench/roofline.py and fails when a kernel's achieved / bound
 # drops by more than 25 % against the committed bench/results/roofline-cpu.csv.
+# Every result table of the README and docs/ rendered again from bench/results/*.csv (the
+# builders are in bench/tables/); tests/test_results_tables.py fails when one differs.
+.PHONY: results
+results: setup
+	$(BIN)/python bench/results_render.py
+
 .PHONY: bench-check
 bench-check: build
 	$(BIN)/python bench/bench_check.py
@@ -164,7 +170,8 @@ cuda-wheel-check:
 	ls dist-cuda/fastsoftmax-*.whl >/dev/null || { echo "make cuda-wheel first"; exit 1; }
 	CI_TORCH=$(CI_TORCH) PY=$(PY) tools/torch_venv.sh throwaway build/venv-cuda >/dev/null
 	build/venv-cuda/bin/python -m pip install -q --no-deps dist-cuda/fastsoftmax-*.whl
-	rm -rf $(CUDA_TESTS) && mkdir -p $(CUDA_TESTS) && cp -a tests bench tools pyproject.toml $(CUDA_TESTS)/
+	rm -rf $(CUDA_TESTS) && mkdir -p $(CUDA_TESTS) && \
+	  cp -a tests bench tools docs README.md pyproject.toml $(CUDA_TESTS)/
 	cd $(CUDA_TESTS) && status=0; \
 	  $(CURDIR)/build/venv-cuda/bin/python $(CURDIR)/tools/cuda_kernels_check.py || status=1; \
 	  $(CURDIR)/build/venv-cuda/bin/python -m pytest -q -p no:cacheprovider tests || status=1; \

@@ -57,7 +57,7 @@ export PYTHONPATH=$SITE
 # The tests and benchmarks run from a copy outside the checkout: they put their root on
 # sys.path, and the checkout's fastsoftmax/ (no compiled extension) would shadow the wheel.
 WORK=${GPU_WORK:-/tmp/fastsoftmax-gpu-run}
-rm -rf "$WORK" && mkdir -p "$WORK" && cp -a tests bench tools pyproject.toml "$WORK/"
+rm -rf "$WORK" && mkdir -p "$WORK" && cp -a tests bench tools docs README.md pyproject.toml "$WORK/"
 cd "$WORK"
 $PYTHON -c "import fastsoftmax, torch; print(fastsoftmax.__file__, fastsoftmax.build_info()); \
 assert fastsoftmax.build_info()['cuda'] and torch.cuda.is_available()" || exit 1
