@@ -7,7 +7,8 @@ window 5 shrunk uniformly, negative 5 from unigram^0.75): subsampling, windows a
 are drawn with numpy, with the trainer's distributions but not its Philox streams, which
 changes no count beyond noise. Prints, per model, the mean distinct rows of syn0 and syn1neg
 a round updates, and the bytes an all-reduce of their deltas and bounds would move at
-d = 100 in float32 (the dense alternative: every row of both tables).
+d = 100 in float32 (the dense alternative: every row of both tables). Rows go to
+bench/results/word2vec-round-traffic-cpu.csv (docs/scaling.md renders them).
 """
 
 import argparse
@@ -20,11 +21,12 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from common import DATA  # noqa: E402
+from common import DATA, write_results  # noqa: E402
 
 
 def kept_stream(path, rng):
-    """(kept ids, their sentence, noise distribution, V) after min_count 5 and sample 1e-3."""
+    """(kept ids, their sentence, noise distribution, V, raw words) after min_count 5 and
+    sample 1e-3."""
     with open(path, encoding="utf8") as f:
         sentences = [line.split() for line in f if line.strip()]
     counts = collections.Counter(w for s in sentences for w in s)
@@ -38,7 +40,8 @@ def kept_stream(path, rng):
         ids += kept
         sentence += [k] * len(kept)
     noise = freq ** 0.75
-    return np.array(ids), np.array(sentence), noise / noise.sum(), len(vocab)
+    raw = sum(len(s) for s in sentences)
+    return np.array(ids), np.array(sentence), noise / noise.sum(), len(vocab), raw
 
 
 def touched(ids, sentence, noise, V, first, R, sg, rng, window=5, negative=5):
@@ -64,16 +67,25 @@ def main():
     ap.add_argument("--rounds", type=int, default=40)
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    ids, sentence, noise, V = kept_stream(args.corpus, rng)
+    ids, sentence, noise, V, raw = kept_stream(args.corpus, rng)
     row_bytes = 100 * 4 + 4  # a delta row and its bound
     print(f"V = {V}, kept centres per epoch {len(ids):,} ({len(ids) // args.round_size:,} "
           f"rounds of {args.round_size}); dense deltas {2 * V * row_bytes / 1e6:.1f} MB")
+    rows = []
     for sg, name in ((1, "skip-gram"), (0, "CBOW")):
         counts = [touched(ids, sentence, noise, V, r * args.round_size, args.round_size, sg,
                           rng) for r in range(args.rounds)]
         inputs, outputs = np.mean(counts, axis=0)
         print(f"{name}: {inputs:,.0f} syn0 and {outputs:,.0f} syn1neg rows a round, "
               f"{(inputs + outputs) * row_bytes / 1e6:.1f} MB of deltas")
+        shape = f"R={args.round_size} V={V} D=100 rounds={args.rounds}"
+        for metric, v in (("syn0_rows", inputs), ("syn1neg_rows", outputs),
+                          ("touched_delta_bytes", (inputs + outputs) * row_bytes),
+                          ("dense_delta_bytes", 2 * V * row_bytes),
+                          ("kept_centres_per_epoch", len(ids)), ("raw_words_per_epoch", raw)):
+            rows.append(dict(case=f"word2vec-rounds/wikitext2/{name}", provider="simulated",
+                             shape=shape, metric=metric, value=round(float(v), 1)))
+    write_results("word2vec-round-traffic", "cpu", rows)
 
 
 if __name__ == "__main__":
