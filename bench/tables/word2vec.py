@@ -1,0 +1,165 @@
+"""The tables of docs/word2vec.md: input modes, a 1 GB corpus, the paired statistics against
+gensim, and the side-by-side runs that set the trainer's speed and quality."""
+
+import statistics
+
+from .common import Sources, count, latest_run, markdown, pick, rows_of, sci, signed, table, value
+
+MODES = ["ours-memory", "ours-corpus_file", "ours-python-reader", "gensim-iterable",
+         "gensim-corpus_file"]
+
+
+@table("word2vec-modes")
+def input_modes():
+    src = Sources()
+    rows = rows_of("word2vec-modes-cpu")
+    run = src.add(pick(rows, command=lambda c: "--models cbow,sg --workers 1,2" in c))
+    body = []
+    for model, name in (("cbow", "CBOW"), ("sg", "skip-gram")):
+        for workers in ("1", "2"):
+            med = {}
+            for mode in MODES:
+                mine = pick(run, case=f"word2vec-modes/wikitext2/{model}", metric="words_per_s",
+                            provider=lambda p, mode=mode: p.split(" ")[0] == mode,
+                            shape=lambda s, w=workers: s.startswith(f"workers={w} "))
+                med[mode] = statistics.median(float(r["value"]) for r in mine)
+            body.append([name, workers] + [count(med[m]) for m in MODES] + [
+                f"**{med['ours-corpus_file'] / med['gensim-corpus_file']:.2f}×**",
+                f"{med['ours-corpus_file'] / med['ours-memory']:.2f}"])
+    return markdown(["model", "workers", "ours, memory", "ours, `corpus_file`",
+                     "ours, Python reader", "gensim iterable", "gensim `corpus_file`",
+                     "ours `corpus_file` ÷ gensim `corpus_file`",
+                     "ours `corpus_file` ÷ ours memory"], body) + [
+        "", src.line("Medians over the rounds of raw words × epochs ÷ seconds in `train()`.")]
+
+
+@table("word2vec-large")
+def large_corpus():
+    src = Sources()
+    rows = rows_of("word2vec-large-cpu")
+    now = src.add(latest_run(rows, provider="ours corpus_file"))
+    before = src.add(latest_run(rows, provider=lambda p: "Python vocabulary scan" in p))
+    get = lambda rs, m: value(rs, metric=m)  # noqa: E731
+    vocab_rate = lambda rs: get(rs, "raw_words") / get(rs, "build_vocab_s")  # noqa: E731
+    body = [["`build_vocab(corpus_file=)`, native scan", f"{get(now, 'build_vocab_s'):.0f}",
+             sci(vocab_rate(now)), ""],
+            ["the same, the Python scan before it (same corpus)",
+             f"{get(before, 'build_vocab_s'):.0f}", sci(vocab_rate(before)), ""],
+            [f"`train()`, {now[0]['shape'].split('epochs=')[1].split()[0]} epochs",
+             f"{get(now, 'train_s'):.0f}", count(get(now, "words_per_s")),
+             f"**{count(get(now, 'peak_rss_bytes') / 2 ** 20)} MiB**"]]
+    return markdown(["", "seconds", "words/s", "peak RSS"], body) + ["", src.line()]
+
+
+def parity_scores():
+    """{(setting, impl, seed): {metric: value}} of bench/word2vec_parity.py (a later row of a
+    seed replaces an earlier one, as its --summarize does), and the rows used."""
+    runs, used = {}, {}
+    for r in rows_of("word2vec-parity-cpu"):
+        key = (r["case"].rsplit("/", 1)[1], r["provider"].split(" ")[0],
+               int(r["shape"].rsplit("seed=", 1)[1]))
+        runs.setdefault(key, {})[r["metric"]] = float(r["value"])
+        used[key + (r["metric"],)] = r
+    return runs, list(used.values())
+
+
+PAIRS = [("ours", "gensim-iterable"), ("ours", "gensim-corpus_file"),
+         ("ours-cf-decay", "gensim-corpus_file"), ("ours-cf-decay", "ours")]
+SETTINGS = ["cbow-neg", "sg-neg", "cbow-hs", "sg-hs"]
+METRICS = ["ws353", "simlex999", "analogy"]
+
+
+@table("word2vec-parity-differences")
+def parity_differences():
+    from scipy.stats import t
+
+    src = Sources()
+    runs, used = parity_scores()
+    src.add(used)
+    body = []
+    for setting in SETTINGS:
+        for ours, theirs in PAIRS:
+            seeds = sorted(s for (st, i, s) in runs if st == setting and i == ours
+                           and (setting, theirs, s) in runs)
+            if len(seeds) < 2:
+                continue
+            cells = []
+            for m in METRICS:
+                d = [runs[(setting, ours, s)][m] - runs[(setting, theirs, s)][m] for s in seeds]
+                half = t.ppf(0.975, len(d) - 1) * statistics.stdev(d) / len(d) ** 0.5
+                mean = statistics.mean(d)
+                cells.append(f"{signed(mean, 4)} ± {half:.4f}" + (" *" if abs(mean) > half else ""))
+            body.append([setting, f"{ours} − {theirs}", str(len(seeds))] + cells)
+    return markdown(["setting", "comparison", "seeds", "ΔWS-353", "ΔSimLex-999", "Δanalogy"],
+                    body) + ["", src.line("Mean ± the 95% half-width of Student's t; * marks an "
+                                          "interval that excludes 0.")]
+
+
+@table("word2vec-parity-means")
+def parity_means():
+    src = Sources()
+    runs, used = parity_scores()
+    src.add(used)
+    body = []
+    for setting in SETTINGS:
+        for impl in ("ours", "ours-cf-decay", "gensim-iterable", "gensim-corpus_file"):
+            seeds = sorted(s for (st, i, s) in runs if st == setting and i == impl)
+            if seeds:
+                cells = [statistics.mean(runs[(setting, impl, s)][m] for s in seeds)
+                         for m in METRICS + ["seconds"]]
+                body.append([setting, impl, str(len(seeds))]
+                            + [f"{c:.4f}" for c in cells[:3]] + [f"{cells[3]:.1f}"])
+    return markdown(["setting", "implementation", "seeds", "WS-353", "SimLex-999", "analogy",
+                     "seconds"], body) + ["", src.line()]
+
+
+def side_by_side(runs, models):
+    """bench/bench_word2vec.py runs against gensim (each given by its time stamp and the label
+    its rows get): per model and epochs, WS-353 mean ± sd, the difference ± its standard error,
+    median words/s and their ratio."""
+    src = Sources()
+    body = []
+    for stamp, label in runs:
+        rows = src.add(pick(rows_of("word2vec-runs-cpu"), time=stamp))
+        for model, name in models:
+            mine = pick(rows, case=lambda c: c.endswith("/" + model))
+            for epochs in sorted({int(r["shape"].split("epochs=")[1].split()[0]) for r in mine}):
+                body.append(side_by_side_row(mine, epochs, f"{name}{label}"))
+    return markdown(["model", "epochs", "seeds", "WS-353, fastsoftmax", "WS-353, gensim",
+                     "difference", "fastsoftmax words/s", "gensim words/s", "ours / gensim"],
+                    body) + ["", src.line("WS-353: mean ± sample sd over the seeds; the "
+                                          "difference ± its standard error; words/s: medians.")]
+
+
+def side_by_side_row(rows, epochs, name):
+    at = pick(rows, shape=lambda s: f"epochs={epochs} " in s)
+    gensim = next(r["provider"] for r in at if r["provider"].startswith("gensim"))
+
+    def score(impl):
+        return {r["shape"].split("seed=")[1].split()[0]: float(r["value"])
+                for r in pick(at, provider=impl, metric="ws353_spearman")}
+
+    def speed(impl):
+        return statistics.median(float(r["value"]) for r in
+                                 pick(at, provider=impl, metric="words_per_s"))
+
+    a, b = score("fastsoftmax"), score(gensim)
+    d = [a[s] - b[s] for s in sorted(set(a) & set(b))]
+    return [name, str(epochs), str(len(d)),
+            f"{statistics.mean(a.values()):.3f} ± {statistics.stdev(a.values()):.3f}",
+            f"{statistics.mean(b.values()):.3f} ± {statistics.stdev(b.values()):.3f}",
+            f"{signed(statistics.mean(d))} ± {statistics.stdev(d) / len(d) ** 0.5:.3f}",
+            count(speed("fastsoftmax")), count(speed(gensim)),
+            f"**{speed('fastsoftmax') / speed(gensim):.2f}×**"]
+
+
+@table("word2vec-side-by-side")
+def side_by_side_negative():
+    return side_by_side([("2026-11-24T08:35:20Z", "")], [("sg", "skip-gram"), ("cbow", "CBOW")])
+
+
+@table("word2vec-side-by-side-hs")
+def side_by_side_hs():
+    return side_by_side([("2026-11-24T08:37:38Z", ", hs=1"), ("2026-11-24T08:40:28Z", ", hs=1"),
+                         ("2026-11-24T08:41:44Z", ", hs=1, 1 thread")],
+                        [("sg", "skip-gram"), ("cbow", "CBOW")])
