@@ -101,7 +101,7 @@ build/fuzz-deps/.installed: Makefile
 fuzz-files: setup build/fuzz-deps/.installed
 	PY=$(CURDIR)/$(BIN)/python tools/sanitize.sh --build-ext
 	FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python tools/fuzz_files/run.py \
-	  --asan $(FUZZ_TARGETS)
+	  --asan --rows bench/results/fuzz-files-cpu.csv $(FUZZ_TARGETS)
 
 # The extension and the emulated CUDA build with AddressSanitizer + UndefinedBehaviorSanitizer
 # in build/sanitize (the in-place build and build/cuda_emu are left alone); runs the op-level

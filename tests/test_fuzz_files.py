@@ -3,6 +3,7 @@ over 2,000 inputs (its seeds, then seeded random mutations; in process, without 
 ASan), a planted wrong result or exception caught, and the driver's count and exit status
 when atheris is installed (build/fuzz-deps, which make fuzz-files fills)."""
 
+import csv
 import importlib
 import os
 import subprocess
@@ -110,12 +111,18 @@ def atheris_installed() -> bool:
 
 @pytest.mark.skipif(not atheris_installed(), reason="atheris not installed (make fuzz-files)")
 def test_driver_counts_executions_and_passes(tmp_path):
+    rows = tmp_path / "rows.csv"
     out = subprocess.run([sys.executable, os.path.join(FUZZ, "run.py"), "--runs", "300",
-                          "--out", str(tmp_path), "corpus_encode"], capture_output=True,
-                         text=True, timeout=120)
+                          "--out", str(tmp_path), "--rows", str(rows), "corpus_encode"],
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     row = next(line for line in out.stdout.splitlines() if line.startswith("corpus_encode "))
     assert row.split()[1] == "300" and row.split()[4] == "0" and row.endswith("ok"), row
+    # The same figures as rows in the benchmarks' schema, for docs/reliability.md's table.
+    with open(rows, newline="") as f:
+        written = {r["metric"]: r["value"] for r in csv.DictReader(f)
+                   if r["case"] == "corpus_encode" and r["provider"] == "plain"}
+    assert written["executions"] == "300" and written["crashes"] == "0", written
 
 
 @pytest.mark.skipif(not atheris_installed(), reason="atheris not installed (make fuzz-files)")
@@ -123,7 +130,14 @@ def test_driver_fails_and_keeps_the_input_when_a_target_finds_a_wrong_result(tmp
     # A reference that disagrees with the op, found before tests/ on the path.
     fake = tmp_path / "fake"
     fake.mkdir()
+    # Only the encoder is wrong: the count reference is the real one, loaded by its path.
+    real = os.path.join(ROOT, "tests", "reference_word2vec.py")
     (fake / "reference_word2vec.py").write_text(
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('real_reference', {real!r})\n"
+        "real = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(real)\n"
+        "corpus_count_reference = real.corpus_count_reference\n"
         "def corpus_encode_reference(text, words, max_words):\n    return [], [], [], -2\n")
     out = subprocess.run([sys.executable, os.path.join(FUZZ, "run.py"), "--runs", "300",
                           "--out", str(tmp_path / "out"), "corpus_encode"], capture_output=True,

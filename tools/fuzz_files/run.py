@@ -3,7 +3,7 @@ target, and prints per target the executions, the rate and the crashes; exits no
 a target crashed, found a wrong result, exceeded its memory or time per input, or did not
 run.
 
-    python tools/fuzz_files/run.py [--runs N] [--max-seconds S] [--asan] [TARGET ...]
+    python tools/fuzz_files/run.py [--runs N] [--max-seconds S] [--asan] [--rows CSV] [TARGET ...]
 
 --asan runs the targets against the ASan+UBSan build of the extension under build/sanitize
 (tools/sanitize.sh --build-ext), with the GCC sanitizer runtimes preloaded into the
@@ -11,12 +11,19 @@ uninstrumented Python, as tools/sanitize.sh does for the tests. Each target keep
 in build/fuzz-files/TARGET/corpus (seeded on the first run, grown by later ones) and writes
 a failing input to build/fuzz-files/TARGET/crash-* (replay: run the target script on it).
 atheris comes from build/fuzz-deps (the Makefile installs it there) or the environment.
+--rows appends one row per target and figure to a CSV in the benchmarks' schema (make
+fuzz-files: bench/results/fuzz-files-cpu.csv), from which docs/reliability.md's table is
+rendered.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import datetime
 import os
+import platform
+import shlex
 import re
 import shutil
 import subprocess
@@ -105,6 +112,37 @@ def run_target(name: str, runs: int, env_extra: dict, out_dir: str, seconds: int
             "extension": module.group(1) if module else "?"}
 
 
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine() or "cpu"
+
+
+def append_rows(path: str, results: list, args, argv) -> None:
+    """One row per target and figure, in bench/common.py's schema."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    command = shlex.join(["python", "tools/fuzz_files/run.py", *argv])
+    new = not os.path.exists(path)
+    with open(path, "a", newline="", encoding="utf8") as f:
+        writer = csv.writer(f)
+        if new:
+            writer.writerow(["time", "device", "command", "case", "provider", "shape",
+                             "metric", "value"])
+        for r in results:
+            figures = {"executions": r["runs"], "exec_per_s": round(r["runs"] / max(
+                r["fuzzing"], 1e-3)), "seconds": round(r["wall"]), "crashes": len(r["found"])}
+            for metric, value in figures.items():
+                writer.writerow([stamp, f"{cpu_model()} ({os.cpu_count()} cores)", command,
+                                 r["name"], "asan+ubsan" if args.asan else "plain",
+                                 f"runs={args.runs} max_seconds={args.max_seconds}", metric,
+                                 value])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("targets", nargs="*", help=f"some of {list(TARGETS)} (default: all)")
@@ -114,6 +152,8 @@ def main(argv=None) -> int:
                          "it then reports the executions it made, not a failure")
     ap.add_argument("--asan", action="store_true")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "fuzz-files"))
+    ap.add_argument("--rows", default="", help="append the results to this CSV")
+    argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
     unknown = set(args.targets) - set(TARGETS)
     if unknown:
@@ -140,6 +180,8 @@ def main(argv=None) -> int:
               f"{note if ok else 'FAILED (log: ' + r['log'] + ')'}")
         for f in r["found"]:
             print(f"    {os.path.join(args.out, r['name'], f)}")
+    if args.rows:
+        append_rows(args.rows, results, args, argv)
     return 1 if failed else 0
 
 
