@@ -54,6 +54,23 @@ def latest_run(rows, **where):
     return [r for r in matching if r["time"] == stamp]
 
 
+def runs_in_file(rows):
+    """The rows cut into runs, in file order: a run ends where the time or the command
+    changes, or where a (case, provider, shape, metric) repeats. That separates two runs of
+    one command written before rows carried a time."""
+    runs, seen = [], set()
+    for r in rows:
+        key = (r.get("case"), r.get("provider"), r.get("shape"), r.get("metric"))
+        last = runs[-1][0] if runs else {}
+        same_run = (r.get("time"), r["command"]) == (last.get("time"), last.get("command"))
+        if not same_run or key in seen:
+            runs.append([])
+            seen = set()
+        runs[-1].append(r)
+        seen.add(key)
+    return runs
+
+
 def one(rows, **where):
     """The one row matching `where`; a LookupError naming the problem otherwise."""
     found = pick(rows, **where)
@@ -74,7 +91,7 @@ class Sources:
 
     def add(self, rows):
         for r in rows:
-            key = (r["file"], r["command"], r["device"], r["time"][:10])
+            key = (r["file"], r["command"], r["device"], r.get("time", "")[:10])
             self.runs[key] = True
         return rows
 
