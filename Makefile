@@ -34,7 +34,8 @@ cuda-emu: setup
 
 # Every test, on the CPU and on the emulated CUDA kernels (the "cuda_emu" device), then every
 # Python block of the README and of docs/ (tutorials included), run by pytest-markdown-docs:
-# a block marked `python continuation` runs after the blocks before it on its page.
+# a block marked `python continuation` runs after the blocks before it on its page; and every
+# shell block marked `bash runnable` (conftest.py runs those under the same flag).
 test: build cuda-emu
 	$(BIN)/python -m pytest -q tests
 	PYTHONPATH="$(CURDIR)" $(BIN)/python -m pytest -q -p no:cacheprovider --markdown-docs \

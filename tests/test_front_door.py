@@ -44,3 +44,18 @@ def test_quick_start_prints_what_the_readme_says():
     with contextlib.redirect_stdout(out):
         exec(compile(code, "README.md", "exec"), {})
     assert out.getvalue() == expected
+
+
+def test_shell_blocks_opt_in_with_runnable(tmp_path):
+    # The root conftest.py runs ```bash runnable blocks under --markdown-docs; plain ```bash
+    # blocks are only shown. Its parser must find exactly the opted-in ones.
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("root_conftest", os.path.join(ROOT,
+                                                                               "conftest.py"))
+    root_conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(root_conftest)
+    page = tmp_path / "page.md"
+    page.write_text("text\n```bash\nmake wheel\n```\n```bash runnable\necho one\necho two\n"
+                    "```\n```python\nprint(1)\n```\n", encoding="utf8")
+    assert root_conftest.runnable_shell_blocks(page) == [(6, "echo one\necho two\n")]
+    assert root_conftest.runnable_shell_blocks(os.path.join(ROOT, "README.md"))
