@@ -14,14 +14,12 @@ Implementations:
   gensim-iterable     gensim, the corpus as an in-memory list of LineSentence's sentences
   gensim-corpus_file  gensim, corpus_file=
 Every run appends its rows to bench/results/word2vec-parity-cpu.csv as it ends, so a run cut
-short keeps what it measured; --summarize reads them back (the newest row of each run wins).
+short keeps what it measured; --summarize prints docs/word2vec.md's two tables from them
+(the newest row of each seed wins).
 """
 
 import argparse
-import csv
-import math
 import os
-import statistics
 import sys
 import time
 
@@ -101,53 +99,13 @@ def run(args):
                       f"(load {os.getloadavg()[0]:.1f})", flush=True)
 
 
-def t_quantile(n: int) -> float:
-    from scipy.stats import t
+def summarize():
+    """The two tables docs/word2vec.md shows (the paired differences, the means), rendered
+    from the CSV by the same builders as the page (bench/tables/word2vec.py)."""
+    from tables import TABLES
 
-    return float(t.ppf(0.975, n - 1))
-
-
-def summarize(path=CSV):
-    """Markdown: per setting, ours - each gensim mode as mean ± 95% CI over the paired seeds,
-    and the mean score and seconds of every implementation."""
-    runs = {}  # (setting, impl, seed) -> {metric: value}; later rows replace earlier ones
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            setting = row["case"].rsplit("/", 1)[1]
-            impl = row["provider"].split(" ")[0]
-            seed = int(row["shape"].rsplit("seed=", 1)[1])
-            runs.setdefault((setting, impl, seed), {})[row["metric"]] = float(row["value"])
-    lines = ["| setting | comparison | seeds | ΔWS-353 | ΔSimLex-999 | Δanalogy |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    means = ["| setting | implementation | seeds | WS-353 | SimLex-999 | analogy | seconds |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
-    settings = sorted({k[0] for k in runs}, key=list(SETTINGS).index)
-    for setting in settings:
-        for impl in IMPLS:
-            seeds = sorted(s for (st, i, s) in runs if st == setting and i == impl)
-            if seeds:
-                cells = [statistics.mean(runs[(setting, impl, s)][m] for s in seeds)
-                         for m in METRICS + ("seconds",)]
-                means.append(f"| {setting} | {impl} | {len(seeds)} | " +
-                             " | ".join(f"{c:.4f}" for c in cells[:3]) + f" | {cells[3]:.1f} |")
-        for ours, theirs in (("ours", "gensim-iterable"), ("ours", "gensim-corpus_file"),
-                             ("ours-cf-decay", "gensim-corpus_file"), ("ours-cf-decay", "ours")):
-            seeds = sorted(s for (st, i, s) in runs if st == setting and i == ours
-                           and (setting, theirs, s) in runs)
-            if len(seeds) < 2:
-                continue
-            cells = []
-            for m in METRICS:
-                d = [runs[(setting, ours, s)][m] - runs[(setting, theirs, s)][m] for s in seeds]
-                half = t_quantile(len(d)) * statistics.stdev(d) / math.sqrt(len(d))
-                mean = statistics.mean(d)
-                mark = "" if abs(mean) <= half else " *"
-                cells.append(f"{mean:+.4f} ± {half:.4f}{mark}")
-            lines.append(f"| {setting} | {ours} − {theirs} | {len(seeds)} | " + " | ".join(cells)
-                         + " |")
-    return ("Paired differences, mean ± 95% CI half-width (t, seeds − 1 dof); * marks a CI "
-            "that excludes 0.\n\n" + "\n".join(lines) + "\n\nMeans per implementation:\n\n"
-            + "\n".join(means) + "\n")
+    return "\n".join(TABLES["word2vec-parity-differences"]() + [""]
+                     + TABLES["word2vec-parity-means"]()) + "\n"
 
 
 def main():
