@@ -163,7 +163,8 @@ cuda-wheel:
 
 # Install the CUDA wheel in a throwaway venv with torch $(CI_TORCH), check that every op with
 # a CPU kernel has a CUDA kernel, and (either way) run the CPU test suite against the installed build
-# from a copy of tests/ (with bench/, tools/ and pyproject.toml, which tests read) outside the tree,
+# from a copy of tests/ (with bench/, tools/, docs/, conftest.py and pyproject.toml, which tests
+# read) outside the tree,
 # so that the tree's fastsoftmax/ cannot shadow the installed one (the emulated CUDA tests
 # skip there: the emulator is built against .venv's torch).
 CUDA_TESTS ?= /tmp/fastsoftmax-cuda-tests
@@ -172,7 +173,7 @@ cuda-wheel-check:
 	CI_TORCH=$(CI_TORCH) PY=$(PY) tools/torch_venv.sh throwaway build/venv-cuda >/dev/null
 	build/venv-cuda/bin/python -m pip install -q --no-deps dist-cuda/fastsoftmax-*.whl
 	rm -rf $(CUDA_TESTS) && mkdir -p $(CUDA_TESTS) && \
-	  cp -a tests bench tools docs README.md pyproject.toml $(CUDA_TESTS)/
+	  cp -a tests bench tools docs README.md conftest.py pyproject.toml $(CUDA_TESTS)/
 	cd $(CUDA_TESTS) && status=0; \
 	  $(CURDIR)/build/venv-cuda/bin/python $(CURDIR)/tools/cuda_kernels_check.py || status=1; \
 	  $(CURDIR)/build/venv-cuda/bin/python -m pytest -q -p no:cacheprovider tests || status=1; \
