@@ -213,6 +213,31 @@ def test_op_opcheck():
     )
 
 
+def test_op_arguments_are_written_once_in_the_schemas_order():
+    # Word2VecTrainArgs is the one Python list of the op's arguments: word2vec_train's
+    # signature and the op call come from it, so its fields must be csrc/ops.cpp's schema.
+    import dataclasses
+    import inspect
+    from typing import Optional
+
+    from fastsoftmax.ops.word2vec import Word2VecTrainArgs
+
+    schema = torch.ops.fastsoftmax.word2vec_train.default._schema.arguments
+    types = {"Tensor": (torch.Tensor, Optional[torch.Tensor]), "int": (int,), "bool": (bool,),
+             "float": (float,)}
+    fields = dataclasses.fields(Word2VecTrainArgs)
+    assert [f.name for f in fields] == [a.name for a in schema]
+    for f, a in zip(fields, schema):
+        assert f.type in types[str(a.type)], (f.name, f.type, a.type)
+    params = inspect.signature(ops.word2vec_train).parameters
+    assert list(params)[:19] == [a.name for a in schema[:19]]
+    assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in list(params.values())[:19])
+    assert [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY] == [
+        "syn1", "hs_paths", "hs_offsets", "lockf", "round_size"]
+    with pytest.raises(TypeError):  # keyword-only, as before
+        ops.word2vec_train(*range(19), None)
+
+
 # ---------------------------------------------------------------------------------------
 # statistics against their formulas
 # ---------------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 batch of sentences, with negative sampling and/or hierarchical softmax, in word2vec.c's
 sequential order or in lockstep rounds (csrc/common/word2vec_math.h)."""
 
+import inspect
+from dataclasses import KW_ONLY, dataclass, field, fields
 from typing import Optional, Tuple
 
 import torch
@@ -13,14 +15,75 @@ from ._registry import OpParts, _op
 PARTS = OpParts()
 
 
-def word2vec_train(
-    syn0: Tensor, syn1neg: Tensor, tokens: Tensor, sentence_ends: Tensor, words_before: Tensor,
-    keep_prob: Tensor, ns_prob: Tensor, ns_alias: Tensor, seed: int, first_token: int,
-    sg: bool, cbow_mean: bool, window: int, negative: int, shrink_windows: bool, alpha: float,
-    min_alpha: float, total_words: float, num_workers: int, *, syn1: Optional[Tensor] = None,
-    hs_paths: Optional[Tensor] = None, hs_offsets: Optional[Tensor] = None,
-    lockf: Optional[Tensor] = None, round_size: int = 0,
-) -> Tensor:
+@dataclass(eq=False)
+class Word2VecTrainArgs:
+    """The arguments of the op word2vec_train, written once: the fields are its schema
+    (csrc/ops.cpp), in its order. `word2vec_train` takes them positionally up to num_workers
+    and the rest by keyword; `hs` (whether syn1 is given) and `deterministic` (torch's
+    deterministic mode) are the op's own, which `run` sets before it calls the op."""
+
+    syn0: Tensor
+    syn1neg: Tensor
+    tokens: Tensor
+    sentence_ends: Tensor
+    words_before: Tensor
+    keep_prob: Tensor
+    ns_prob: Tensor
+    ns_alias: Tensor
+    seed: int
+    first_token: int
+    sg: bool
+    cbow_mean: bool
+    window: int
+    negative: int
+    shrink_windows: bool
+    alpha: float
+    min_alpha: float
+    total_words: float
+    num_workers: int
+    _: KW_ONLY
+    syn1: Optional[Tensor] = None
+    hs_paths: Optional[Tensor] = None
+    hs_offsets: Optional[Tensor] = None
+    lockf: Optional[Tensor] = None
+    hs: bool = field(default=False, init=False)
+    round_size: int = 0
+    deterministic: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        if self.syn1 is not None and (self.hs_paths is None or self.hs_offsets is None):
+            raise ValueError("word2vec_train: syn1 (hierarchical softmax) needs hs_paths and "
+                             "hs_offsets (see huffman_paths)")
+
+    def run(self) -> Tensor:
+        """Calls the op (see word2vec_train)."""
+        if int(self.num_workers) > 1 and int(self.round_size) == 0:
+            # Hogwild updates race by design. A stable kernel cannot raise torch's alert
+            # itself: this is ATen's alertNotDeterministic in Python (same message, same
+            # warn_only rule).
+            _alert_not_deterministic(
+                "word2vec_train with num_workers > 1 (Hogwild updates race by design; use one "
+                "worker)")
+        self.hs = self.syn1 is not None
+        self.deterministic = torch.are_deterministic_algorithms_enabled()
+        return _op("word2vec_train")(*self._op_args())
+
+    def _op_args(self) -> tuple:
+        """The fields in order, numbers as the schema's types; without hs the op's empty
+        tables of hierarchical softmax, and without lockf its empty lockf."""
+        args = {f.name: getattr(self, f.name) for f in fields(self)}
+        device = self.syn0.device
+        if not self.hs:
+            args.update(syn1=self.syn0.new_empty(0, self.syn0.shape[-1]),
+                        hs_paths=torch.empty(0, dtype=torch.int32, device=device),
+                        hs_offsets=torch.empty(0, dtype=torch.int64, device=device))
+        if self.lockf is None:
+            args["lockf"] = torch.empty(0, dtype=torch.float32, device=device)
+        return tuple(f.type(args[f.name]) if f.type in (int, bool, float) else args[f.name]
+                     for f in fields(self))
+
+
+def word2vec_train(*args, **kwargs) -> Tensor:
     """One SGD pass of word2vec over a batch of sentences, updating syn0 and syn1neg (and,
     with hierarchical softmax, syn1 [V - 1, D]) in place; returns float64 [3] = (summed loss,
     positive predictions, tokens kept). Hierarchical softmax runs when syn1 is given, with the
@@ -28,31 +91,13 @@ def word2vec_train(
     float32 [L]) scales word w's input-vector updates by lockf[w % L]. round_size 0 trains in
     word2vec.c's sequential order (num_workers CPU threads Hogwild; on CUDA one warp);
     round_size R > 0 in lockstep rounds of R centres, the same model for any num_workers (on
-    CUDA bit-identical from run to run under torch.use_deterministic_algorithms). See
-    csrc/ops.cpp for the arguments."""
-    hs = syn1 is not None
-    if hs and (hs_paths is None or hs_offsets is None):
-        raise ValueError("word2vec_train: syn1 (hierarchical softmax) needs hs_paths and "
-                         "hs_offsets (see huffman_paths)")
-    if int(num_workers) > 1 and int(round_size) == 0:
-        # Hogwild updates race by design. A stable kernel cannot raise torch's alert itself;
-        # this is ATen's alertNotDeterministic in Python (same message, same warn_only rule).
-        _alert_not_deterministic(
-            "word2vec_train with num_workers > 1 (Hogwild updates race by design; use one "
-            "worker)")
-    if not hs:
-        syn1 = syn0.new_empty(0, syn0.shape[-1])
-        hs_paths = torch.empty(0, dtype=torch.int32, device=syn0.device)
-        hs_offsets = torch.empty(0, dtype=torch.int64, device=syn0.device)
-    if lockf is None:
-        lockf = torch.empty(0, dtype=torch.float32, device=syn0.device)
-    return _op("word2vec_train")(
-        syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob, ns_prob, ns_alias,
-        int(seed), int(first_token), bool(sg), bool(cbow_mean), int(window), int(negative),
-        bool(shrink_windows), float(alpha), float(min_alpha), float(total_words),
-        int(num_workers), syn1, hs_paths, hs_offsets, lockf, hs, int(round_size),
-        torch.are_deterministic_algorithms_enabled(),
-    )
+    CUDA bit-identical from run to run under torch.use_deterministic_algorithms). The
+    arguments are those of `Word2VecTrainArgs` (see csrc/ops.cpp)."""
+    return Word2VecTrainArgs(*args, **kwargs).run()
+
+
+word2vec_train.__signature__ = inspect.signature(Word2VecTrainArgs).replace(
+    return_annotation=Tensor)
 
 
 def huffman_paths(links: Tensor, lengths: Tensor) -> Tuple[Tensor, Tensor]:
@@ -93,8 +138,5 @@ def corpus_count(text: Tensor, max_sentence_words: int):
 
 
 @PARTS.fake("word2vec_train")
-def _word2vec_train_fake(syn0, syn1neg, tokens, sentence_ends, words_before, keep_prob,
-                         ns_prob, ns_alias, seed, first_token, sg, cbow_mean, window, negative,
-                         shrink_windows, alpha, min_alpha, total_words, num_workers, syn1,
-                         hs_paths, hs_offsets, lockf, hs, round_size=0, deterministic=False):
+def _word2vec_train_fake(syn0, *args, **kwargs):  # the arguments: Word2VecTrainArgs
     return syn0.new_empty(3, dtype=torch.float64)

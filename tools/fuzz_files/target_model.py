@@ -1,4 +1,4 @@
-"""Fuzz target: Word2Vec.load on model files (formats.load_model, persistence.load_npz), in
+"""Fuzz target: Word2Vec.load on model files (model_files.load_model, persistence.load_npz), in
 both layouts (one .npz; an .npz with .npy files beside it) and both ways of loading (into
 memory; mmap='r'). A file either loads into a model whose tables agree (V words: vectors and
 syn1neg V x D, syn1 (V - 1) x D, keep probabilities and counts V) or raises a ValueError
@@ -33,10 +33,10 @@ TOKEN = "5eed5eed"  # the split model's files keep their names from run to run
 
 
 def instrument():
-    global np, KeyedVectors, Word2Vec, formats, persistence
+    global np, KeyedVectors, Word2Vec, persistence
     import numpy as np
 
-    from fastsoftmax.models.word2vec import KeyedVectors, Word2Vec, formats, persistence
+    from fastsoftmax.models.word2vec import KeyedVectors, Word2Vec, persistence
 
 
 PATH = harness.scratch_file("model.npz")
@@ -52,7 +52,7 @@ def _read(path: str):
         buf = f.read()
     with np.load(path) as z:
         arrays = {k: np.array(z[k]) for k in z.files}
-    return buf, arrays, formats.decode_json(arrays.pop("meta"))
+    return buf, arrays, persistence.decode_json(arrays.pop("meta"))
 
 
 def saved_models():

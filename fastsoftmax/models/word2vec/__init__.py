@@ -14,12 +14,13 @@ The package, in the shape of every model of fastsoftmax:
   training.py      the epochs, the learning-rate schedule, callbacks and progress logs
   keyedvectors.py  ``KeyedVectors``: the vectors and gensim's queries on them
   evaluation.py    word-pair similarity and analogy scores
-  formats.py       word2vec.c's text and binary vector files, and the model files
+  formats.py       word2vec.c's text and binary vector files
+  model_files.py   the Word2Vec model files
   persistence.py   the .npz of plain arrays and the .npy files beside it (mmap='r')
   settings.py      the constructor's keywords, checked
   ppmi_vectors.py  ``PPMIVectors``: count-based vectors (PPMI and a truncated SVD)
   compat.py, keyedvectors_compat.py  gensim 4 API kept out of model.py and keyedvectors.py
-                   (prepare_vocab, from_gensim, vectors_for_all, add_vector, ...)
+                   (prepare_vocab, from_gensim, add_vector, ...)
   errors.py        errors of misuse that are both gensim's exception type and ours
 The command line is fastsoftmax/cli/word2vec.py.
 

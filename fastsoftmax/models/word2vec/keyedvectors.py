@@ -4,8 +4,8 @@
 numpy [V, D]), ``norms`` (float32 [V], filled on demand by ``fill_norms``) and per-key
 attributes (``get_vecattr``/``set_vecattr``; word2vec stores ``count`` there). The methods
 keep gensim's meaning, argument names and return types; tests hold them equal to gensim on the
-same vectors. Evaluation (word pairs, analogies: ``evaluation.py``) and the file formats
-(word2vec.c's text and binary, and .npz: ``formats.py``) are exposed here as methods.
+same vectors. Evaluation (word pairs, analogies: ``evaluation.py``) and the files (word2vec.c's
+text and binary: ``formats.py``; .npz: ``persistence.py``) are exposed here as methods.
 
 A key may be given as its integer index wherever gensim accepts one; ``most_similar`` and
 ``get_mean_vector`` also take raw vectors (numpy arrays) among the keys.
@@ -185,6 +185,24 @@ class KeyedVectors(KeyedVectorsCompat):
                 self.expandos[attr][rows] = values[known]
         self.norms = None
 
+    def vectors_for_all(self, keys, allow_inference: bool = True, copy_vecattrs: bool = False):
+        """A new ``KeyedVectors`` with the vectors of `keys`: duplicates dropped, the first
+        occurrence's order kept, unknown keys left out (plain word vectors infer none, so
+        allow_inference only decides whether an int is also read as a row index, as gensim's
+        `key in self`). The counts are gensim's placeholder (n - index for n keys) unless
+        copy_vecattrs, which copies every per-key attribute (counts included)."""
+        known = self.has_index_for if allow_inference else self.key_to_index.__contains__
+        vocab = list(dict.fromkeys(k for k in keys if known(k)))
+        rows = np.array([self.get_index(k) for k in vocab], dtype=np.int64)
+        out = KeyedVectors(self.vector_size, 0, dtype=self.vectors.dtype)
+        out.index_to_key, out.key_to_index = vocab, {k: i for i, k in enumerate(vocab)}
+        out.vectors = self.vectors[rows]  # fancy indexing: a copy
+        out.counts = np.arange(len(vocab), 0, -1)
+        if copy_vecattrs:
+            for attr, values in self.expandos.items():
+                out.expandos[attr] = values[rows]
+        return out
+
     # -- similarity -----------------------------------------------------------------------
     def get_mean_vector(self, keys, weights=None, pre_normalize: bool = True,
                         post_normalize: bool = False, ignore_missing: bool = True):
@@ -330,7 +348,7 @@ class KeyedVectors(KeyedVectorsCompat):
         scores = unit @ self.get_mean_vector(unit, post_normalize=True)
         return min(zip(scores.tolist(), used))[1]
 
-    # -- evaluation and files (evaluation.py, formats.py) --------------------------------
+    # -- evaluation and files (evaluation.py, formats.py, persistence.py) -----------------
     def evaluate_word_pairs(self, pairs, delimiter: str = "\t", encoding: str = "utf8",
                             restrict_vocab: int = 300000, case_insensitive: bool = True,
                             dummy4unknown: bool = False):
@@ -372,29 +390,3 @@ class KeyedVectors(KeyedVectorsCompat):
         """Vectors saved by save() (or the wv of a saved Word2Vec). mmap='r': vectors saved
         separately stay in their file, mapped read-only (a np.memmap, as gensim's)."""
         return persistence.load_keyed_vectors(cls, path, mmap)
-
-    def _arrays(self, prefix: str = "") -> dict:
-        out = {prefix + "vectors": np.ascontiguousarray(self.vectors, dtype=np.float32),
-               prefix + "keys": formats.encode_json(self.index_to_key)}
-        for attr, values in self.expandos.items():
-            if values.dtype != object:  # per-key arrays (hs code, point) are rebuilt on load
-                out[prefix + "attr_" + attr] = values
-        return out
-
-    @classmethod
-    def _from_arrays(cls, arrays, prefix: str = ""):
-        vectors = arrays[prefix + "vectors"]
-        if not (isinstance(vectors, np.memmap) and vectors.dtype == np.float32):
-            vectors = np.array(vectors, dtype=np.float32)  # a map (mmap='r') stays one
-        kv = cls(vectors.shape[1], 0)
-        kv.vectors = vectors
-        kv.index_to_key = formats.decode_json(arrays[prefix + "keys"])
-        kv.key_to_index = {k: i for i, k in enumerate(kv.index_to_key)}
-        for name in arrays:
-            if name.startswith(prefix + "attr_"):
-                kv.expandos[name[len(prefix) + 5:]] = np.array(arrays[name])
-        if prefix + "counts" in arrays:  # files written before per-key attributes
-            kv.counts = np.array(arrays[prefix + "counts"])
-        if len(kv.index_to_key) != len(vectors):
-            raise ValueError("corrupt file: number of words and of vectors differ")
-        return kv

@@ -1,5 +1,6 @@
 """The parts of gensim 4's ``KeyedVectors`` API kept out of keyedvectors.py (which holds the
-storage and the core queries): a base class of ``KeyedVectors``."""
+storage and the core queries): a base class of ``KeyedVectors``, built on its methods only (a
+method that makes a new ``KeyedVectors`` goes through ``cls``, or lives in keyedvectors.py)."""
 
 from __future__ import annotations
 
@@ -98,26 +99,6 @@ class KeyedVectorsCompat:
             logger.log(log_level, "%s lifecycle event %s", type(self).__name__, record)
         if self.lifecycle_events is not None:
             self.lifecycle_events.append(record)
-
-    def vectors_for_all(self, keys, allow_inference: bool = True, copy_vecattrs: bool = False):
-        """A new ``KeyedVectors`` with the vectors of `keys`: duplicates dropped, the first
-        occurrence's order kept, unknown keys left out (plain word vectors infer none, so
-        allow_inference only decides whether an int is also read as a row index, as gensim's
-        `key in self`). The counts are gensim's placeholder (n - index for n keys) unless
-        copy_vecattrs, which copies every per-key attribute (counts included)."""
-        from .keyedvectors import KeyedVectors  # the module that defines it imports this one
-
-        known = self.has_index_for if allow_inference else self.key_to_index.__contains__
-        vocab = list(dict.fromkeys(k for k in keys if known(k)))
-        rows = np.array([self.get_index(k) for k in vocab], dtype=np.int64)
-        out = KeyedVectors(self.vector_size, 0, dtype=self.vectors.dtype)
-        out.index_to_key, out.key_to_index = vocab, {k: i for i, k in enumerate(vocab)}
-        out.vectors = self.vectors[rows]  # fancy indexing: a copy
-        out.counts = np.arange(len(vocab), 0, -1)
-        if copy_vecattrs:
-            for attr, values in self.expandos.items():
-                out.expandos[attr] = values[rows]
-        return out
 
     def unit_normalize_all(self) -> None:
         """Scales every vector to unit length in place, as gensim: `vectors` (a view of the

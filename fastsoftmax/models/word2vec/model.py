@@ -14,7 +14,7 @@ from ... import ops
 from ...samplers import UnigramSampler
 from ...tree import ClassTree
 from ..textfiles import MAX_SENTENCE_WORDS
-from . import compat, data, formats, scoring, settings, training
+from . import compat, data, model_files, scoring, settings, training
 from .errors import EmptyVocabularyError, NotTrainableError
 from .keyedvectors import KeyedVectors
 
@@ -379,10 +379,10 @@ class Word2Vec:
         no effect; ignore (would leave parts out) is refused."""
         if ignore:
             _refuse("save(ignore=...)", "is not supported: every part of the model is saved")
-        formats.save_model(self, path, separately, sep_limit)
+        model_files.save_model(self, path, separately, sep_limit)
 
-    @formats.class_only
+    @model_files.class_only
     def load(cls, path: str, device=None, mmap=None):
         """A model saved by save(), called on the class (as gensim's). mmap='r' maps the .npy
         files: wv.vectors is a read-only np.memmap; training copies the pages it writes."""
-        return formats.load_model(cls, path, device, mmap)
+        return model_files.load_model(cls, path, device, mmap)

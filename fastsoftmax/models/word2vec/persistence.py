@@ -323,7 +323,7 @@ def file_contents(path: str, what: str):
 def save_keyed_vectors(kv, path: str, separately, sep_limit, ignore) -> None:
     if ignore:
         raise TypeError("KeyedVectors: save(ignore=...) is not supported: every part is saved")
-    arrays = kv._arrays()
+    arrays = keyed_vectors_arrays(kv)
     save_npz(path, arrays, {"class": "KeyedVectors"},
              choose_separate(arrays, separately, sep_limit))
 
@@ -334,4 +334,36 @@ def load_keyed_vectors(cls, path: str, mmap):
     arrays, meta = load_npz(path, ("KeyedVectors", "Word2Vec", "PPMIVectors"), mmap,
                             {"vectors": "r", "wv_vectors": "r"})
     with file_contents(path, "KeyedVectors"):
-        return cls._from_arrays(arrays, "wv_" if meta["class"] != "KeyedVectors" else "")
+        return keyed_vectors_from_arrays(cls, arrays,
+                                         "wv_" if meta["class"] != "KeyedVectors" else "")
+
+
+def keyed_vectors_arrays(kv, prefix: str = "") -> dict:
+    """The arrays that store `kv` in a file, their names after `prefix` (a model's "wv_"):
+    vectors, keys (as JSON) and one "attr_" array per per-key attribute."""
+    out = {prefix + "vectors": np.ascontiguousarray(kv.vectors, dtype=np.float32),
+           prefix + "keys": encode_json(kv.index_to_key)}
+    for attr, values in kv.expandos.items():
+        if values.dtype != object:  # per-key arrays (hs code, point) are rebuilt on load
+            out[prefix + "attr_" + attr] = values
+    return out
+
+
+def keyed_vectors_from_arrays(cls, arrays: dict, prefix: str = ""):
+    """A `cls` (KeyedVectors) from the arrays keyed_vectors_arrays made; a float32 np.memmap
+    of the vectors (mmap='r') is kept as it is, any other array copied."""
+    vectors = arrays[prefix + "vectors"]
+    if not (isinstance(vectors, np.memmap) and vectors.dtype == np.float32):
+        vectors = np.array(vectors, dtype=np.float32)  # a map (mmap='r') stays one
+    kv = cls(vectors.shape[1], 0)
+    kv.vectors = vectors
+    kv.index_to_key = decode_json(arrays[prefix + "keys"])
+    kv.key_to_index = {k: i for i, k in enumerate(kv.index_to_key)}
+    for name in arrays:
+        if name.startswith(prefix + "attr_"):
+            kv.expandos[name[len(prefix) + 5:]] = np.array(arrays[name])
+    if prefix + "counts" in arrays:  # files written before per-key attributes
+        kv.counts = np.array(arrays[prefix + "counts"])
+    if len(kv.index_to_key) != len(vectors):
+        raise ValueError("corrupt file: number of words and of vectors differ")
+    return kv

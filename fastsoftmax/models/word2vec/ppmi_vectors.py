@@ -25,7 +25,7 @@ import torch
 from ..ppmi import ppmi_matrix, randomized_svd
 from ..textfiles import pieces
 from ..vocabulary import count_words
-from . import data, formats
+from . import data, persistence
 from .keyedvectors import KeyedVectors
 
 logger = logging.getLogger(__name__)
@@ -156,16 +156,16 @@ class PPMIVectors:
 
     def save(self, path: str) -> None:
         """Vectors, vocabulary and settings as .npz (the matrices are not kept)."""
-        arrays = self.wv._arrays("wv_")
+        arrays = persistence.keyed_vectors_arrays(self.wv, "wv_")
         arrays["singular_values"] = self.singular_values
-        formats.save_npz(path, arrays, {"class": "PPMIVectors",
-                                           "config": {k: getattr(self, k) for k in
-                                                      self._CONFIG}})
+        persistence.save_npz(path, arrays, {"class": "PPMIVectors",
+                                            "config": {k: getattr(self, k) for k in
+                                                       self._CONFIG}})
 
     @classmethod
     def load(cls, path: str) -> "PPMIVectors":
-        arrays, meta = formats.load_npz(path, ("PPMIVectors",))
+        arrays, meta = persistence.load_npz(path, ("PPMIVectors",))
         model = cls(**meta["config"])
-        model.wv = KeyedVectors._from_arrays(arrays, "wv_")
+        model.wv = persistence.keyed_vectors_from_arrays(KeyedVectors, arrays, "wv_")
         model.singular_values = arrays["singular_values"]
         return model

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from ... import ops
+from ...ops.word2vec import Word2VecTrainArgs
 from . import data
 from .data import epoch_batches
 
@@ -24,93 +25,132 @@ def train_epochs(model, corpus, epochs: int, alpha: float, min_alpha: float,
     alpha to min_alpha over epochs x per_epoch sentences (by_sentence) or raw words, or with
     schedule="gensim-corpus_file" as gensim's corpus_file workers decay it.
     Fires `callbacks` and only those. Returns (words trained after subsampling, raw words)."""
-    total = float(max(1, epochs * per_epoch))
-    # gensim's corpus_file workers (W of them) each count their own share of an epoch over
-    # the whole epoch: in epoch e of E the progress runs from e/E to (e + 1/W)/E only. The op's
-    # rate reads position / total; stretching all but the within-epoch part n by W gives
-    # (W e P + n) / (W E P) = (e + n / (W P)) / E, gensim's progress in exact integers.
-    stretch = model.workers if schedule == "gensim-corpus_file" else 1
     model.running_training_loss = 0.0
-    trained = raw_total = 0
-    lockf = lock_factors(model)
-    cache = [] if data.replayable(corpus) and epochs > 1 else None  # one pass: nothing to keep
-    # Words per native call. The CPU's sequential order: eight jobs of batch_words per
-    # worker, so that the wait for the slowest worker at the end of a call (at most one run
-    # of ~2k tokens) stays small on a shared machine. Rounds: 2^21, on either device, since
-    # a batch's end also ends a round (the CPU replays the GPU's batches exactly).
-    rounds = round_size_for(model, run_words(model, by_sentence, per_epoch, epochs))
-    limit = model.batch_words * max(1, model.workers) * 8 if not rounds else 1 << 21
-    if rounds and model.device.type == "cpu" and model.workers > 1:
-        logger.info("round_size=%i on the CPU replays the GPU's update order on one thread "
-                    "(workers=%i has no effect)", rounds, model.workers)
-    start = last_log = time.perf_counter()
+    run = _Run(model, corpus, epochs, alpha, min_alpha, by_sentence, per_epoch, report_delay,
+               schedule == "gensim-corpus_file")
     logger.info("training model with %i workers on %i vocabulary and %i features, using "
                 "sg=%s hs=%s sample=%s negative=%s window=%s shrink_windows=%s round_size=%s",
                 model.workers, len(model.wv), model.vector_size, model.sg, model.hs, model.sample,
-                model.negative, model.window, model.shrink_windows, rounds)
-    for cb in callbacks:
-        getattr(cb, "on_train_begin", lambda m: None)(model)
+                model.negative, model.window, model.shrink_windows, run.rounds)
+    _fire(callbacks, "on_train_begin", model)
+    trained = raw_total = 0
     for epoch in range(epochs):
-        for cb in callbacks:
-            getattr(cb, "on_epoch_begin", lambda m: None)(model)
-        epoch_start, epoch_raw, epoch_trained = time.perf_counter(), 0, 0
-        epoch_loss = epoch_examples = 0.0
-        for b in epoch_batches(model.wv.key_to_index, corpus, limit,
-                               queue_factor * model.workers, cache):
-            before = b["sentences_before"] if by_sentence else b["words_before"]
-            positions = before + stretch * epoch * per_epoch
-            before = before + epoch * per_epoch
-            stats = train_batch(model, b, positions, alpha, min_alpha, stretch * total, lockf,
-                                rounds)
-            epoch_raw += b["raw"]
-            epoch_trained += int(stats[2])
-            epoch_loss += stats[0]
-            epoch_examples += stats[1]
-            if model.compute_loss:
-                model.running_training_loss += stats[0]
-            # progress once this batch is done, in the schedule's unit
-            if not len(before):
-                done = float(epoch * per_epoch)
-            elif by_sentence:
-                done = float(before[-1] + 1)
-            else:
-                done = float(before[0] + b["raw"])
-            now = time.perf_counter()
-            if now - last_log >= report_delay:
-                last_log = now
-                # gensim's line, then the time left at the run's average pace so far
-                eta = (now - start) * (total - done) / max(done, 1.0)
-                logger.info("EPOCH %i - PROGRESS: at %.2f%% %s, %.0f words/s, in_qsize "
-                            "%i, out_qsize %i, ETA %.0f s", epoch, 100.0 *
-                            (done - epoch * per_epoch) / max(per_epoch, 1),
-                            "examples" if by_sentence else "words",
-                            epoch_trained / max(now - epoch_start, 1e-9), -1, -1, eta)
-            if model.progress is not None:
-                model.progress({
-                    "epoch": epoch, "epochs": epochs, "words_done": done,
-                    "words_total": total, "raw_words": raw_total + epoch_raw,
-                    "seconds": now - start, "lr": learning_rate(
-                        alpha, min_alpha, done + (stretch - 1) * epoch * per_epoch,
-                        stretch * total),
-                    "loss": epoch_loss / max(epoch_examples, 1.0),
-                })
-        raw_total += epoch_raw
-        trained += epoch_trained
-        elapsed = max(time.perf_counter() - epoch_start, 1e-9)
+        _fire(callbacks, "on_epoch_begin", model)
+        done = _train_epoch(model, corpus, run, epoch, queue_factor * model.workers, raw_total)
+        raw_total += done.raw
+        trained += done.trained
+        elapsed = max(time.perf_counter() - done.start, 1e-9)
         logger.info("EPOCH %i: training on %i raw words (%i effective words) took %.1fs, "
-                    "%.0f effective words/s", epoch, epoch_raw, epoch_trained, elapsed,
-                    epoch_trained / elapsed)
+                    "%.0f effective words/s", epoch, done.raw, done.trained, elapsed,
+                    done.trained / elapsed)
         model._sync_vectors()
-        for cb in callbacks:
-            getattr(cb, "on_epoch_end", lambda m: None)(model)
-    model.train_seconds = time.perf_counter() - start
+        _fire(callbacks, "on_epoch_end", model)
+    model.train_seconds = time.perf_counter() - run.start
     logger.info("Word2Vec lifecycle event {'msg': 'training on %i raw words (%i effective "
                 "words) took %.1fs, %.0f effective words/s'}", raw_total, trained,
                 model.train_seconds, trained / max(model.train_seconds, 1e-9))
     model._sync_vectors()
-    for cb in callbacks:
-        getattr(cb, "on_train_end", lambda m: None)(model)
+    _fire(callbacks, "on_train_end", model)
     return trained, raw_total
+
+
+def _fire(callbacks, event: str, model) -> None:
+    """Calls `event` (gensim's CallbackAny2Vec method name) of every callback that has it."""
+    for cb in callbacks:
+        getattr(cb, event, lambda m: None)(model)
+
+
+class _Run:
+    """What one train() call fixes before its first batch: the schedule, the op's round
+    size and batch size, the lock factors, the kept corpus and the clock of the logs."""
+
+    def __init__(self, model, corpus, epochs: int, alpha: float, min_alpha: float,
+                 by_sentence: bool, per_epoch: int, report_delay: float, per_worker: bool):
+        self.epochs, self.per_epoch, self.by_sentence = epochs, per_epoch, by_sentence
+        self.alpha, self.min_alpha, self.report_delay = alpha, min_alpha, report_delay
+        self.total = float(max(1, epochs * per_epoch))
+        # gensim's corpus_file workers (W of them) each count their own share of an epoch
+        # over the whole epoch: in epoch e of E the progress runs from e/E to (e + 1/W)/E
+        # only. The op's rate reads position / total; stretching all but the within-epoch
+        # part n by W gives (W e P + n) / (W E P) = (e + n / (W P)) / E, gensim's progress in
+        # exact integers.
+        self.stretch = model.workers if per_worker else 1
+        self.lockf = lock_factors(model)
+        # one pass: nothing to keep
+        self.cache = [] if data.replayable(corpus) and epochs > 1 else None
+        # Words per native call. The CPU's sequential order: eight jobs of batch_words per
+        # worker, so that the wait for the slowest worker at the end of a call (at most one
+        # run of ~2k tokens) stays small on a shared machine. Rounds: 2^21, on either device,
+        # since a batch's end also ends a round (the CPU replays the GPU's batches exactly).
+        self.rounds = round_size_for(model, run_words(model, by_sentence, per_epoch, epochs))
+        self.limit = model.batch_words * max(1, model.workers) * 8 if not self.rounds else 1 << 21
+        if self.rounds and model.device.type == "cpu" and model.workers > 1:
+            logger.info("round_size=%i on the CPU replays the GPU's update order on one thread "
+                        "(workers=%i has no effect)", self.rounds, model.workers)
+        self.start = self.last_log = time.perf_counter()
+
+    def done_after(self, epoch: int, before: np.ndarray, raw: int) -> float:
+        """The schedule's progress once a batch is done, in its unit (sentences or raw
+        words): `before` holds the batch's sentences' positions in the epoch."""
+        if not len(before):
+            return float(epoch * self.per_epoch)
+        if self.by_sentence:
+            return float(before[-1] + epoch * self.per_epoch + 1)
+        return float(before[0] + epoch * self.per_epoch + raw)
+
+
+@dataclass
+class _Epoch:
+    """One epoch's sums so far."""
+
+    start: float
+    raw: int = 0
+    trained: int = 0
+    loss: float = 0.0
+    examples: float = 0.0
+
+
+def _train_epoch(model, corpus, run: _Run, epoch: int, queue_size: int,
+                 raw_before: int) -> _Epoch:
+    """One pass over the corpus, batch by batch, with the progress logs and model.progress;
+    raw_before: the raw words of the epochs before."""
+    sums = _Epoch(start=time.perf_counter())
+    for b in epoch_batches(model.wv.key_to_index, corpus, run.limit, queue_size, run.cache):
+        before = b["sentences_before"] if run.by_sentence else b["words_before"]
+        positions = before + run.stretch * epoch * run.per_epoch
+        stats = train_batch(model, b, positions, run.alpha, run.min_alpha,
+                            run.stretch * run.total, run.lockf, run.rounds)
+        sums.raw += b["raw"]
+        sums.trained += int(stats[2])
+        sums.loss += stats[0]
+        sums.examples += stats[1]
+        if model.compute_loss:
+            model.running_training_loss += stats[0]
+        _report(model, run, epoch, sums, run.done_after(epoch, before, b["raw"]), raw_before)
+    return sums
+
+
+def _report(model, run: _Run, epoch: int, sums: _Epoch, done: float, raw_before: int) -> None:
+    """gensim's progress line (every report_delay seconds) and the model.progress hook."""
+    now = time.perf_counter()
+    if now - run.last_log >= run.report_delay:
+        run.last_log = now
+        # gensim's line, then the time left at the run's average pace so far
+        eta = (now - run.start) * (run.total - done) / max(done, 1.0)
+        logger.info("EPOCH %i - PROGRESS: at %.2f%% %s, %.0f words/s, in_qsize "
+                    "%i, out_qsize %i, ETA %.0f s", epoch, 100.0 *
+                    (done - epoch * run.per_epoch) / max(run.per_epoch, 1),
+                    "examples" if run.by_sentence else "words",
+                    sums.trained / max(now - sums.start, 1e-9), -1, -1, eta)
+    if model.progress is not None:
+        model.progress({
+            "epoch": epoch, "epochs": run.epochs, "words_done": done,
+            "words_total": run.total, "raw_words": raw_before + sums.raw,
+            "seconds": now - run.start, "lr": learning_rate(
+                run.alpha, run.min_alpha, done + (run.stretch - 1) * epoch * run.per_epoch,
+                run.stretch * run.total),
+            "loss": sums.loss / max(sums.examples, 1.0),
+        })
 
 
 def lock_factors(model):
@@ -173,17 +213,21 @@ def walkers(model, rounds: int) -> int:
 
 def train_batch(model, b: dict, before: np.ndarray, alpha, min_alpha, total,
                 lockf=None, rounds=0) -> list:
+    """One native call on batch `b` (data.epoch_batches), its sentences at positions `before`
+    of the schedule of `total`: the op's stats as a list (loss, predictions, tokens kept)."""
     dev = model.device
     hs = dict(syn1=model._syn1, hs_paths=model._hs_paths,
               hs_offsets=model._hs_offsets) if model.hs else {}
     syn1neg = model._syn1neg if model.negative else model._syn0.new_empty(0, model.vector_size)
-    stats = ops.word2vec_train(
-        model._syn0, syn1neg, torch.from_numpy(b["tokens"]).to(dev),
-        torch.from_numpy(b["ends"]).to(dev), torch.from_numpy(before).to(dev), model._keep,
-        model._ns_prob, model._ns_alias, model.seed & ((1 << 63) - 1), model._tokens_trained,
-        bool(model.sg), bool(model.cbow_mean), model.window, model.negative,
-        model.shrink_windows, alpha, min_alpha, total, walkers(model, rounds), lockf=lockf,
-        round_size=rounds, **hs).tolist()
+    stats = Word2VecTrainArgs(
+        syn0=model._syn0, syn1neg=syn1neg, tokens=torch.from_numpy(b["tokens"]).to(dev),
+        sentence_ends=torch.from_numpy(b["ends"]).to(dev),
+        words_before=torch.from_numpy(before).to(dev), keep_prob=model._keep,
+        ns_prob=model._ns_prob, ns_alias=model._ns_alias, seed=model.seed & ((1 << 63) - 1),
+        first_token=model._tokens_trained, sg=bool(model.sg), cbow_mean=bool(model.cbow_mean),
+        window=model.window, negative=model.negative, shrink_windows=model.shrink_windows,
+        alpha=alpha, min_alpha=min_alpha, total_words=total,
+        num_workers=walkers(model, rounds), lockf=lockf, round_size=rounds, **hs).run().tolist()
     model._tokens_trained += len(b["tokens"])
     return stats
 
