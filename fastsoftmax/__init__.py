@@ -7,19 +7,31 @@ kernels, registered as torch ops.
 
 # ops is imported for its registrations; fastsoftmax.ops is public.
 from . import _loader, functional, ops  # noqa: F401
+from .frequency import FrequencyEstimator
 from .functional import (
+    full_margin_ranking_loss,
     full_softmax_loss,
+    hierarchical_softmax_loss,
+    in_batch_softmax_loss,
+    multi_margin_loss,
     nce_loss,
     negative_sampling_loss,
+    sampled_margin_ranking_loss,
     sampled_softmax_loss,
     streaming_logsumexp,
+    warp_loss,
 )
 from .nn import (
     FullSoftmaxLoss,
+    HierarchicalSoftmaxLoss,
+    InBatchSoftmaxLoss,
+    MultiMarginLoss,
     NCELoss,
     NegativeSamplingLoss,
     OutputLayer,
+    SampledMarginRankingLoss,
     SampledSoftmaxLoss,
+    WARPLoss,
     make_head,
     register_head,
 )
@@ -32,9 +44,7 @@ from .samplers import (
     UniformSampler,
     UnigramSampler,
 )
-
-from .frequency import FrequencyEstimator
-from .retrieval import InBatchSoftmaxLoss, in_batch_softmax_loss
+from .tree import ClassTree
 
 __version__ = "0.1.0"
 
@@ -48,49 +58,16 @@ def build_info() -> dict:
 
 
 __all__ = [
-    "FullSoftmaxLoss",
-    "OutputLayer",
-    "make_head",
-    "register_head",
-    "full_softmax_loss",
-    "streaming_logsumexp",
-    "NCELoss",
-    "NegativeSamplingLoss",
-    "SampledSoftmaxLoss",
-    "AliasSampler",
-    "LogUniformSampler",
-    "SampledValues",
-    "Sampler",
-    "UniformSampler",
-    "UnigramSampler",
-    "build_info",
-    "clip_grad_norm",
-    "functional",
-    "nce_loss",
-    "negative_sampling_loss",
-    "sampled_softmax_loss",
-    "FrequencyEstimator",
-    "InBatchSoftmaxLoss",
-    "in_batch_softmax_loss",
+    # the output layers (fastsoftmax.nn) and their registry
+    "FullSoftmaxLoss", "HierarchicalSoftmaxLoss", "InBatchSoftmaxLoss", "MultiMarginLoss",
+    "NCELoss", "NegativeSamplingLoss", "OutputLayer", "SampledMarginRankingLoss",
+    "SampledSoftmaxLoss", "WARPLoss", "make_head", "register_head",
+    # their functional forms (fastsoftmax.functional)
+    "functional", "full_margin_ranking_loss", "full_softmax_loss", "hierarchical_softmax_loss",
+    "in_batch_softmax_loss", "multi_margin_loss", "nce_loss", "negative_sampling_loss",
+    "sampled_margin_ranking_loss", "sampled_softmax_loss", "streaming_logsumexp", "warp_loss",
+    # samplers, the class tree, the frequency estimator
+    "AliasSampler", "LogUniformSampler", "SampledValues", "Sampler", "UniformSampler",
+    "UnigramSampler", "ClassTree", "FrequencyEstimator",
+    "build_info", "clip_grad_norm",
 ]
-
-# Hierarchical softmax.
-from .hierarchical import hierarchical_softmax_loss  # noqa: E402
-from .nn import HierarchicalSoftmaxLoss  # noqa: E402
-from .tree import ClassTree  # noqa: E402
-
-__all__ += ["ClassTree", "HierarchicalSoftmaxLoss", "hierarchical_softmax_loss"]
-
-# Margin (hinge) losses: the multiclass hinge, margin ranking (exact and sampled) and WARP;
-# importing margin_layers registers the heads 'multi_margin', 'margin_ranking' and 'warp'.
-from .margin import (  # noqa: E402
-    full_margin_ranking_loss,
-    multi_margin_loss,
-    sampled_margin_ranking_loss,
-    warp_loss,
-)
-from .margin_layers import MultiMarginLoss, SampledMarginRankingLoss, WARPLoss  # noqa: E402
-
-__all__ += ["MultiMarginLoss", "SampledMarginRankingLoss", "WARPLoss",
-            "full_margin_ranking_loss", "multi_margin_loss", "sampled_margin_ranking_loss",
-            "warp_loss"]

@@ -204,13 +204,16 @@ class OutputLayer(nn.Module):
         return text
 
 
-def _refuse_label_smoothing(layer: str, value) -> None:
+_LOGISTIC = ("its training objective is a sum of binary logistic losses, not a cross entropy "
+             "over classes, so a smoothed target has no meaning there (use SampledSoftmaxLoss "
+             "or FullSoftmaxLoss)")
+
+
+def refuse_label_smoothing(layer: str, value, why: str = _LOGISTIC) -> None:
+    """A ValueError saying `why` unless label_smoothing `value` is 0.0 (for the layers whose
+    objective has no target distribution to smooth)."""
     if value != 0.0:
-        raise ValueError(
-            f"{layer} does not support label_smoothing (got {value!r}): its training "
-            "objective is a sum of binary logistic losses, not a cross entropy over classes, "
-            "so a smoothed target has no meaning there (use SampledSoftmaxLoss or "
-            "FullSoftmaxLoss)")
+        raise ValueError(f"{layer} does not support label_smoothing (got {value!r}): {why}")
 
 
 # Docstring text of the parameters every layer (or every sampling layer) takes.
@@ -247,7 +250,8 @@ def keywords_after_positionals(base: type):
     """A class decorator for a layer whose constructor passes `base`'s keyword-only
     parameters (torch.nn.LinearCrossEntropyLoss's) on as `**layer`: it gives the class the
     signature that names them, for inspect, help() and make_head: the layer's positional
-    parameters, then base's keywords, then the layer's own."""
+    parameters, then base's keywords, then the layer's own. help(Layer.__init__) shows the
+    class docstring (which documents them), not nn.Module's constructor text."""
     layer = [p for p in inspect.signature(base.__init__).parameters.values()
              if p.kind is inspect.Parameter.KEYWORD_ONLY]
 
@@ -256,6 +260,8 @@ def keywords_after_positionals(base: type):
         cls.__signature__ = inspect.Signature(
             [p for p in own if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD] + layer
             + [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY])
+        if "__init__" in vars(cls) and cls.__doc__:
+            cls.__init__.__doc__ = cls.__doc__
         return cls
     return named
 

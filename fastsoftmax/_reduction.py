@@ -25,10 +25,10 @@ class LossRows(NamedTuple):
     lead: Tuple[int, ...]  # the leading dims [*] of input [*, D]
     target: Tensor  # [N, T]
     rows: Tensor  # input as [N, D]
-    class_weight: Optional[Tensor]  # [V]
+    weight: Optional[Tensor]  # [V], the per-class rescaling
 
 
-def loss_rows(input, linear_weight, target, reduction, num_true, class_weight,
+def loss_rows(input, linear_weight, target, reduction, num_true, weight,
               normalizer) -> LossRows:
     """The checks and reshapes every loss begins with: its main arguments, reduction and
     normalizer, target as [N, T] (num_true None: T from the shape), input as [N, D]."""
@@ -37,7 +37,7 @@ def loss_rows(input, linear_weight, target, reduction, num_true, class_weight,
     lead = tuple(input.shape[:-1])
     t2 = target_2d(target, lead, num_true)
     rows = input.reshape(math.prod(lead), input.shape[-1])
-    return LossRows(lead, t2, rows, check_class_weight(class_weight, linear_weight.shape[0],
+    return LossRows(lead, t2, rows, check_class_weight(weight, linear_weight.shape[0],
                                                        input.device, t2.shape[1]))
 
 

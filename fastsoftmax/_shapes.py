@@ -14,20 +14,20 @@ from torch import Tensor
 REDUCTIONS = ("mean", "sum", "none")
 
 
-def check_inputs(input, weight, target, reduction) -> None:
-    """Types, ranks, feature sizes, dtype and device of a loss's main arguments (`weight` is
-    the output embedding, linear_weight [V, D])."""
-    for name, t in (("input", input), ("linear_weight", weight), ("target", target)):
+def check_inputs(input, linear_weight, target, reduction) -> None:
+    """Types, ranks, feature sizes, dtype and device of a loss's main arguments."""
+    for name, t in (("input", input), ("linear_weight", linear_weight), ("target", target)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
     check_reduction(reduction)
     if input.dim() < 1:
         raise ValueError("input must have at least one dimension [*, D]")
-    if weight.dim() != 2:
-        raise ValueError(f"linear_weight must be 2-D [V, D], got shape {tuple(weight.shape)}")
-    if weight.shape[1] != input.shape[-1]:
-        raise ValueError(f"linear_weight has {weight.shape[1]} features per class but input "
-                         f"has {input.shape[-1]}")
+    if linear_weight.dim() != 2:
+        raise ValueError(f"linear_weight must be 2-D [V, D], got shape "
+                         f"{tuple(linear_weight.shape)}")
+    if linear_weight.shape[1] != input.shape[-1]:
+        raise ValueError(f"linear_weight has {linear_weight.shape[1]} features per class but "
+                         f"input has {input.shape[-1]}")
     if target.dtype != torch.int64:
         raise TypeError(f"target must be an int64 tensor of class ids, got {target.dtype}")
     if target.device != input.device:
@@ -62,6 +62,21 @@ def check_class_weight(weight, num_classes: int, device: torch.device,
         raise ValueError(f"a per-class weight needs one true class per row; target has "
                          f"{num_true} (the weighting of several true classes is undefined)")
     return weight
+
+
+def check_target_range(safe: Tensor, num_classes: int) -> None:
+    """Every id of `safe` (the targets, ignored rows replaced by a valid id) in
+    [0, num_classes), or a ValueError naming the offending ids; under torch.compile an
+    asynchronous assert (no host sync). The ops check ids too, but the exact losses use the
+    targets before any op runs."""
+    in_range = ((safe >= 0) & (safe < num_classes)).all()
+    message = f"target ids must lie in [0, {num_classes}) or equal ignore_index"
+    if torch.compiler.is_compiling():
+        torch._assert_async(in_range, message)
+    elif not bool(in_range):
+        bad = safe[(safe < 0) | (safe >= num_classes)]
+        raise ValueError(f"{message}; found {int(bad.min())} (min offending) and "
+                         f"{int(bad.max())} (max offending)")
 
 
 def check_label_smoothing(value) -> float:

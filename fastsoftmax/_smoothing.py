@@ -33,14 +33,14 @@ from torch import Tensor
 
 def weighted_smoothed_loss(
     base: Tensor, h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor],
-    safe: Tensor, sampled, remove_accidental_hits: bool, class_weight: Optional[Tensor],
+    safe: Tensor, sampled, remove_accidental_hits: bool, weight: Optional[Tensor],
     label_smoothing: float,
 ) -> Tuple[Tensor, Optional[Tensor]]:
     """(per-row loss [N], per-row target weight [N] or None) from the kernel's per-row sampled
     softmax loss `base` [N]. `safe` [N, T]: the true classes, ignored rows replaced by a valid
     id (the caller zeroes those rows)."""
     acc = base.dtype
-    row_w = None if class_weight is None else class_weight.to(acc)[safe[:, 0]]
+    row_w = None if weight is None else weight.to(acc)[safe[:, 0]]
     loss = base if row_w is None else base * row_w
     if label_smoothing == 0.0:
         return loss, row_w
@@ -57,8 +57,8 @@ def weighted_smoothed_loss(
     z_true = raw_true - true_count.reshape(N, T).to(acc).log()
     lse = base + z_true.mean(1)  # the kernel's loss is lse - mean_t z_true
 
-    a_s = (torch.ones(S, dtype=acc, device=h.device) if class_weight is None
-           else class_weight.to(acc)[candidates])
+    a_s = (torch.ones(S, dtype=acc, device=h.device) if weight is None
+           else weight.to(acc)[candidates])
     a_t = (torch.ones(N, T, dtype=acc, device=h.device) if row_w is None else row_w[:, None])
     minus_log_q = -sampled_count.to(acc).log()  # [S]
     offset = minus_log_q

@@ -1,10 +1,10 @@
 """The exact softmax's per-row figures over a range of classes, with a hand-written backward
 that recomputes the logit blocks instead of keeping them, so that training holds one block
 of logits at a time (what Cut Cross-Entropy and Megatron-LM's vocabulary-parallel cross
-entropy do), not all N x V of them. The single-process full softmax (full_softmax.py) uses it
+entropy do), not all N x V of them. The single-process full softmax (losses/full.py) uses it
 over all classes, each vocabulary-parallel rank over its shard (vocab_parallel/).
 
-Forward, per block of logits x [n, c] (softcap-capped; full_softmax._stream): the log-sum-exp
+Forward, per block of logits x [n, c] (softcap-capped; _streaming.stream): the log-sum-exp
 lse [N], the sum of the logits at the row's targets inside the range true [N] and, for label
 smoothing, sum_c a_c x_c total [N].
 
@@ -23,54 +23,56 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .full_softmax import _acc_dtype, _blocks, _logit_blocks, _stream, capped
+from ._streaming import (acc_dtype, all_logits, block_figures, blocks, logit_blocks, one_block,
+                         stream)
 
 
 class _SoftmaxStats(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, h, weight, bias, targets, class_sum, chunk_bytes, softcap):
-        rows, classes = h.shape[0], weight.shape[0]
+    def forward(ctx, h, linear_weight, linear_bias, targets, class_sum, chunk_bytes, softcap):
+        rows, classes = h.shape[0], linear_weight.shape[0]
         # When the logits fit one block of chunk_bytes they are kept for backward (what
         # F.cross_entropy keeps too): recomputing them would cost a fourth matrix product.
         # Otherwise they are recomputed block by block.
-        keep = _blocks(rows, classes, chunk_bytes) == (max(rows, 1), classes)
+        keep = one_block(rows, classes, chunk_bytes)
         with torch.no_grad():
             if keep and rows:
-                logits = capped(torch.nn.functional.linear(h, weight, bias).to(_acc_dtype(h)),
-                                softcap)
-                out = _from_block(logits, targets, class_sum)
+                logits = all_logits(h, linear_weight, linear_bias, softcap)
+                out = block_figures(logits, targets, class_sum)
             else:
                 logits = h.new_empty(0)
-                out = _stream(h, weight, bias, chunk_bytes, targets, class_sum, softcap)
+                out = stream(h, linear_weight, linear_bias, chunk_bytes, targets, class_sum,
+                             softcap)
         lse, true = out[0], out[1]
         total = out[2] if class_sum is not None else torch.zeros_like(lse)
         ctx.chunk_bytes, ctx.softcap, ctx.keep = chunk_bytes, softcap, keep and bool(rows)
-        ctx.has_bias, ctx.has_sum = bias is not None, class_sum is not None
-        ctx.save_for_backward(h, weight, bias if bias is not None else h.new_empty(0),
-                              targets, class_sum if class_sum is not None else h.new_empty(0),
-                              lse, logits)
+        ctx.has_bias, ctx.has_sum = linear_bias is not None, class_sum is not None
+        empty = h.new_empty(0)
+        ctx.save_for_backward(h, linear_weight,
+                              linear_bias if linear_bias is not None else empty, targets,
+                              class_sum if class_sum is not None else empty, lse, logits)
         return lse, true, total
 
     @staticmethod
     def backward(ctx, g_lse, g_true, g_total):
-        h, weight, bias, targets, class_sum, lse, kept = ctx.saved_tensors
-        bias = bias if ctx.has_bias else None
-        acc, dtype = _acc_dtype(h), weight.dtype
-        rows_at_once = ctx.keep or _blocks(h.shape[0], weight.shape[0],
-                                           ctx.chunk_bytes)[0] >= h.shape[0]
+        h, linear_weight, linear_bias, targets, class_sum, lse, kept = ctx.saved_tensors
+        linear_bias = linear_bias if ctx.has_bias else None
+        acc, dtype = acc_dtype(h), linear_weight.dtype
+        rows_at_once = ctx.keep or blocks(h.shape[0], linear_weight.shape[0],
+                                          ctx.chunk_bytes)[0] >= h.shape[0]
         # Each class block's weight gradient is written once when every row is in one block
         # of rows: then it goes straight into the weight's dtype, as autograd's would.
         grad_h = torch.zeros(h.shape, dtype=acc, device=h.device)
-        grad_w = torch.zeros(weight.shape, dtype=dtype if rows_at_once else acc,
+        grad_w = torch.zeros(linear_weight.shape, dtype=dtype if rows_at_once else acc,
                              device=h.device)
-        grad_b = torch.zeros(weight.shape[0], dtype=acc, device=h.device) \
+        grad_b = torch.zeros(linear_weight.shape[0], dtype=acc, device=h.device) \
             if ctx.has_bias else None
         g_lse = torch.zeros_like(lse) if g_lse is None else g_lse.to(acc)
         g_true = torch.zeros_like(lse) if g_true is None else g_true.to(acc)
         g_total = None if g_total is None or not ctx.has_sum else g_total.to(acc)
-        blocks = ([(slice(0, h.shape[0]), 0, kept)] if ctx.keep else
-                  _logit_blocks(h, weight, bias, ctx.chunk_bytes, ctx.softcap))
-        for rows, c0, logits in blocks:
+        parts = ([(slice(0, h.shape[0]), 0, kept)] if ctx.keep else
+                 logit_blocks(h, linear_weight, linear_bias, ctx.chunk_bytes, ctx.softcap))
+        for rows, c0, logits in parts:
             c = logits.shape[1]
             cap = None if ctx.softcap is None else 1 - (logits / ctx.softcap).square()
             # A recomputed block is ours to overwrite (one block less at the peak); the kept
@@ -89,29 +91,17 @@ class _SoftmaxStats(torch.autograd.Function):
             if grad_b is not None:
                 grad_b[c0:c0 + c] += grad.sum(0)
             grad = grad.to(dtype)
-            grad_h[rows] += grad @ weight[c0:c0 + c]
+            grad_h[rows] += grad @ linear_weight[c0:c0 + c]
             grad_w[c0:c0 + c] += grad.t() @ h[rows]
         return (grad_h.to(h.dtype), grad_w.to(dtype),
-                None if grad_b is None else grad_b.to(bias.dtype), None, None, None, None)
+                None if grad_b is None else grad_b.to(linear_bias.dtype), None, None, None, None)
 
 
-def _from_block(logits: Tensor, targets: Tensor, class_sum: Optional[Tensor]):
-    """_stream's figures of one block holding every logit (the same operations, so the
-    same values)."""
-    c = logits.shape[1]
-    inside = (targets >= 0) & (targets < c)
-    picked = logits.gather(1, targets.clamp(0, c - 1))
-    true = torch.where(inside, picked, torch.zeros_like(picked)).sum(1)
-    lse = torch.logsumexp(logits, 1)
-    if class_sum is None:
-        return lse, true
-    return lse, true, logits @ class_sum.to(logits.dtype)
-
-
-def softmax_stats(h: Tensor, weight: Tensor, bias: Optional[Tensor], targets: Tensor,
-                  class_sum: Optional[Tensor], chunk_bytes: int,
+def softmax_stats(h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor],
+                  targets: Tensor, class_sum: Optional[Tensor], chunk_bytes: int,
                   softcap: Optional[float] = None):
-    """(lse, true, total) over the classes of `weight`, each [N] in the accumulation dtype;
-    total is zeros without `class_sum`. Differentiable in h, weight and bias (not in
-    class_sum); targets outside [0, V) count in no row's true."""
-    return _SoftmaxStats.apply(h, weight, bias, targets, class_sum, chunk_bytes, softcap)
+    """(lse, true, total) over the classes of `linear_weight`, each [N] in the accumulation
+    dtype; total is zeros without `class_sum`. Differentiable in h, linear_weight and
+    linear_bias (not in class_sum); targets outside [0, V) count in no row's true."""
+    return _SoftmaxStats.apply(h, linear_weight, linear_bias, targets, class_sum, chunk_bytes,
+                               softcap)

@@ -12,19 +12,21 @@ import torch
 torch.set_num_threads(1)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import fastsoftmax.functional as F  # noqa: E402
+# The sampled losses draw their candidates through the name draw_candidates of their family's
+# module (fastsoftmax.functional only re-exports it): that is the one to wrap.
+import fastsoftmax.losses.sampled as sampled  # noqa: E402
 from fastsoftmax.models import lm  # noqa: E402
 
 
 def main(data: str, out: str) -> None:
-    drawn, original = [], F.draw_candidates
+    drawn, original = [], sampled.draw_candidates
 
     def recording(*args, **kwargs):
         values = original(*args, **kwargs)
         drawn.append(values[0].clone())
         return values
 
-    F.draw_candidates = recording
+    sampled.draw_candidates = recording
     config = lm.TrainConfig(data=data, output="sampled", num_sampled=8, embed_dim=8,
                             hidden_size=8, layers=1, dropout=0.5, batch_size=4, bptt=5,
                             epochs=1, max_steps=2, device="cpu", progress=False,

@@ -3,7 +3,7 @@ embedding linear_weight [V, D] (and of linear_bias [V]) and the same input rows 
 targets as every other rank of its group. The values equal the single-process functionals'
 (fastsoftmax.functional), the only differences being the order of floating-point sums.
 
-Exact full softmax: each rank streams its shard's logits in blocks (full_softmax._stream)
+Exact full softmax: each rank streams its shard's logits in blocks (fastsoftmax._streaming.stream)
 and keeps its own log-sum-exp, target logit (0 where another rank owns the target) and,
 with label smoothing, weighted logit sum; log Z = logsumexp_over_vocab_group (all-reduce max,
 then sum) and the target logit = reduce_from_vocab_group. Backward: one all-reduce, of dL/dh.
@@ -25,7 +25,8 @@ from .. import ops
 from .._reduction import check_softcap, check_z_loss, finish, loss_rows
 from .._shapes import check_label_smoothing
 from .._softmax_stats import softmax_stats
-from ..full_softmax import CHUNK_BYTES, _acc_dtype
+from .._streaming import CHUNK_BYTES, acc_dtype
+from ..losses.full import finish_full, loss_from_stats
 from .mappings import (agree, copy_to_vocab_group, logsumexp_over_vocab_group,
                        reduce_from_vocab_group)
 
@@ -54,22 +55,19 @@ def vocab_parallel_full_softmax_loss(
     """full_softmax_loss with linear_weight the rows [start, start + rows) of the [V, D]
     embedding (V = num_classes). `weight` is the whole per-class weight [V] on every rank
     (a row's weight is its target's, wherever that class lives)."""
-    class_weight = weight
     V, rows = num_classes, linear_weight.shape[0]
     full_shape = torch.empty(V, linear_weight.shape[1], device="meta")
-    lead, t2, h, class_weight = loss_rows(input, full_shape, target, reduction, num_true,
-                                          class_weight, None)
+    lead, t2, h, weight = loss_rows(input, full_shape, target, reduction, num_true, weight,
+                                    None)
     z_loss, softcap = check_z_loss(z_loss), check_softcap(softcap)
     eps = check_label_smoothing(label_smoothing)
-    keep = t2[:, 0] != ignore_index
     safe = _checked_targets(t2, V, ignore_index, h.device, group, check_targets)
     h = copy_to_vocab_group(h, group)
-    local = safe - start  # outside [0, rows) on the other ranks: _stream leaves it out
-    acc = _acc_dtype(h)
+    local = safe - start  # outside [0, rows) on the other ranks: the stream leaves it out
+    acc = acc_dtype(h)
     a = None
     if eps:  # F.cross_entropy's smoothing needs sum_c a(c) * logit_c over all V classes
-        a = (torch.ones(V, dtype=acc, device=h.device) if class_weight is None
-             else class_weight.to(acc))
+        a = torch.ones(V, dtype=acc, device=h.device) if weight is None else weight.to(acc)
     # The logit blocks are recomputed in backward, never kept (_softmax_stats.py).
     lse, true, total = softmax_stats(h, linear_weight, linear_bias, local,
                                      None if a is None else a[start:start + rows], chunk_bytes,
@@ -78,17 +76,10 @@ def vocab_parallel_full_softmax_loss(
         total = reduce_from_vocab_group(total, group)
     lse = logsumexp_over_vocab_group(lse, group)
     true = reduce_from_vocab_group(true, group)
-    loss = lse - true / t2.shape[1]
-    row_weight = None if class_weight is None else class_weight.to(loss.dtype)[safe[:, 0]]
-    if row_weight is not None:
-        loss = loss * row_weight
-    if eps:
-        loss = (1.0 - eps) * loss + eps * (a.sum() * lse - total) / V
-    if z_loss:
-        z_term = z_loss * lse.to(loss.dtype).square()
-        loss = loss + (z_term if row_weight is None else z_term * row_weight)
-    loss = torch.where(keep, loss, torch.zeros_like(loss))
-    return finish(loss, t2, lead, reduction, ignore_index, input.dtype, row_weight, None)
+    row_weight = None if weight is None else weight.to(lse.dtype)[safe[:, 0]]
+    loss = loss_from_stats(lse, true, total, t2.shape[1], row_weight, eps, a)
+    return finish_full(loss, lse, z_loss, row_weight, t2, lead, reduction, ignore_index,
+                       input.dtype, None)
 
 
 def owned_logits(h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor], ids: Tensor,
@@ -101,7 +92,7 @@ def owned_logits(h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor]
     local = ids - start
     mine = (local >= 0) & (local < rows)
     at = torch.where(mine, local, torch.zeros_like(local))
-    acc = _acc_dtype(h)
+    acc = acc_dtype(h)
     if ids.dim() == 1:
         part = h @ linear_weight[at].t()  # [N, M]
         if linear_bias is not None:
@@ -130,7 +121,7 @@ def _sampled_loss(input, linear_weight, target, *, num_classes, start, linear_bi
         bad = (candidates < 0) | (candidates >= V)
         agree(not bool(bad.any()), f"sampled candidates must lie in [0, {V})", h.device, group)
     h = copy_to_vocab_group(h, group)
-    acc = _acc_dtype(h)
+    acc = acc_dtype(h)
     if isinstance(log_z, Tensor):
         log_z = log_z.to(acc)
     xt = owned_logits(h, linear_weight, linear_bias, safe, start, group)

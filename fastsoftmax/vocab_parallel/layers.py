@@ -22,10 +22,10 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from .. import nn as fsnn
-from .._layer_parts import SamplerTables
-from ..full_softmax import CHUNK_BYTES
-from ..functional import draw_candidates
+from .._layer_parts import OutputLayer, SamplerTables
 from .._shapes import target_2d
+from .._streaming import CHUNK_BYTES
+from ..losses._sampling import draw_candidates, draw_negatives
 from . import functional as F
 from .mappings import check_shards, group_rank, group_size
 
@@ -37,9 +37,11 @@ def shard_range(num_classes: int, world: int, rank: int) -> Tuple[int, int]:
     return rank * base + min(rank, extra), base + (1 if rank < extra else 0)
 
 
-class VocabParallelLayer(nn.Module):
+class VocabParallelLayer(OutputLayer):
     """The exact full softmax in training and eval over a row-sharded output embedding
-    (subclasses change training). `process_group` None is the default (whole-world) group."""
+    (subclasses change training). `process_group` None is the default (whole-world) group.
+    An OutputLayer like the single-process layers: the same checks of the common arguments
+    and the same forward (training loss in training mode, full_loss in eval)."""
 
     kind = "full"
 
@@ -49,20 +51,18 @@ class VocabParallelLayer(nn.Module):
                  label_smoothing: float = 0.0, z_loss: float = 0.0, softcap=None,
                  chunk_bytes: int = CHUNK_BYTES, check_targets: bool = True,
                  _rows: Optional[Tensor] = None):
-        super().__init__()
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("vocabulary-parallel layers need torch.distributed: call "
                                "torch.distributed.init_process_group first")
+        super().__init__(in_features, num_classes, reduction=reduction,
+                         ignore_index=ignore_index, label_smoothing=label_smoothing)
         self.group = process_group
         world, rank = group_size(process_group), group_rank(process_group)
         if num_classes < world:
             raise ValueError(f"cannot split {num_classes} classes over {world} ranks: every "
                              f"rank needs at least one")
-        self.in_features, self.num_classes = int(in_features), int(num_classes)
         self.start, rows = shard_range(num_classes, world, rank)
         self.world, self.rank = world, rank
-        self.reduction, self.label_smoothing = reduction, float(label_smoothing)
-        self.ignore_index = -100 if ignore_index is None else int(ignore_index)
         self.z_loss, self.softcap, self.chunk_bytes = z_loss, softcap, chunk_bytes
         self.check_targets = bool(check_targets)
         if _rows is not None:  # shard_layer's: this rank's rows of a given layer, no draw
@@ -90,13 +90,6 @@ class VocabParallelLayer(nn.Module):
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, num_classes={self.num_classes}, rows "
                 f"[{self.start}, {self.start + self.rows}) of rank {self.rank}/{self.world}")
-
-    def forward(self, input: Tensor, target: Tensor, *,
-                generator: Optional[torch.Generator] = None) -> Tensor:
-        """The training loss in training mode, the exact full softmax in eval mode."""
-        if self.training:
-            return self.training_loss(input, target, generator)
-        return self.full_loss(input, target)
 
     def training_loss(self, input, target, generator=None) -> Tensor:
         return self.full_loss(input, target)
@@ -201,9 +194,8 @@ class VocabParallelNegativeSamplingLoss(VocabParallelSampledLayer):
 
     def training_loss(self, input, target, generator=None, negatives=None):
         if negatives is None:
-            rows = input.numel() // self.in_features
-            shape = (self.num_samples,) if self.shared else (rows, self.num_samples)
-            negatives = self.sampler.sample(*shape, generator=generator)
+            negatives = draw_negatives(self.sampler, input, self.num_samples, self.shared,
+                                       generator)
         return F.vocab_parallel_negative_sampling_loss(
             input, self.linear_weight, target, num_classes=self.num_classes, start=self.start,
             negatives=negatives, reduction=self.reduction, ignore_index=self.ignore_index,
