@@ -120,6 +120,32 @@ def test_bad_input_gives_clear_errors(tmp_path, capsys):
         lm.load_checkpoint(str(tmp_path / "bad.pt"))
 
 
+def test_output_tree_options_are_refused_before_any_file_is_read(tmp_path, monkeypatch):
+    """lm.config.check_options, run by resolve: the refusals name the option, and come before
+    the data folder is read or the checkpoint claimed."""
+    from fastsoftmax.models.lm.config import check_options, resolve
+
+    missing = str(tmp_path / "no-such-folder")
+    for options, message in [
+        (dict(hs_tree="balanced", output="hs"),
+         r"hs_tree must be one of \('huffman', 'context', 'features'\), got 'balanced'"),
+        (dict(hs_tree="context"), "hs_tree 'context' needs output 'hs'"),
+        (dict(hs_tree="features", output="hs"), "--hs-tree-model goes with --hs-tree features"),
+        (dict(hs_tree_model="x.pt", output="hs"), "--hs-tree-model goes with"),
+    ]:
+        config = lm.TrainConfig(data=missing, checkpoint=str(tmp_path / "c.pt"), **options)
+        with pytest.raises(ValueError, match=message):
+            check_options(config)
+        with pytest.raises(ValueError, match=message):
+            lm.fit(config)
+        assert not os.path.exists(config.checkpoint)
+    check_options(lm.TrainConfig(output="hs", hs_tree="context"))
+    monkeypatch.chdir(tmp_path)
+    resolved = resolve(lm.TrainConfig(data=missing, optimizer="adam"), None)
+    assert resolved.lr == 1e-3 and resolved.device in ("cpu", "cuda")
+    assert os.path.basename(resolved.checkpoint).startswith("lm-full-")
+
+
 def test_tied_weights_share_one_parameter():
     m = RNNLanguageModel(30, embed_dim=8, hidden_size=8, tie_weights=True)
     assert m.head.linear_weight is m.embedding.weight

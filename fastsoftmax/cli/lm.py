@@ -94,6 +94,13 @@ def cmd_compare(args, argv) -> None:
             json.dump({label: h for label, h in runs}, f, indent=1)
 
 
+# How the streams are batched, positive integers: (flag, help).
+BATCHING = (("--batch-size", "global batch (streams)"),
+            ("--eval-batch-size", "streams when evaluating"),
+            ("--bptt", "truncated BPTT length"),
+            ("--eval-bptt", "BPTT length of validation and test (None: --bptt)"))
+
+
 def _train_parser(t: argparse.ArgumentParser) -> None:
     d = lm.TrainConfig()
     t.add_argument("--data", default=None,
@@ -145,13 +152,9 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
                         "training stops there, mid-epoch if need be")
     t.add_argument("--save-every", type=non_negative_int, default=d.save_every, metavar="STEPS",
                    help="also checkpoint every STEPS steps within an epoch (0: epoch ends only)")
-    t.add_argument("--batch-size", type=positive_int, default=d.batch_size,
-                   help="global batch (streams)")
-    t.add_argument("--eval-batch-size", type=positive_int, default=d.eval_batch_size,
-                   help="streams when evaluating")
-    t.add_argument("--bptt", type=positive_int, default=d.bptt, help="truncated BPTT length")
-    t.add_argument("--eval-bptt", type=positive_int, default=d.eval_bptt,
-                   help="BPTT length of validation and test (None: --bptt)")
+    for flag, text in BATCHING:
+        t.add_argument(flag, type=positive_int, help=text,
+                       default=getattr(d, flag[2:].replace("-", "_")))
     t.add_argument("--seed", type=int, default=d.seed, help="seed of every random stream")
     t.add_argument("--plot", default=d.plot, help="PNG of validation perplexity (not written "
                                                    "unless given)")

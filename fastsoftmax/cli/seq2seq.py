@@ -103,6 +103,14 @@ def _heatmap(model, data, path, index, device, log, force):
     log(f"heatmap of {src!r} → {out!r} (reference {ref!r}) written to {path}")
 
 
+# What is read of the pair file, positive integers (None: no limit): (flag, help).
+PAIR_LIMITS = (
+    ("--max-words", "drop pairs with more words than this on either side (word tasks)"),
+    ("--src-vocab-size", "most frequent source tokens kept (None: all)"),
+    ("--tgt-vocab-size", "most frequent target tokens kept (None: all)"),
+    ("--limit", "use the first N pairs"))
+
+
 def _train_parser(t: argparse.ArgumentParser) -> None:
     d = s2s.TrainConfig()
     t.add_argument("--data", default=None, help="pair file (source TAB target, or "
@@ -142,13 +150,9 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
     t.add_argument("--batch-size", type=positive_int, default=d.batch_size, help="pairs per step")
     t.add_argument("--lr", type=float, default=d.lr, help="Adam learning rate")
     t.add_argument("--clip", type=float, default=d.clip, help="max gradient norm")
-    t.add_argument("--max-words", type=positive_int, default=d.max_words,
-                   help="drop pairs with more words than this on either side (word tasks)")
-    t.add_argument("--src-vocab-size", type=positive_int, default=d.src_vocab_size,
-                   help="most frequent source tokens kept (None: all)")
-    t.add_argument("--tgt-vocab-size", type=positive_int, default=d.tgt_vocab_size,
-                   help="most frequent target tokens kept (None: all)")
-    t.add_argument("--limit", type=positive_int, default=d.limit, help="use the first N pairs")
+    for flag, text in PAIR_LIMITS:
+        t.add_argument(flag, type=positive_int, help=text,
+                       default=getattr(d, flag[2:].replace("-", "_")))
     t.add_argument("--valid-fraction", type=float, default=d.valid_fraction,
                    help="seeded share of the pairs held out")
     t.add_argument("--seed", type=int, default=d.seed, help="seed of the split and training")

@@ -66,6 +66,12 @@ def cmd_value(args, argv) -> None:
         print("" if t is None else f"{next(predicted)} (true {t.value})")
 
 
+# The model's sizes, positive integers: (flag, help).
+MODEL_SIZES = (("--hidden-size", "H"),
+               ("--embed-dim", "token embedding size (lstm only; the tree's is H)"),
+               ("--layers", "composition layers (tree: 1 or 2) or LSTM layers"))
+
+
 def _train_parser(t: argparse.ArgumentParser) -> None:
     d = tr.TrainConfig()
     t.add_argument("--model", choices=tr.MODELS, default=d.model,
@@ -81,11 +87,9 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
     t.add_argument("--max-depth", type=int, default=d.max_depth, help="deepest tree")
     t.add_argument("--leaf-p", type=float, default=d.leaf_p,
                    help="chance that a child above the deepest level is a digit")
-    t.add_argument("--hidden-size", type=positive_int, default=d.hidden_size, help="H")
-    t.add_argument("--embed-dim", type=positive_int, default=d.embed_dim,
-                   help="token embedding size (lstm only; the tree's is H)")
-    t.add_argument("--layers", type=positive_int, default=d.layers,
-                   help="composition layers (tree: 1 or 2) or LSTM layers")
+    for flag, text in MODEL_SIZES:
+        t.add_argument(flag, type=positive_int, help=text,
+                       default=getattr(d, flag[2:].replace("-", "_")))
     t.add_argument("--output", choices=tuple(HEADS), default=d.output, help="output layer")
     t.add_argument("--num-sampled", type=positive_int, default=d.num_sampled,
                    help="samples per step of the sampled heads")

@@ -11,6 +11,7 @@ and once per epoch: a per-batch `loss.item()` would stall a CUDA device at every
 import dataclasses
 import hashlib
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
@@ -138,6 +139,16 @@ class Trainer:
 
     def epoch_bar(self, total: int, epoch: int, enabled=None):
         return progress_bar(total, f"epoch {epoch}", enabled=enabled)
+
+    def train_epoch(self, epoch: int, step_loss: Callable, batches: Iterable, examples: int,
+                    **options) -> dict:
+        """run_epoch over `batches` (of `examples` examples, config.batch_size a batch) with
+        this run's optimiser, the model's gradients clipped to config.clip and the epoch's
+        progress bar; `options` go to run_epoch."""
+        steps = math.ceil(examples / self.config.batch_size)
+        return run_epoch(step_loss, batches, self.optimizer,
+                         parameters=list(self.model.parameters()), clip=self.config.clip,
+                         progress=self.epoch_bar(steps, epoch, self.config.progress), **options)
 
     def fit(self, epochs: int, train_epoch: Callable, describe: Callable) -> list:
         """Epochs self.epoch + 1 … `epochs`: `train_epoch(epoch)` (1-based) returns the

@@ -6,7 +6,8 @@ Its modules::
     model.py       RNNLanguageModel (embedding → LSTM/GRU → head from the registry)
     training.py    train_epoch, evaluate, LRSchedule, fit(config), evaluate_checkpoint,
                    save/load in the one checkpoint format (kind 'lm')
-    config.py      TrainConfig and the resume rules
+    config.py      TrainConfig, its checks and the resume rules
+    distributed.py this process's place under torchrun, the process group, the streams' state
     generation.py  generate
     plots.py       validation curves per epoch and per wall-clock minute
 

@@ -4,11 +4,12 @@ rules that settle them against a checkpoint when a run resumes."""
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from ..trainer import RunOptions
-from ..checkpoints import claim_files, run_values
+from .. import skeleton
+from ..skeleton import Recipe, TrainOptions, check_fields, one_of
+from .hs_tree import TREES
 
 # Options that belong to this invocation, not to the model or its training: never compared.
-RUN_OPTIONS = ("resume", "force", "device", "progress", "plot", "checkpoint")
+RUN_OPTIONS = skeleton.RUN_OPTIONS + ("plot",)
 # Options a resumed run may change: how far to go, the learning-rate schedule, the data path
 # (its vocabulary must still match), evaluation batching. The rest define the model and its
 # optimisation and must match the checkpoint.
@@ -17,11 +18,10 @@ MAY_CHANGE_ON_RESUME = ("epochs", "max_steps", "save_every", "lr_decay", "decay_
 
 
 @dataclass
-class TrainConfig(RunOptions):
+class TrainConfig(TrainOptions):
     """Every option of a run (the command line's flags, with - for _). Notable ones:
 
     Args:
-        output: the head, any name of fastsoftmax.nn.HEADS ('full', 'sampled', 'nce', 'neg').
         lr: None picks 20 for SGD (Zaremba's lr 1 on the summed loss, ours being the per-token
             mean) or 1e-3 for Adam.
         max_steps: total optimiser steps of the whole run (resumed steps included); training stops
@@ -42,33 +42,33 @@ class TrainConfig(RunOptions):
 
     # the data and the model
     data: Optional[str] = None
-    output: str = "full"
-    rnn: str = "lstm"
+    output: str = "full"  # any head of fastsoftmax.nn.HEADS ('full', 'sampled', 'nce', ...)
+    rnn: str = "lstm"  # or 'gru'
     embed_dim: int = 200
     hidden_size: int = 200
     layers: int = 2
     dropout: float = 0.0
-    tie_weights: bool = False
-    projection: bool = False
+    tie_weights: bool = False  # the embedding is the output layer's
+    projection: bool = False  # a hidden→embedding map before the output layer
     num_sampled: int = 1024
-    sampler: str = "unigram"
-    power: float = 0.75
+    sampler: str = "unigram"  # the sampled heads' noise: 'unigram' or 'log_uniform'
+    power: float = 0.75  # the unigram's exponent
     hs_tree: str = "huffman"
     hs_tree_model: Optional[str] = None
     init_range: float = 0.1
-    sparse: bool = False
+    sparse: bool = False  # sparse embedding and output gradients
     vocab_parallel: int = 1
-    # its training
+    # its training (and TrainOptions', with defaults of its own)
     optimizer: str = "sgd"
     lr: Optional[float] = None
-    lr_decay: float = 2.0
+    lr_decay: float = 2.0  # the divisor of the lr when validation stalls
     decay_after: Optional[int] = None
     clip: float = 0.25
     epochs: int = 13
-    save_every: int = 0
+    save_every: int = 0  # also checkpoint every this many steps (0: at epoch ends only)
     batch_size: int = 20
     eval_batch_size: int = 10
-    bptt: int = 20
+    bptt: int = 20  # the truncated BPTT length
     eval_bptt: Optional[int] = None
     max_steps: Optional[int] = None
     seed: int = 1234
@@ -76,17 +76,30 @@ class TrainConfig(RunOptions):
     plot: Optional[str] = None
 
 
-def resolve(config: TrainConfig, resume: Optional[dict], given: Optional[Iterable[str]] = None
-            ) -> TrainConfig:
-    """The configuration a run uses: on resume, the checkpoint's, with the options in `given`
-    (default: those differing from TrainConfig's defaults) applied where they may change and
-    refused, naming the flag, where they conflict. Fills in lr and the checkpoint path and
-    refuses to overwrite an existing checkpoint or plot."""
-    values = run_values(config, resume, given, may_change=MAY_CHANGE_ON_RESUME,
-                        run_options=RUN_OPTIONS)
+def check_options(config: TrainConfig) -> None:
+    """The output layer's tree options, refused by name unless they go together."""
+    check_fields(config, one_of(TREES), "hs_tree")
+    if config.hs_tree != "huffman" and config.output != "hs":
+        raise ValueError(f"hs_tree {config.hs_tree!r} needs output 'hs'")
+    if (config.hs_tree_model is not None) != (config.hs_tree == "features"):
+        raise ValueError("--hs-tree-model goes with --hs-tree features, and only with it")
+
+
+def _settle(values: dict, resume: Optional[dict]) -> None:
     if values["data"] is None:
         raise ValueError("training needs --data (a folder with train/valid/test files)")
     if values["lr"] is None:
         values["lr"] = 20.0 if values["optimizer"] == "sgd" else 1e-3
-    claim_files(values, "lm", config)
-    return TrainConfig(**values)
+    check_options(TrainConfig(**values))
+
+
+RECIPE = Recipe("lm", TrainConfig, may_change=MAY_CHANGE_ON_RESUME, run_options=RUN_OPTIONS)
+
+
+def resolve(config: TrainConfig, resume: Optional[dict], given: Optional[Iterable[str]] = None
+            ) -> TrainConfig:
+    """The configuration a run uses: on resume, the checkpoint's, with the options in `given`
+    (default: those differing from TrainConfig's defaults) applied where they may change and
+    refused, naming the flag, where they conflict. Fills in lr, the device and the checkpoint
+    path, checks the options and refuses to overwrite an existing checkpoint or plot."""
+    return RECIPE.resolve(config, resume, given, _settle)

@@ -2,7 +2,6 @@
 schedule and `fit(config)`, the whole run that `fastsoftmax-lm train` and bench/bench_lm.py
 drive (data-parallel under torchrun: gloo on CPU, nccl on GPU)."""
 
-import datetime
 import logging
 import math
 import os
@@ -14,14 +13,16 @@ from torch import Tensor, nn
 from ...optim import make_optimizer
 from ..progress import progress_bar
 from ..trainer import Trainer, rank_seed, run_epoch
-from .config import TrainConfig, resolve
+from .config import RECIPE, TrainConfig, resolve
 from .. import checkpoints
 from ..checkpoints import rng_state
+from ..skeleton import count_parameters, restore_model
 from ..vocabulary import Vocabulary
-from .hs_tree import TREES, build_tree
+from .hs_tree import build_tree
 from .data import Corpus, batchify, bptt_batches, num_bptt_batches, shard_rows
 from .model import Hidden, RNNLanguageModel, detach_hidden
 from . import vocab_parallel as vp
+from .distributed import dist_env, gather_streams, init_process_group, map_hidden, pick_device
 
 logger = logging.getLogger(__name__)
 KIND = "lm"
@@ -43,10 +44,7 @@ def save_checkpoint(path: str, *, model: RNNLanguageModel, vocab: Vocabulary, op
         rng=rng_state()))
 
 
-def load_checkpoint(path: str, map_location="cpu") -> dict:
-    """A checkpoint of this model (its kind checked), a ValueError naming the file
-    otherwise."""
-    return checkpoints.load_checkpoint(path, KIND, map_location)
+load_checkpoint = RECIPE.load_checkpoint
 
 
 def model_from_checkpoint(state: dict) -> Tuple[RNNLanguageModel, Vocabulary]:
@@ -56,9 +54,7 @@ def model_from_checkpoint(state: dict) -> Tuple[RNNLanguageModel, Vocabulary]:
         raise ValueError(f"this checkpoint holds one shard of the output layer of "
                          f"{vp.describe(state)}: resume it under torchrun with that layout")
     vocab = Vocabulary.from_state_dict(state["vocab"])
-    model = RNNLanguageModel(counts=vocab.counts, **state["model_config"])
-    model.load_state_dict(state["model"])
-    return model, vocab
+    return restore_model(RNNLanguageModel, state, counts=vocab.counts), vocab
 
 
 def train_epoch(model: nn.Module, data: Tensor, optimizer, *, bptt: int, clip: float = 0.0,
@@ -151,34 +147,165 @@ class LRSchedule:
         self.lr, self.best = state["lr"], state["best"]
 
 
-def _dist_env():
-    return (int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0")),
-            int(os.environ.get("LOCAL_RANK", "0")))
-
-
-def _device(name: Optional[str], local_rank: int) -> torch.device:
-    device = torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", local_rank)
-    return device
-
-
-def _map_hidden(hidden, fn):
-    if hidden is None:
+def _hs_tree(config: TrainConfig, corpus: Corpus):
+    """The output tree of output 'hs' other than Huffman's (None otherwise)."""
+    if config.output != "hs" or config.hs_tree == "huffman":
         return None
-    return tuple(fn(h) for h in hidden) if isinstance(hidden, (tuple, list)) else fn(hidden)
+    source = None
+    if config.hs_tree_model is not None:
+        source, source_vocab = model_from_checkpoint(load_checkpoint(config.hs_tree_model))
+        if source_vocab.itos != corpus.vocab.itos:
+            raise ValueError(f"{config.hs_tree_model} has another vocabulary than {config.data}")
+    return build_tree(config.hs_tree, corpus["train"], corpus.vocab.counts, seed=config.seed,
+                      model=source)
 
 
-def _gather_streams(h: Tensor, world: int, group=None) -> Tensor:
-    """[layers, B/world, H] on each rank → [layers, B, H], the ranks' streams in order (a
-    collective: every rank must call it)."""
-    if world == 1:
-        return h
-    import torch.distributed as dist
+def _new_model(config: TrainConfig, corpus: Corpus) -> RNNLanguageModel:
+    tree = _hs_tree(config, corpus)
+    torch.manual_seed(config.seed)
+    return RNNLanguageModel(
+        len(corpus.vocab), config.embed_dim, config.hidden_size, config.layers,
+        rnn_type=config.rnn, dropout=config.dropout, tie_weights=config.tie_weights,
+        projection=config.projection, output=config.output, num_sampled=config.num_sampled,
+        sampler=config.sampler, counts=corpus.vocab.counts, power=config.power,
+        init_range=config.init_range, sparse=config.sparse, tree=tree,
+    )
 
-    parts = [torch.empty_like(h) for _ in range(world)]
-    dist.all_gather(parts, h.contiguous(), group=group)
-    return torch.cat(parts, dim=1)
+
+def _model_and_corpus(config: TrainConfig, resume: Optional[dict], layout, world: int,
+                      say: Callable) -> tuple:
+    """(model, vocabulary, corpus) of a new run, or of the resumed one (its vocabulary)."""
+    if resume is None:
+        corpus = Corpus(config.data, encoding=config.encoding)
+        return _new_model(config, corpus), corpus.vocab, corpus
+    vp.check_resume(resume, config.resume, layout, world)
+    model, vocab = (model_from_checkpoint(resume) if layout is None else
+                    vp.unloaded_model(resume))
+    corpus = Corpus(config.data, vocab=vocab, encoding=config.encoding)
+    say(f"resuming {config.resume}: {resume['epoch']} epochs done"
+        + (f", epoch {resume['position']['epoch']} at step {resume['position']['step']}"
+           if resume.get("position") else "") + f", training to epoch {config.epochs}")
+    return model, vocab, corpus
+
+
+class _Run:
+    """One process's part of a run: its model (sharded under vocabulary parallelism, wrapped
+    in DDP under data parallelism), optimiser, schedule, Trainer, batches of its data rank
+    and the position of an epoch a mid-epoch checkpoint interrupted."""
+
+    def __init__(self, config: TrainConfig, model, vocab: Vocabulary, resume: Optional[dict],
+                 layout, device: torch.device, rank: int, say: Callable):
+        self.config, self.model, self.layout, self.device, self.say = (
+            config, model, layout, device, say)
+        self.rank = rank
+        model.to(device)
+        if layout is not None:
+            vp.shard_model(model, layout)
+        self.optimizer = make_optimizer(model, config.optimizer, config.lr,
+                                        model.sparse_parameters())
+        self.schedule = LRSchedule(config.lr, config.lr_decay, config.decay_after)
+        self.trainer = (Trainer if layout is None else vp.trainer(layout))(
+            KIND, model, self.optimizer, config, log=say, saves=rank == 0,
+            state=lambda: dict(model_config=model.config, model=model.state_dict(),
+                               vocab=vocab.state_dict(), position=None,
+                               schedule=self.schedule.state_dict()))
+        self.position = None
+        if resume is not None:
+            self.trainer.resume(resume)
+            self.schedule.load_state_dict(resume["schedule"])
+            self.position = resume.get("position")
+        self.schedule.apply(self.optimizer)
+        self.steps_done = sum(h.get("steps", 0) for h in self.trainer.history)
+
+    def start(self, world: int, corpus: Corpus) -> None:
+        """Seed this rank's own random stream, batch its data and wrap the model for data
+        parallelism."""
+        config, device, layout = self.config, self.device, self.layout
+        # Vocabulary-parallel: data rank drank of dworld; otherwise every rank is a data rank.
+        self.drank, self.dworld = ((self.rank, world) if layout is None else
+                                   (layout.data_rank, layout.data))
+        if self.drank > 0:
+            # Every rank built the same model from config.seed; from here on each draws its
+            # own candidates and dropout masks. Rank 0 goes on with the seeded stream (the one
+            # checkpoints keep); the others derive theirs from the seed, their rank and the
+            # steps already taken, so a rerun or a resume draws them again.
+            taken = self.steps_done + (self.position["totals"]["steps"] if self.position else 0)
+            torch.manual_seed(rank_seed(config.seed, self.drank, taken))
+        self.train_data = shard_rows(batchify(corpus["train"], config.batch_size), self.drank,
+                                     self.dworld).to(device)
+        self.valid_data = batchify(corpus["valid"], config.eval_batch_size).to(device)
+        self.test_data = batchify(corpus["test"], config.eval_batch_size).to(device)
+        self.runner = self.model
+        if world > 1 and layout is None:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.runner = DistributedDataParallel(
+                self.model, device_ids=[device.index] if device.type == "cuda" else None)
+        self.steps_per_epoch = num_bptt_batches(self.train_data, config.bptt)
+
+    def _resumed(self) -> dict:
+        """The hidden state and totals of the epoch under way at the resumed checkpoint (the
+        global batch's hidden state, saved by rank 0: this rank's streams), once."""
+        if self.position is None:
+            return {}
+        position, self.position = self.position, None
+        hidden = map_hidden(position["hidden"], lambda h: shard_rows(
+            h, self.drank, self.dworld, dim=1).contiguous().to(self.device))
+        return dict(hidden=hidden, totals=position["totals"])
+
+    def _mid_epoch_saver(self, epoch: int) -> Callable:
+        config, layout = self.config, self.layout
+
+        def save(step, hidden, totals):
+            if not config.save_every or step % config.save_every or step >= self.steps_per_epoch:
+                return
+            hidden = map_hidden(hidden, lambda h: gather_streams(
+                h.detach(), self.dworld, None if layout is None else layout.data_group).cpu())
+            self.trainer.save(position=dict(epoch=epoch, step=step, hidden=hidden,
+                                            totals=totals()))
+        return save
+
+    def epoch(self, epoch: int) -> Optional[dict]:
+        """Train epoch `epoch` (to --max-steps at most), evaluate, step the schedule; None
+        once --max-steps are done."""
+        config, layout = self.config, self.layout
+        if config.max_steps is not None and self.steps_done >= config.max_steps:
+            self.say(f"stopping: the {config.max_steps} steps of --max-steps are done")
+            return None
+        budget = None if config.max_steps is None else config.max_steps - self.steps_done
+        bar = progress_bar(min(self.steps_per_epoch, budget or self.steps_per_epoch),
+                           f"epoch {epoch}", enabled=config.progress if self.rank == 0 else False)
+        stats = train_epoch(self.runner, self.train_data, self.optimizer, bptt=config.bptt,
+                            clip=config.clip if layout is None else 0.0, max_steps=budget,
+                            world_size=self.dworld, progress=bar,
+                            on_step=self._mid_epoch_saver(epoch),
+                            before_step=None if layout is None else
+                            lambda: vp.sync_and_clip(self.model, layout, config.clip),
+                            **self._resumed())
+        self.steps_done += stats["steps"]
+        # Every rank evaluates the whole validation set on its identical replica: the same
+        # number everywhere drives the same learning-rate decision without a collective.
+        val_ppl = evaluate(self.model, self.valid_data, config.eval_bptt or config.bptt)
+        row = dict(epoch=epoch, train_loss=stats["loss"], val_ppl=val_ppl, lr=self.schedule.lr,
+                   seconds=stats["seconds"], steps=stats["steps"],
+                   tokens_per_s=stats["tokens"] / max(stats["seconds"], 1e-9))
+        self.schedule.step(epoch, val_ppl)
+        self.schedule.apply(self.optimizer)
+        return row
+
+
+def _describe(row: dict) -> str:
+    return (f"epoch {row['epoch']:3d} | train loss {row['train_loss']:.3f} | valid ppl "
+            f"{row['val_ppl']:9.2f} | lr {row['lr']:.4g} | {row['seconds']:.1f} s | "
+            f"{row['tokens_per_s']:,.0f} tok/s")
+
+
+def _plot(config: TrainConfig, history: list, say: Callable) -> None:
+    from .plots import plot_runs
+
+    plot_runs([(config.output, history)], config.plot, overwrite=True,
+              title=f"{config.output} head on {os.path.basename(os.path.normpath(config.data))}")
+    say(f"wrote {config.plot}")
 
 
 def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> dict:
@@ -187,166 +314,38 @@ def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> d
 
     The run always checkpoints, after every epoch (and every config.save_every steps) to
     config.checkpoint or, by default, to a new file in the working directory whose path is
-    logged. Progress goes to `log` (default: this module's logger, at INFO). On resume, the options in `given` (by default, those differing from TrainConfig's
-    defaults) must agree with the checkpoint, except those of config.MAY_CHANGE_ON_RESUME."""
-    world, rank, local_rank = _dist_env()
-    device = _device(config.device, local_rank)
+    logged. Progress goes to `log` (default: this module's logger, at INFO). On resume, the
+    options in `given` (by default, those differing from TrainConfig's defaults) must agree
+    with the checkpoint, except those of config.MAY_CHANGE_ON_RESUME."""
+    world, rank, local_rank = dist_env()
+    device = pick_device(config.device, local_rank)
     log = log or logger.info
     say = (lambda *parts: log(*parts)) if rank == 0 else (lambda *parts: None)
     resume = load_checkpoint(config.resume) if config.resume else None
     config = resolve(config, resume, given)
     if world > 1:
-        import torch.distributed as dist
-
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-        # FASTSOFTMAX_DIST_TIMEOUT (seconds) bounds every collective: the tests set it so a
-        # broken run fails instead of waiting torch's default half hour.
-        wait = os.environ.get("FASTSOFTMAX_DIST_TIMEOUT")
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=None if
-                                wait is None else datetime.timedelta(seconds=float(wait)))
-    # Vocabulary-parallel: data rank drank of dworld; otherwise every rank is a data rank.
+        init_process_group(device)
     layout = vp.start(config, world) if config.vocab_parallel > 1 else None
-    drank, dworld = (rank, world) if layout is None else (layout.data_rank, layout.data)
-    if resume is not None:
-        vp.check_resume(resume, config.resume, layout, world)
-        model, vocab = (model_from_checkpoint(resume) if layout is None else
-                        vp.unloaded_model(resume))
-        corpus = Corpus(config.data, vocab=vocab, encoding=config.encoding)
-        say(f"resuming {config.resume}: {resume['epoch']} epochs done"
-            + (f", epoch {resume['position']['epoch']} at step {resume['position']['step']}"
-               if resume.get("position") else "") + f", training to epoch {config.epochs}")
-    else:
-        corpus = Corpus(config.data, encoding=config.encoding)
-        vocab = corpus.vocab
-        if config.hs_tree not in TREES:
-            raise ValueError(f"hs_tree must be one of {TREES}, got {config.hs_tree!r}")
-        if config.hs_tree != "huffman" and config.output != "hs":
-            raise ValueError(f"hs_tree {config.hs_tree!r} needs output 'hs'")
-        tree = None
-        if (config.hs_tree_model is not None) != (config.hs_tree == "features"):
-            raise ValueError("--hs-tree-model goes with --hs-tree features, and only with it")
-        if config.output == "hs" and config.hs_tree != "huffman":
-            source = None
-            if config.hs_tree_model is not None:
-                source, source_vocab = model_from_checkpoint(
-                    load_checkpoint(config.hs_tree_model))
-                if source_vocab.itos != vocab.itos:
-                    raise ValueError(f"{config.hs_tree_model} has another vocabulary than "
-                                     f"{config.data}")
-            tree = build_tree(config.hs_tree, corpus["train"], vocab.counts, seed=config.seed,
-                              model=source)
-        torch.manual_seed(config.seed)
-        model = RNNLanguageModel(
-            len(vocab), config.embed_dim, config.hidden_size, config.layers,
-            rnn_type=config.rnn, dropout=config.dropout, tie_weights=config.tie_weights,
-            projection=config.projection, output=config.output, num_sampled=config.num_sampled,
-            sampler=config.sampler, counts=vocab.counts, power=config.power,
-            init_range=config.init_range, sparse=config.sparse, tree=tree,
-        )
-    model.to(device)
-    if layout is not None:
-        vp.shard_model(model, layout)
-    optimizer = make_optimizer(model, config.optimizer, config.lr, model.sparse_parameters())
-    schedule = LRSchedule(config.lr, config.lr_decay, config.decay_after)
-    trainer = (Trainer if layout is None else vp.trainer(layout))(
-                      KIND, model, optimizer, config, log=say, saves=rank == 0,
-                      state=lambda: dict(model_config=model.config, model=model.state_dict(),
-                                         vocab=vocab.state_dict(), position=None,
-                                         schedule=schedule.state_dict()))
-    position = None
-    if resume is not None:
-        trainer.resume(resume)
-        schedule.load_state_dict(resume["schedule"])
-        position = resume.get("position")
-    schedule.apply(optimizer)
-    if drank > 0:
-        # Every rank built the same model from config.seed; from here on each draws its own
-        # candidates and dropout masks. Rank 0 goes on with the seeded stream (the one
-        # checkpoints keep); the others derive theirs from the seed, their rank and the steps
-        # already taken, so a rerun or a resume draws them again.
-        steps_taken = sum(h.get("steps", 0) for h in trainer.history) + (
-            position["totals"]["steps"] if position else 0)
-        torch.manual_seed(rank_seed(config.seed, drank, steps_taken))
-
-    train_data = shard_rows(batchify(corpus["train"], config.batch_size), drank, dworld).to(device)
-    valid_data = batchify(corpus["valid"], config.eval_batch_size).to(device)
-    test_data = batchify(corpus["test"], config.eval_batch_size).to(device)
-    runner = model
-    if world > 1 and layout is None:
-        from torch.nn.parallel import DistributedDataParallel
-
-        runner = DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None)
+    model, vocab, corpus = _model_and_corpus(config, resume, layout, world, say)
+    run = _Run(config, model, vocab, resume, layout, device, rank, say)
+    run.start(world, corpus)
     if resume is None:
-        nparams = sum(p.numel() for p in model.parameters())
-        say(f"vocab {len(vocab)}  train {corpus['train'].numel()} tokens  params {nparams:,}  "
-            f"output {config.output}  processes {world}  device {device}"
-            + ("" if layout is None else f"  vocab-parallel {layout.vocab}"))
+        say(f"vocab {len(vocab)}  train {corpus['train'].numel()} tokens  params "
+            f"{count_parameters(model):,}  output {config.output}  processes {world}  device "
+            f"{device}" + ("" if layout is None else f"  vocab-parallel {layout.vocab}"))
     say(f"checkpoint: {config.checkpoint}")
-    steps_per_epoch = num_bptt_batches(train_data, config.bptt)
-    steps_done = sum(h.get("steps", 0) for h in trainer.history)
-
-    def one_epoch(epoch: int) -> Optional[dict]:
-        nonlocal position, steps_done
-        if config.max_steps is not None and steps_done >= config.max_steps:
-            say(f"stopping: the {config.max_steps} steps of --max-steps are done")
-            return None
-        budget = None if config.max_steps is None else config.max_steps - steps_done
-        bar = progress_bar(min(steps_per_epoch, budget or steps_per_epoch), f"epoch {epoch}",
-                           enabled=config.progress if rank == 0 else False)
-        resumed = {}
-        if position is not None:
-            # The global batch's hidden state, saved by rank 0: take this rank's streams.
-            resumed = dict(hidden=_map_hidden(position["hidden"], lambda h: shard_rows(
-                h, drank, dworld, dim=1).contiguous().to(device)), totals=position["totals"])
-            position = None
-
-        def save_mid_epoch(step, hidden, totals):
-            if not config.save_every or step % config.save_every or step >= steps_per_epoch:
-                return
-            hidden = _map_hidden(hidden, lambda h: _gather_streams(
-                h.detach(), dworld, None if layout is None else layout.data_group).cpu())
-            trainer.save(position=dict(epoch=epoch, step=step, hidden=hidden, totals=totals()))
-
-        stats = train_epoch(runner, train_data, optimizer, bptt=config.bptt,
-                            clip=config.clip if layout is None else 0.0,
-                            max_steps=budget, world_size=dworld, progress=bar,
-                            on_step=save_mid_epoch, before_step=None if layout is None else
-                            lambda: vp.sync_and_clip(model, layout, config.clip), **resumed)
-        steps_done += stats["steps"]
-        # Every rank evaluates the whole validation set on its identical replica: the same
-        # number everywhere drives the same learning-rate decision without a collective.
-        val_ppl = evaluate(model, valid_data, config.eval_bptt or config.bptt)
-        row = dict(epoch=epoch, train_loss=stats["loss"], val_ppl=val_ppl, lr=schedule.lr,
-                   seconds=stats["seconds"], steps=stats["steps"],
-                   tokens_per_s=stats["tokens"] / max(stats["seconds"], 1e-9))
-        schedule.step(epoch, val_ppl)
-        schedule.apply(optimizer)
-        return row
-
-    def describe(row: dict) -> str:
-        return (f"epoch {row['epoch']:3d} | train loss {row['train_loss']:.3f} | valid ppl "
-                f"{row['val_ppl']:9.2f} | lr {row['lr']:.4g} | {row['seconds']:.1f} s | "
-                f"{row['tokens_per_s']:,.0f} tok/s")
-
-    history = trainer.fit(config.epochs, one_epoch, describe)
-    test_ppl = evaluate(model, test_data, config.eval_bptt or config.bptt)
+    history = run.trainer.fit(config.epochs, run.epoch, _describe)
+    test_ppl = evaluate(model, run.test_data, config.eval_bptt or config.bptt)
     say(f"test ppl {test_ppl:.2f}")
     say(f"saved {config.checkpoint}")
     if rank == 0 and config.plot and history:
-        from .plots import plot_runs
-
-        plot_runs([(config.output, history)], config.plot, overwrite=True,
-                  title=f"{config.output} head on {os.path.basename(os.path.normpath(config.data))}")
-        say(f"wrote {config.plot}")
+        _plot(config, history, say)
     if world > 1:
         import torch.distributed as dist
 
         dist.destroy_process_group()
     return dict(history=history, test_ppl=test_ppl, model=model, vocab=vocab,
                 config=config, checkpoint=config.checkpoint)
-
 
 
 def evaluate_checkpoint(path: str, data: str, *, split: str = "test",
@@ -362,7 +361,7 @@ def evaluate_checkpoint(path: str, data: str, *, split: str = "test",
     comparable to anything; ValueError unless allow_vocab_mismatch."""
     state = load_checkpoint(path)
     model, vocab = model_from_checkpoint(state)
-    model.to(_device(device, 0))
+    model.to(pick_device(device, 0))
     splits = (split,) if split == "train" else ("train", split)
     try:
         corpus = Corpus(data, vocab=vocab, splits=splits, encoding=encoding)

@@ -69,60 +69,29 @@ class Seq2Seq(nn.Module):
                  entropy_bonus: float | None = None, alignment: str = "global",
                  window: int | None = None):
         super().__init__()
-        if attention == "none":
-            attention = None
-        if attention not in ATTENTIONS:
-            raise ValueError(
-                f"unknown attention {attention!r}; expected dot, general, concat or None"
-            )
-        if output not in HEADS:
-            raise ValueError(f"unknown output {output!r}; expected one of {', '.join(HEADS)}")
-        if bidirectional and hidden_size % 2:
-            raise ValueError(
-                f"a bidirectional encoder needs an even hidden_size, got {hidden_size}"
-            )
-        baseline, entropy_bonus = hard.resolve_options(attention, attention_mode, baseline,
-                                                      entropy_bonus)
-        window = local.resolve_options(alignment, window, attention, attention_mode)
-        for name, v in (
-            ("src_vocab_size", src_vocab_size),
-            ("tgt_vocab_size", tgt_vocab_size),
-            ("embed_dim", embed_dim),
-            ("hidden_size", hidden_size),
-            ("num_layers", num_layers),
-        ):
-            if not isinstance(v, int) or v <= 0:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        self.config = {
-            "src_vocab_size": src_vocab_size,
-            "tgt_vocab_size": tgt_vocab_size,
-            "embed_dim": embed_dim,
-            "hidden_size": hidden_size,
-            "num_layers": num_layers,
-            "bidirectional": bidirectional,
-            "reverse_source": reverse_source,
-            "attention": attention,
-            "peeky": peeky,
-            "output": output,
-            "num_sampled": num_sampled,
-            "dropout": dropout,
-            "attention_mode": attention_mode,
-            "baseline": baseline,
-            "entropy_bonus": entropy_bonus,
-            "alignment": alignment,
-            "window": window,
-        }
+        self.config = _checked_config(
+            src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, embed_dim=embed_dim,
+            hidden_size=hidden_size, num_layers=num_layers, bidirectional=bidirectional,
+            reverse_source=reverse_source, attention=attention, peeky=peeky, output=output,
+            num_sampled=num_sampled, dropout=dropout, attention_mode=attention_mode,
+            baseline=baseline, entropy_bonus=entropy_bonus, alignment=alignment, window=window)
         self._counts = counts
-        H = hidden_size
-        self.attention = attention
+        self.attention = self.config["attention"]
         self.attention_mode = attention_mode
-        self.entropy_bonus = entropy_bonus
-        self.alignment, self.window = alignment, window
+        self.entropy_bonus = self.config["entropy_bonus"]
+        self.alignment, self.window = alignment, self.config["window"]
         self.baseline_kind: str | None = None  # overrides the baseline's kind when set
         self.peeky = peeky
         self.reverse_source = reverse_source
         self.bidirectional = bidirectional
         self.num_layers = num_layers
+        self._build_layers(**self.config, counts=counts)
+
+    def _build_layers(self, *, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int,
+                      hidden_size: int, num_layers: int, bidirectional: bool, attention,
+                      peeky: bool, output: str, num_sampled: int, dropout: float,
+                      attention_mode: str, baseline, alignment: str, counts, **_) -> None:
+        H = hidden_size
         self.src_embed = nn.Embedding(src_vocab_size, embed_dim, padding_idx=PAD)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, embed_dim, padding_idx=PAD)
         inner_dropout = dropout if num_layers > 1 else 0.0
@@ -386,3 +355,29 @@ class Seq2Seq(nn.Module):
         model.load_state_dict(state["state_dict"])
         return model
 
+
+def _checked_config(**config) -> dict:
+    """A Seq2Seq's options, checked, with the attention 'none' as None and the hard and local
+    attention's defaults filled in."""
+    if config["attention"] == "none":
+        config["attention"] = None
+    attention, output = config["attention"], config["output"]
+    if attention not in ATTENTIONS:
+        raise ValueError(
+            f"unknown attention {attention!r}; expected dot, general, concat or None"
+        )
+    if output not in HEADS:
+        raise ValueError(f"unknown output {output!r}; expected one of {', '.join(HEADS)}")
+    if config["bidirectional"] and config["hidden_size"] % 2:
+        raise ValueError(
+            f"a bidirectional encoder needs an even hidden_size, got {config['hidden_size']}"
+        )
+    config["baseline"], config["entropy_bonus"] = hard.resolve_options(
+        attention, config["attention_mode"], config["baseline"], config["entropy_bonus"])
+    config["window"] = local.resolve_options(config["alignment"], config["window"], attention,
+                                             config["attention_mode"])
+    for name in ("src_vocab_size", "tgt_vocab_size", "embed_dim", "hidden_size", "num_layers"):
+        v = config[name]
+        if not isinstance(v, int) or v <= 0:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    return config

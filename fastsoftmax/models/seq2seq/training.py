@@ -4,15 +4,15 @@ bench/bench_seq2seq.py drive, and its checkpoints (kind 'seq2seq')."""
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from functools import partial
+from typing import Callable, Optional
 
 import torch
 
 from .. import checkpoints
-from ..checkpoints import claim_files, rng_state, run_values
-from ..trainer import RunOptions, Trainer, run_epoch
+from ..checkpoints import rng_state
+from ..skeleton import Recipe, TrainOptions, count_parameters
 from ..vocabulary import Vocabulary
 from .data import batches, load_task, target_counts
 from . import hard_attention as hard
@@ -22,12 +22,11 @@ from .model import Seq2Seq
 
 logger = logging.getLogger(__name__)
 KIND = "seq2seq"
-RUN_OPTIONS = ("resume", "force", "device", "progress", "checkpoint")
 MAY_CHANGE_ON_RESUME = ("epochs", "beam_size", "encoding")
 
 
 @dataclass
-class TrainConfig(RunOptions):
+class TrainConfig(TrainOptions):
     """Every option of a run (the command line's flags, with - for _). checkpoint: written
     after every epoch; None picks a new seq2seq-<output>-<time>.pt in the working directory,
     and an existing file other than the resumed one is never overwritten unless force.
@@ -46,26 +45,21 @@ class TrainConfig(RunOptions):
     entropy_bonus: Optional[float] = None
     alignment: str = "global"
     window: Optional[int] = None
-    output: str = "full"
-    num_sampled: int = 64
+    output: str = "full"  # any head of fastsoftmax.nn.HEADS
+    num_sampled: int = 64  # candidates per step of the sampled heads
     embed_dim: int = 64
     hidden_size: int = 128
     num_layers: int = 1
-    bidirectional: bool = False
-    reverse_source: bool = False
-    peeky: bool = False
+    bidirectional: bool = False  # the encoder runs both ways, hidden_size/2 units each
+    reverse_source: bool = False  # the encoder reads each source back to front
+    peeky: bool = False  # the encoder's summary joins every decoder input
     dropout: float = 0.0
-    # its training
-    epochs: int = 10
-    batch_size: int = 64
-    lr: float = 1e-3
-    clip: float = 5.0
+    # its training (and TrainOptions')
     max_words: Optional[int] = None
     src_vocab_size: Optional[int] = None
     tgt_vocab_size: Optional[int] = None
     limit: Optional[int] = None
     valid_fraction: float = 0.1
-    seed: int = 0
     beam_size: int = 1
     encoding: str = "utf-8"
     device: Optional[str] = "cpu"
@@ -98,24 +92,56 @@ def load_checkpoint(path: str, device="cpu"):
             Vocabulary.from_state_dict(state["tgt_vocab"]))
 
 
-def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterable[str]],
-             has_data: bool) -> TrainConfig:
-    values = run_values(config, state, given, may_change=MAY_CHANGE_ON_RESUME,
-                        run_options=RUN_OPTIONS, added=ADDED_OPTIONS)
-    if values["device"] is None:
-        values["device"] = "cuda" if torch.cuda.is_available() else "cpu"
+RECIPE = Recipe(KIND, TrainConfig, logger, may_change=MAY_CHANGE_ON_RESUME,
+                added=ADDED_OPTIONS)
+
+
+def _settle(values: dict, state: Optional[dict], *, has_data: bool) -> None:
+    attention = None if values["attention"] == "none" else values["attention"]
     # The checkpoint keeps the baseline and bonus a hard run trains with, defaults filled in,
     # so that giving the default explicitly on resume is no conflict.
     values["baseline"], values["entropy_bonus"] = hard.resolve_options(
-        None if values["attention"] == "none" else values["attention"],
-        values["attention_mode"], values["baseline"], values["entropy_bonus"])
-    values["window"] = local.resolve_options(
-        values["alignment"], values["window"],
-        None if values["attention"] == "none" else values["attention"], values["attention_mode"])
+        attention, values["attention_mode"], values["baseline"], values["entropy_bonus"])
+    values["window"] = local.resolve_options(values["alignment"], values["window"], attention,
+                                             values["attention_mode"])
     if values["data"] is None and not has_data:
         raise ValueError("training needs --data (a pair file)")
-    claim_files(values, KIND, config)
-    return TrainConfig(**values)
+
+
+def _load_data(config: TrainConfig, state: Optional[dict]) -> dict:
+    vocabs = None
+    if state is not None:  # the resumed run's vocabularies
+        vocabs = (Vocabulary.from_state_dict(state["src_vocab"]),
+                  Vocabulary.from_state_dict(state["tgt_vocab"]))
+    return load_task(config.data, config.task, max_words=config.max_words,
+                     valid_fraction=config.valid_fraction, seed=config.seed, limit=config.limit,
+                     src_vocab_size=config.src_vocab_size, tgt_vocab_size=config.tgt_vocab_size,
+                     vocabs=vocabs, encoding=config.encoding)
+
+
+def _build(config: TrainConfig, data: dict) -> Seq2Seq:
+    kw = {k: getattr(config, k) for k in MODEL_KEYS}
+    tgt_size = len(data["tgt_vocab"])
+    counts = None if kw["output"] == "full" else target_counts(data["train"], tgt_size)
+    return Seq2Seq(len(data["src_vocab"]), tgt_size, counts=counts,
+                   **dict(kw, attention=None if config.attention == "none" else config.attention))
+
+
+def _describe_run(data: dict, held_out: int, model: Seq2Seq) -> str:
+    return (f"{data['task']}: {len(data['train'])} train / {held_out} held-out pairs, vocab "
+            f"{len(data['src_vocab'])} → {len(data['tgt_vocab'])}, {count_parameters(model)} "
+            f"parameters, output {model.config['output']}, attention {model.attention}"
+            + (f" ({model.alignment}, window {model.window})" if model.window else "")
+            + (f" (hard: baseline {model.config['baseline']}, entropy bonus "
+               f"{model.config['entropy_bonus']})" if model.attention_mode == "hard" else ""))
+
+
+def _describe(row: dict) -> str:
+    return ("epoch {epoch}: train loss {train_loss:.4f} ({train_s:.1f} s, "
+            "{examples_per_s:.0f} ex/s)".format(**row)
+            + (f", held-out loss {row['valid_loss']:.4f}, exact match {row['exact']:.2f}%"
+               if "exact" in row else "")
+            + (f", BLEU {row['bleu']:.2f}" if "bleu" in row else ""))
 
 
 def fit(config: TrainConfig | dict, *, data: Optional[dict] = None, given=None,
@@ -127,47 +153,17 @@ def fit(config: TrainConfig | dict, *, data: Optional[dict] = None, given=None,
     with the checkpoint except MAY_CHANGE_ON_RESUME. Held-out scores every `eval_every`
     epochs and after the last, on the first `eval_limit` held-out pairs. Progress goes to
     `log` (default: this module's logger, at INFO)."""
-    if isinstance(config, dict):
-        config = TrainConfig(**config)
-    state = checkpoints.load_checkpoint(config.resume, KIND) if config.resume else None
-    config = _resolve(config, state, given, data is not None)
+    config, state = RECIPE.start(config, given, partial(_settle, has_data=data is not None))
     torch.manual_seed(config.seed)
-    if data is None:
-        vocabs = None
-        if state is not None:
-            vocabs = (Vocabulary.from_state_dict(state["src_vocab"]),
-                      Vocabulary.from_state_dict(state["tgt_vocab"]))
-        data = load_task(config.data, config.task, max_words=config.max_words,
-                         valid_fraction=config.valid_fraction, seed=config.seed,
-                         limit=config.limit, src_vocab_size=config.src_vocab_size,
-                         tgt_vocab_size=config.tgt_vocab_size, vocabs=vocabs,
-                         encoding=config.encoding)
-    task, src_vocab, tgt_vocab = data["task"], data["src_vocab"], data["tgt_vocab"]
-    attention = None if config.attention == "none" else config.attention
-    if state is not None:
-        model = Seq2Seq.from_state(state["model"])
-    else:
-        kw = {k: getattr(config, k) for k in MODEL_KEYS}
-        counts = None if kw["output"] == "full" else target_counts(data["train"], len(tgt_vocab))
-        model = Seq2Seq(len(src_vocab), len(tgt_vocab), counts=counts, **dict(kw, attention=attention))
+    data = data or _load_data(config, state)
+    src_vocab, tgt_vocab = data["src_vocab"], data["tgt_vocab"]
+    model = Seq2Seq.from_state(state["model"]) if state is not None else _build(config, data)
     model.to(config.device)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
-    trainer = Trainer(KIND, model, opt, config, log=log, module_logger=logger, state=lambda: dict(
+    trainer = RECIPE.trainer(model, opt, config, state, log=log, state=lambda: dict(
         model=model.state(), src_vocab=src_vocab.state_dict(), tgt_vocab=tgt_vocab.state_dict()))
-    if state is not None:
-        trainer.resume(state)
-        trainer.log(f"resuming {config.resume}: {trainer.epoch} epochs done, training to epoch "
-                    f"{config.epochs}")
-    valid_pairs, valid = data["valid_pairs"], data["valid"]
-    if eval_limit is not None:
-        valid_pairs, valid = valid_pairs[:eval_limit], valid[:eval_limit]
-    trainer.log(f"{task}: {len(data['train'])} train / {len(valid)} held-out pairs, vocab "
-                f"{len(src_vocab)} → {len(tgt_vocab)}, "
-                f"{sum(p.numel() for p in model.parameters())} parameters, output "
-                f"{model.config['output']}, attention {model.attention}"
-                + (f" ({model.alignment}, window {model.window})" if model.window else "")
-                + (f" (hard: baseline {model.config['baseline']}, entropy bonus "
-                   f"{model.config['entropy_bonus']})" if model.attention_mode == "hard" else ""))
+    valid_pairs, valid = data["valid_pairs"][:eval_limit], data["valid"][:eval_limit]
+    trainer.log(_describe_run(data, len(valid), model))
     trainer.log(f"checkpoint: {config.checkpoint}")
 
     def step_loss(b):
@@ -176,30 +172,20 @@ def fit(config: TrainConfig | dict, *, data: Optional[dict] = None, given=None,
 
     def train_epoch(epoch: int) -> dict:
         model.train()
-        stats = run_epoch(step_loss, batches(data["train"], config.batch_size, shuffle=True,
-                                             seed=config.seed + epoch - 1), opt,
-                          parameters=list(model.parameters()), clip=config.clip,
-                          progress=trainer.epoch_bar(
-                              math.ceil(len(data["train"]) / config.batch_size), epoch,
-                              config.progress))
+        stats = trainer.train_epoch(epoch, step_loss, batches(
+            data["train"], config.batch_size, shuffle=True, seed=config.seed + epoch - 1),
+            len(data["train"]))
         row = {"epoch": epoch, "train_loss": stats["loss"], "train_s": stats["seconds"],
                "examples_per_s": len(data["train"]) / max(stats["seconds"], 1e-9)}
         if valid and (epoch % eval_every == 0 or epoch == config.epochs):
-            ev = evaluate(model, valid_pairs, valid, task, tgt_vocab,
+            ev = evaluate(model, valid_pairs, valid, data["task"], tgt_vocab,
                           beam_size=config.beam_size or 1, device=config.device)
             row.update(valid_loss=ev["loss"], exact=ev["exact"])
             if "bleu" in ev:
                 row["bleu"] = ev["bleu"]
         return row
 
-    def describe(row: dict) -> str:
-        return ("epoch {epoch}: train loss {train_loss:.4f} ({train_s:.1f} s, "
-                "{examples_per_s:.0f} ex/s)".format(**row)
-                + (f", held-out loss {row['valid_loss']:.4f}, exact match {row['exact']:.2f}%"
-                   if "exact" in row else "")
-                + (f", BLEU {row['bleu']:.2f}" if "bleu" in row else ""))
-
-    history = trainer.fit(config.epochs, train_epoch, describe)
+    history = trainer.fit(config.epochs, train_epoch, _describe)
     trainer.log(f"saved {config.checkpoint}")
     return {"model": model, "history": history, "data": data, "config": config,
             "checkpoint": config.checkpoint}

@@ -15,20 +15,11 @@ The command line is fastsoftmax.cli.treernn (`fastsoftmax-treernn`).
 from .data import DIGITS, OPS, PAD, TOKENS, Batch, Tree, apply, batches, collate, generate, \
     make_task, parse, random_tree
 from .model import MODELS, NUM_CLASSES, SequenceLSTM, TreeRNN, build_model, from_state
-from .training import (
-    MAY_CHANGE_ON_RESUME,
-    SUPERVISION,
-    TrainConfig,
-    evaluate,
-    evaluate_checkpoint,
-    fit,
-    load_checkpoint,
-    load_data,
-)
+from . import training
+from .training import *  # noqa: F403 -- the names of training.__all__
 
 __all__ = [
-    "Batch", "DIGITS", "MAY_CHANGE_ON_RESUME", "MODELS", "NUM_CLASSES", "OPS", "PAD", "SUPERVISION",
-    "SequenceLSTM", "TOKENS", "Tree", "TreeRNN", "TrainConfig", "apply", "batches",
-    "build_model", "collate", "evaluate", "evaluate_checkpoint", "fit", "from_state",
-    "generate", "load_checkpoint", "load_data", "make_task", "parse", "random_tree",
-]
+    "Batch", "DIGITS", "MODELS", "NUM_CLASSES", "OPS", "PAD", "SequenceLSTM", "TOKENS", "Tree",
+    "TreeRNN", "apply", "batches", "build_model", "collate", "from_state", "generate",
+    "make_task", "parse", "random_tree",
+] + training.__all__
