@@ -94,3 +94,28 @@ def test_the_real_set_has_a_thousand_questions_per_split():
         train, test = babi.load_task(babi.default_root(), task)
         assert len(train) == len(test) == 1000
         assert all(0 <= i < len(s.sentences) for s in train for i in s.support)
+
+
+# ---------------------------------------------------------------------------------------
+# The one validation split of the question-answering models
+# ---------------------------------------------------------------------------------------
+def test_split_valid_holds_out_the_last_questions(tmp_path):
+    stories = babi.read_stories(write(tmp_path, TWO_STORIES))
+    train, valid = babi.split_valid(stories, 0.34)
+    assert train == stories[:2] and valid == stories[2:]
+    assert babi.split_valid(stories, 0.0) == (stories, [])
+
+
+def test_split_valid_refuses_to_leave_nothing_to_train_on(tmp_path):
+    stories = babi.read_stories(write(tmp_path, TWO_STORIES))
+    with pytest.raises(ValueError, match="3 training questions leave none to train on"):
+        babi.split_valid(stories, 0.9)
+    with pytest.raises(ValueError, match=r"valid_fraction must be in \[0, 1\)"):
+        babi.split_valid(stories, 1.0)
+    (tmp_path / "en").mkdir()
+    for split in ("train", "test"):
+        write(tmp_path / "en", TWO_STORIES, f"qa1_single-supporting-fact_{split}.txt")
+    with pytest.raises(ValueError, match="1 training questions leave none to train on"):
+        babi.read_split(tmp_path, 1, valid_fraction=0.6, limit=1)
+    split = babi.read_split(tmp_path, 1, valid_fraction=0.34)
+    assert [len(split[k]) for k in ("train", "valid", "test")] == [2, 1, 3]

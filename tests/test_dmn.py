@@ -194,3 +194,14 @@ def test_temporal_encoding_adds_one_vector_per_fact_age():
     torch.testing.assert_close(diff[0], torch.stack([T[1], T[0]]))
     torch.testing.assert_close(diff[1, 0], T[0])
     assert diff[1, 1].abs().max() == 0
+
+
+def test_a_split_that_leaves_nothing_to_train_on_is_refused(tmp_path):
+    root = write_task(tmp_path, train=2, test=2)
+    with pytest.raises(ValueError, match="2 training questions leave none to train on"):
+        dmn.load_babi(root, 1, "1k", valid_fraction=0.8)
+    config = dmn.TrainConfig(data=root, size="1k", limit=1, valid_fraction=0.6,
+                             checkpoint=str(tmp_path / "d.pt"))
+    with pytest.raises(ValueError, match="1 training questions leave none to train on"):
+        dmn.fit(config)
+    assert not (tmp_path / "d.pt").exists()

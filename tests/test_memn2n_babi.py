@@ -215,3 +215,20 @@ def test_tied_answers_need_the_vocabulary_and_adjacent_tying(tmp_path):
     with pytest.raises(ValueError, match="num_answers 4 == vocab_size 10"):
         mn.MemN2N(10, 4, tie_answers=True)
     assert "tie_answers" not in mn.MemN2N(10, 10).config  # older checkpoints stay loadable
+
+
+def test_a_split_that_leaves_nothing_to_train_on_is_refused(tmp_path):
+    split = mn.make_task("single", train_size=2, test_size=2, seed=0, world=WORLD,
+                         valid_fraction=0.0)
+    write_task(tmp_path, 1, split["train"], split["test"])
+    config = mn.TrainConfig(babi_dir=str(tmp_path), babi_task="1", valid_fraction=0.8,
+                            checkpoint=str(tmp_path / "m.pt"))
+    with pytest.raises(ValueError, match="2 training questions leave none to train on"):
+        mn.load_data(config)
+    with pytest.raises(ValueError, match="leave none to train on"):
+        mn.fit(config)
+    assert not (tmp_path / "m.pt").exists()
+    # the generated stories are split the same way
+    with pytest.raises(ValueError, match="2 training questions leave none to train on"):
+        mn.make_task("single", train_size=2, test_size=2, seed=0, world=WORLD,
+                     valid_fraction=0.8)

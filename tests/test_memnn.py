@@ -238,3 +238,14 @@ def test_fit_refuses_bad_options_by_name(tiny_babi, tmp_path):
                            .replace(")", r"\)")):
             mm.fit(dict(base, **change), log=lambda m: None)
     assert not (tmp_path / "m.pt").exists()
+
+
+def test_a_split_that_leaves_nothing_to_train_on_is_refused(tmp_path):
+    root = babi_files.write_task(tmp_path, train=2, test=1)  # 80% holds out both questions
+    config = mm.TrainConfig(data=root, valid_fraction=0.8, checkpoint=str(tmp_path / "m.pt"))
+    with pytest.raises(ValueError, match="2 training questions leave none to train on"):
+        mm.load_data(config)
+    with pytest.raises(ValueError, match="leave none to train on"):
+        mm.fit(config, log=lambda m: None)
+    assert not (tmp_path / "m.pt").exists()
+    assert len(mm.load_data(mm.TrainConfig(data=root, valid_fraction=0.4))["train"]) == 1

@@ -27,24 +27,18 @@ and prints one answer per story (with --explain, the sentence each hop attended 
 """
 
 import argparse
-import os
 import sys
 from typing import List, Optional
 
-
 from ..models import memn2n as mn
 from ..models.checkpoints import refuse_overwrite
-from ..nn import HEADS
-from . import (add_run_options, bind_commands, given_options, main_of, new_parser,
-               positive_int)
+from . import add_run_options, main_of, positive_int
+from ._babi_args import (add_answer_layer, add_optimizer, add_sizes, add_steps, add_switches,
+                         command_parser, run_train)
 
 
 def cmd_train(args, argv) -> None:
-    given = given_options(build_parser, "train", argv)
-    fields = {k: v for k, v in vars(args).items() if k in mn.TrainConfig.__dataclass_fields__}
-    if fields["babi_dir"] is not None:  # the checkpoint must find the files from anywhere
-        fields["babi_dir"] = os.path.abspath(fields["babi_dir"])
-    mn.fit(mn.TrainConfig(**fields), given=given & set(fields))
+    run_train(mn, build_parser, args, argv, paths=("babi_dir",))
 
 
 def cmd_eval(args, argv) -> None:
@@ -91,51 +85,34 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
                    help="train on the real bAbI v1.2 files under this folder (holding en/)")
     t.add_argument("--babi-task", default=d.babi_task,
                    help="with --babi-dir: the task, 1 to 20, or 'all' (joint training)")
-    t.add_argument("--entities", type=positive_int, default=d.entities, help="people")
-    t.add_argument("--locations", type=positive_int, default=d.locations, help="places")
-    t.add_argument("--objects", type=positive_int, default=d.objects,
-                   help="things to carry (tasks two and counting)")
+    add_sizes(t, d, ("--entities", "people"), ("--locations", "places"),
+              ("--objects", "things to carry (tasks two and counting)"))
     t.add_argument("--distractors", type=int, default=d.distractors,
                    help="sentences per story that support nothing")
-    t.add_argument("--train-size", type=positive_int, default=d.train_size,
-                   help="training stories (validation included)")
-    t.add_argument("--test-size", type=positive_int, default=d.test_size, help="test stories")
+    add_sizes(t, d, ("--train-size", "training stories (validation included)"),
+              ("--test-size", "test stories"))
     t.add_argument("--valid-fraction", type=float, default=d.valid_fraction,
                    help="share of the training stories held out for validation")
     t.add_argument("--answers", choices=("task", "vocabulary"), default=d.answers,
                    help="the head's classes: the task's answers, or every word")
-    t.add_argument("--output", choices=tuple(HEADS), default=d.output, help="answer layer")
-    t.add_argument("--num-sampled", type=positive_int, default=d.num_sampled,
-                   help="samples per step of the sampled heads")
-    t.add_argument("--embed-dim", type=positive_int, default=d.embed_dim, help="embedding size")
-    t.add_argument("--hops", type=positive_int, default=d.hops, help="memory hops")
-    t.add_argument("--memory-size", type=positive_int, default=d.memory_size,
-                   help="latest sentences kept in memory")
+    add_answer_layer(t, d)
+    add_sizes(t, d, ("--embed-dim", "embedding size"), ("--hops", "memory hops"),
+              ("--memory-size", "latest sentences kept in memory"))
     t.add_argument("--tying", choices=mn.TYINGS, default=d.tying, help="weight tying")
-    t.add_argument("--tie-answers", action="store_true",
-                   help="answer layer = the last hop's output embedding (the paper's adjacent "
-                        "tying; needs --answers vocabulary)")
-    t.add_argument("--no-position-encoding", dest="position_encoding", action="store_false",
-                   help="bag of words instead of position encoding")
-    t.add_argument("--no-temporal-encoding", dest="temporal_encoding", action="store_false",
-                   help="no temporal encoding")
-    t.add_argument("--supporting-facts", action="store_true",
-                   help="also train the attention toward the supporting facts")
+    add_switches(t, ("--tie-answers", "answer layer = the last hop's output embedding (the "
+                                      "paper's adjacent tying; needs --answers vocabulary)"),
+                 ("--no-position-encoding", "bag of words instead of position encoding"),
+                 ("--no-temporal-encoding", "no temporal encoding"),
+                 ("--supporting-facts", "also train the attention toward the supporting facts"))
     t.add_argument("--support-weight", type=float, default=d.support_weight,
                    help="weight of the supporting-fact loss")
-    t.add_argument("--optimizer", choices=("sgd", "adam"), default=d.optimizer, help="optimiser")
-    t.add_argument("--lr", type=float, default=d.lr, help="learning rate")
-    t.add_argument("--anneal-every", type=int, default=d.anneal_every,
-                   help="halve the learning rate every N epochs (0: never)")
-    t.add_argument("--clip", type=float, default=d.clip, help="max gradient norm (0: off)")
-    t.add_argument("--epochs", type=positive_int, default=d.epochs, help="total epochs")
-    t.add_argument("--batch-size", type=positive_int, default=d.batch_size, help="stories per step")
+    add_optimizer(t, d)
+    add_steps(t, d, per_step="stories")
     t.add_argument("--linear-start", type=int, default=d.linear_start,
                    help="at most N first epochs without softmax, until valid loss stalls "
                         "(0: off)")
-    t.add_argument("--linear-fixed", action="store_true",
-                   help="linear start lasts exactly --linear-start epochs, the learning-rate "
-                        "schedule starting after it")
+    add_switches(t, ("--linear-fixed", "linear start lasts exactly --linear-start epochs, the "
+                                       "learning-rate schedule starting after it"))
     t.add_argument("--noise", type=float, default=d.noise,
                    help="share of empty memories added to training stories")
     t.add_argument("--seed", type=int, default=d.seed, help="seed of the stories and training")
@@ -146,11 +123,13 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p, command = new_parser("fastsoftmax-memn2n", __doc__)
-    t = command("train", "train (or resume) a memory network")
-    _train_parser(t)
-    e = command("eval", "test accuracy of a checkpoint")
-    e.add_argument("--checkpoint", required=True, help="checkpoint written by train")
+    return command_parser("fastsoftmax-memn2n", __doc__,
+                       ("train (or resume) a memory network", _train_parser, cmd_train),
+                       ("eval", "test accuracy of a checkpoint", _eval_parser, cmd_eval),
+                       ("answer", "answer stories read from stdin", _answer_parser, cmd_answer))
+
+
+def _eval_parser(e: argparse.ArgumentParser) -> None:
     e.add_argument("--test-size", type=positive_int, default=None,
                    help="test stories (None: as in training)")
     e.add_argument("--seed", type=int, default=None,
@@ -159,15 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a real-bAbI run's files, if no longer where it trained")
     e.add_argument("--plot", default=None, help="PNG of one test story's attention per hop")
     e.add_argument("--story", type=int, default=0, help="test story drawn by --plot")
-    e.add_argument("--force", action="store_true", help="overwrite an existing --plot")
-    e.add_argument("--device", default="cpu", help="cpu or cuda")
-    a = command("answer", "answer stories read from stdin")
-    a.add_argument("--checkpoint", required=True, help="checkpoint written by train")
-    a.add_argument("--explain", action="store_true",
-                   help="also print the answer's probability and each hop's attended line")
-    a.add_argument("--device", default="cpu", help="cpu or cuda")
-    bind_commands(((t, cmd_train), (e, cmd_eval), (a, cmd_answer)))
-    return p
+    add_switches(e, ("--force", "overwrite an existing --plot"))
+
+
+def _answer_parser(a: argparse.ArgumentParser) -> None:
+    add_switches(a, ("--explain",
+                     "also print the answer's probability and each hop's attended line"))
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -1,5 +1,7 @@
 """Stories and the reader of the real bAbI files (Weston et al. 2015, v1.2), shared by the
-question-answering models (MemN2N, the strongly supervised MemNN, the DMN).
+question-answering models (MemN2N, the strongly supervised MemNN, the DMN), with what their
+data have in common: one validation split, one encoding of a question, the answers' counts
+and the batch type each model's batch extends.
 
 A bAbI file numbers the lines of each story from 1; a question line carries its answer and
 the ids of its supporting facts, separated by tabs:
@@ -17,11 +19,18 @@ the reasoning chain (the object's fact, then its carrier's move), so `chain` is 
 The data are CC BY 3.0 (Facebook AI Research); cite Weston et al., arXiv:1502.05698.
 """
 
+import dataclasses
 import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from ..nn import HEADS
+from .vocabulary import UNK, Vocabulary
 
 TASK_NAMES = {
     1: "single-supporting-fact", 2: "two-supporting-facts", 3: "three-supporting-facts",
@@ -35,6 +44,8 @@ TASK_NAMES = {
 CHAIN_TASKS = frozenset({2, 3})  # supporting facts listed in reading order
 SIZES = {"1k": "en", "10k": "en-10k"}
 ROOT_VARIABLE = "FASTSOFTMAX_BABI"
+PAD = "<pad>"
+SPECIALS = (PAD, UNK)  # the question-answering vocabularies' first ids: <pad> 0, <unk> 1
 
 
 @dataclass
@@ -150,3 +161,105 @@ def load_task(root, task: int, size: str = "1k", *, limit: Optional[int] = None
     train = read_stories(task_file(root, task, "train", size), chain=chain, limit=limit)
     test = read_stories(task_file(root, task, "test", size), chain=chain)
     return train, test
+
+
+def check_task(config) -> None:
+    """Refuse, naming the option, a config.task that is no bAbI task and a config.size that is
+    no bAbI set, before anything is read."""
+    if config.task not in TASK_NAMES or isinstance(config.task, bool):
+        raise ValueError(f"task must be a bAbI task, 1 to 20, got {config.task!r}")
+    if config.size not in SIZES:
+        raise ValueError(f"size must be '1k' or '10k', got {config.size!r}")
+
+
+# ---------------------------------------------------------------------------------------
+# The one validation split
+# ---------------------------------------------------------------------------------------
+def check_fraction(valid_fraction: float) -> None:
+    if not 0.0 <= valid_fraction < 1.0:
+        raise ValueError(f"valid_fraction must be in [0, 1), got {valid_fraction}")
+
+
+def split_valid(stories: Sequence[Story], valid_fraction: float
+                ) -> Tuple[List[Story], List[Story]]:
+    """(train, valid): valid is the last `valid_fraction` of the training file's questions (the
+    last ones, so at most one story is cut between the two and the split needs no seed).
+    ValueError for a fraction outside [0, 1), and for one that leaves no question to train
+    on."""
+    check_fraction(valid_fraction)
+    n_valid = int(round(valid_fraction * len(stories)))
+    if n_valid >= len(stories):
+        raise ValueError(f"{len(stories)} training questions leave none to train on after "
+                         f"holding out {valid_fraction:.0%} for validation: lower "
+                         f"valid_fraction (--valid-fraction) or train on more questions")
+    return list(stories[:len(stories) - n_valid]), list(stories[len(stories) - n_valid:])
+
+
+def read_split(root, task: int, size: str = "1k", *, valid_fraction: float = 0.1,
+               limit: Optional[int] = None) -> Dict[str, List[Story]]:
+    """dict(train, valid, test): one task's Stories (load_task), the last `valid_fraction` of
+    its training questions held out for validation (split_valid); `limit` caps the training
+    questions, validation included. The fraction is checked before a file is read."""
+    check_fraction(valid_fraction)
+    train, test = load_task(root, task, size, limit=limit)
+    train, valid = split_valid(train, valid_fraction)
+    return dict(train=train, valid=valid, test=test)
+
+
+# ---------------------------------------------------------------------------------------
+# Encoded questions and their batches
+# ---------------------------------------------------------------------------------------
+def support_ranks(story: Story) -> List[Tuple[int, int]]:
+    """The supporting facts as (sentence index, rank) pairs: the rank in the reading order
+    along a chain, 1 for each fact of a set or for a single fact."""
+    return [(i, r + 1 if story.chain else 1) for r, i in enumerate(story.support)]
+
+
+def encode_story(story: Story, vocab: Vocabulary, answer: int, support) -> tuple:
+    """One question as the models encode it: (its sentences, its question) as word ids, then
+    the answer's id and the supporting facts as the model takes them."""
+    return ([vocab.encode(w) for w in story.sentences], vocab.encode(story.question), answer,
+            support)
+
+
+def answer_counts(items: Sequence[tuple], num_answers: int) -> Tensor:
+    """How often each answer id answers the encoded (training) questions, plus one, so that
+    every answer can be drawn: the unigram counts of a sampled answer layer."""
+    counts = torch.ones(num_answers, dtype=torch.float64)
+    for item in items:
+        counts[item[2]] += 1
+    return counts
+
+
+def check_answer_layer(output: str, counts: Optional[Tensor]) -> None:
+    """Refuse, before a model is built, an answer layer that is no head of fastsoftmax.nn, and
+    a sampled one without the answers' training counts (answer_counts) it draws from."""
+    if output not in HEADS:
+        raise ValueError(f"output must be one of {tuple(HEADS)}, got {output!r}")
+    if output != "full" and counts is None:
+        raise ValueError(f"output {output!r} needs the answers' training counts (counts=...)")
+
+
+@dataclass
+class Batch:
+    """What every question-answering batch is: a dataclass of tensors, `answer` [B] among
+    them, moved to a device whole (`to`); len() is its number of questions. Each model's
+    batch declares its tensors (MemN2N's and MemNN's through MemoryBatch)."""
+
+    def to(self, device) -> "Batch":
+        return type(self)(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
+
+    def __len__(self) -> int:
+        return self.answer.numel()
+
+
+@dataclass
+class MemoryBatch(Batch):
+    """B questions whose story is a stack of M memories of J words, padded: story [B, M, J]
+    int64 (0 = <pad>), mask [B, M] bool (a real memory), query [B, Q] int64, answer [B]
+    int64; the model's supervision follows."""
+
+    story: Tensor
+    mask: Tensor
+    query: Tensor
+    answer: Tensor

@@ -37,6 +37,15 @@ class TrainOptions(RunOptions):
     seed: int = 0
 
 
+@dataclass
+class HalvingOptions(TrainOptions):
+    """TrainOptions with the optimiser's name (make_optimizer: 'adam' or 'sgd') and the
+    learning rate halved every `anneal_every` epochs (halving_lr; 0: never)."""
+
+    optimizer: str = "adam"
+    anneal_every: int = 5
+
+
 # ---------------------------------------------------------------------------------------
 # Checks of numeric options, refused by name before anything is read or written.
 # ---------------------------------------------------------------------------------------
@@ -85,9 +94,9 @@ def check_fields(config, rule: Rule, *names: str) -> None:
 @dataclass(frozen=True)
 class Recipe:
     """What tells one model's runs apart to the shared code: the checkpoint kind, the
-    TrainConfig class, the model module's logger (None: trainer.py's), check_numbers, the options that may change
-    on resume, the invocation's own options and the options newer than some checkpoints
-    (with the value those were trained with)."""
+    TrainConfig class, the model module's logger (None: trainer.py's), check_numbers, the
+    options that may change on resume, the invocation's own options and the options newer
+    than some checkpoints (with the value those were trained with)."""
 
     kind: str
     config: type
@@ -97,10 +106,17 @@ class Recipe:
     run_options: Tuple[str, ...] = RUN_OPTIONS
     added: Optional[dict] = None
 
-    def load_checkpoint(self, path: str, map_location="cpu") -> dict:
-        """A checkpoint of this model (its kind checked), a ValueError naming the file
-        otherwise."""
-        return checkpoints.load_checkpoint(path, self.kind, map_location)
+    @property
+    def load_checkpoint(self) -> Callable:
+        """The model's load_checkpoint(path, map_location="cpu"), a plain function (each model
+        module exports it, and the API reference documents it, as that module's own)."""
+        kind = self.kind
+
+        def load_checkpoint(path: str, map_location="cpu") -> dict:
+            """A checkpoint of this model (its kind checked), a ValueError naming the file
+            otherwise."""
+            return checkpoints.load_checkpoint(path, kind, map_location)
+        return load_checkpoint
 
     def resolve(self, config, state: Optional[dict], given: Optional[Iterable[str]],
                 settle: Optional[Callable] = None):

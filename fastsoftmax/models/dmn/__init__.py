@@ -25,22 +25,11 @@ from .data import (
 )
 from .embeddings import initialise_embeddings, read_vectors
 from .model import DMN, GATES, AttentionGate, episode_inputs, gate_features, gated_episode
-from .training import (
-    MAY_CHANGE_ON_RESUME,
-    TrainConfig,
-    evaluate,
-    evaluate_checkpoint,
-    fit,
-    load_checkpoint,
-    load_data,
-    model_from_checkpoint,
-    support_loss,
-)
+from . import training
+from .training import *  # noqa: F403 -- the names of training.__all__
 
 __all__ = [
-    "AttentionGate", "Batch", "DMN", "GATES", "MAY_CHANGE_ON_RESUME", "PAD", "TrainConfig",
-    "answer_words", "batches", "build_vocabulary", "collate", "encode", "episode_inputs",
-    "evaluate", "evaluate_checkpoint", "fit", "gate_features", "gated_episode",
-    "initialise_embeddings", "load_babi", "load_checkpoint", "load_data", "model_from_checkpoint",
-    "read_vectors", "split_valid", "support_loss",
-]
+    "AttentionGate", "Batch", "DMN", "GATES", "PAD", "answer_words", "batches",
+    "build_vocabulary", "collate", "encode", "episode_inputs", "gate_features",
+    "gated_episode", "initialise_embeddings", "load_babi", "read_vectors", "split_valid",
+] + training.__all__

@@ -29,11 +29,10 @@ from typing import List, Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..babi import Story, load_task
-from ..vocabulary import UNK, Vocabulary
-
-PAD = "<pad>"
-SPECIALS = (PAD, UNK)
+from .. import babi
+# PAD and split_valid are re-exported: names of the package since before babi.py had them
+from ..babi import PAD, SPECIALS, Story, split_valid  # noqa: F401
+from ..vocabulary import Vocabulary
 
 
 def build_vocabulary(stories: Sequence[Story]) -> Vocabulary:
@@ -60,14 +59,14 @@ def encode(stories: Sequence[Story], vocab: Vocabulary, answers: Sequence[str]) 
                              f"answers (those of the training stories)")
         if not s.sentences:
             raise ValueError(f"the question {' '.join(s.question)!r} has no story before it")
-        out.append(([vocab.encode(w) for w in s.sentences], vocab.encode(s.question),
-                     index[s.answer],
-                     [(i, r + 1 if s.chain else 1) for r, i in enumerate(s.support)]))
+        out.append(babi.encode_story(s, vocab, index[s.answer], babi.support_ranks(s)))
     return out
 
 
 @dataclass
-class Batch:
+class Batch(babi.Batch):
+    """Padded stories as one word sequence each (see the module's docstring)."""
+
     words: Tensor
     ends: Tensor
     mask: Tensor
@@ -75,13 +74,6 @@ class Batch:
     qlen: Tensor
     answer: Tensor
     support: Tensor
-
-    def to(self, device) -> "Batch":
-        return Batch(*(t.to(device) for t in (self.words, self.ends, self.mask, self.question,
-                                              self.qlen, self.answer, self.support)))
-
-    def __len__(self) -> int:
-        return self.answer.numel()
 
 
 def collate(items: Sequence[tuple], memory_size: int) -> Batch:
@@ -137,32 +129,18 @@ def batches(items: Sequence[tuple], batch_size: int, *, memory_size: int, shuffl
         yield collate([items[i] for i in cut], memory_size)
 
 
-def split_valid(stories: list, valid_fraction: float) -> tuple:
-    """(train, valid): valid is the last `valid_fraction` of the training file's questions."""
-    if not 0.0 <= valid_fraction < 1.0:
-        raise ValueError(f"valid_fraction must be in [0, 1), got {valid_fraction}")
-    n_valid = int(round(valid_fraction * len(stories)))
-    if n_valid >= len(stories):
-        raise ValueError(f"{len(stories)} training questions leave none to train on after "
-                         f"holding out {valid_fraction:.0%} for validation")
-    return stories[: len(stories) - n_valid], stories[len(stories) - n_valid:]
-
-
 def load_babi(root, task: int, size: str = "1k", *, limit: Optional[int] = None,
               valid_fraction: float = 0.1, vocab: Optional[Vocabulary] = None,
               answers: Optional[list] = None) -> dict:
     """One real bAbI task (fastsoftmax.models.babi.load_task) as the run's data: stories
     (train / valid / test), vocabulary and answers (from the training file unless given, as
     on resume), encoded splits and answer counts (for the sampled heads)."""
-    train, test = load_task(root, task, size, limit=limit)
-    train, valid = split_valid(train, valid_fraction)
+    split = babi.read_split(root, task, size, valid_fraction=valid_fraction, limit=limit)
+    training_file = split["train"] + split["valid"]
     if vocab is None:
-        vocab = build_vocabulary(train + valid)
+        vocab = build_vocabulary(training_file)
     if answers is None:
-        answers = answer_words(train + valid)
-    split = dict(train=train, valid=valid, test=test)
+        answers = answer_words(training_file)
     encoded = {k: encode(v, vocab, answers) for k, v in split.items()}
-    counts = torch.ones(len(answers), dtype=torch.float64)  # +1: every answer can be drawn
-    for item in encoded["train"]:
-        counts[item[2]] += 1
-    return dict(split, vocab=vocab, answers=answers, encoded=encoded, counts=counts)
+    return dict(split, vocab=vocab, answers=answers, encoded=encoded,
+                counts=babi.answer_counts(encoded["train"], len(answers)))

@@ -41,7 +41,7 @@ import torch
 from torch import Tensor, nn
 
 from ..._shapes import check_size
-from ...nn import HEADS
+from ..babi import check_answer_layer
 from ..heads import model_head
 
 GATES = ("softmax", "sigmoid")
@@ -143,10 +143,7 @@ class DMN(nn.Module):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         if gate not in GATES:
             raise ValueError(f"gate must be one of {GATES}, got {gate!r}")
-        if output not in HEADS:
-            raise ValueError(f"output must be one of {tuple(HEADS)}, got {output!r}")
-        if output != "full" and counts is None:
-            raise ValueError(f"output {output!r} needs the answers' training counts (counts=...)")
+        check_answer_layer(output, counts)
         self.config = dict(vocab_size=vocab_size, num_answers=num_answers, hidden=hidden,
                            embed_dim=embed_dim, gate_hidden=gate_hidden, passes=passes,
                            memory_size=memory_size, dropout=dropout, gate=gate,

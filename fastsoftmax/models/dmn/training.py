@@ -11,131 +11,113 @@ chain (the last one for passes past its end) and away from every other fact.
 import logging
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
 
-from .. import checkpoints
-from ..babi import default_root
-from ..checkpoints import claim_files, run_values
-from ..trainer import RunOptions, Trainer, run_epoch
+from .. import babi
+from ..skeleton import (FRACTION, NON_NEGATIVE, POSITIVE, POSITIVE_INT, RUN_OPTIONS, Recipe, Rule,
+                        TrainOptions, check_fields, count_parameters, epoch_seed, finish_run,
+                        restore_model)
 from ..vocabulary import Vocabulary
 from .data import batches, load_babi
 from .embeddings import initialise_embeddings
 from .model import DMN
 
+__all__ = [
+    "MAY_CHANGE_ON_RESUME", "TrainConfig", "evaluate", "evaluate_checkpoint", "fit",
+    "load_checkpoint", "load_data", "model_from_checkpoint", "support_loss",
+]
 logger = logging.getLogger(__name__)
 KIND = "dmn"
-RUN_OPTIONS = ("resume", "force", "device", "progress", "checkpoint", "data")
 MAY_CHANGE_ON_RESUME = ("epochs",)
 MODEL_KEYS = ("hidden", "embed_dim", "gate_hidden", "passes", "memory_size", "dropout",
               "gate", "temporal", "output", "num_sampled")
 
 
 @dataclass
-class TrainConfig(RunOptions):
-    """Every option of a run (the command line's flags, with - for _). Notable ones:
+class TrainConfig(TrainOptions):
+    """Every option of a run (the command line's flags, with - for _). The checkpoint is
+    written after every epoch; None picks a new dmn-<output>-<time>.pt here."""
 
-    Args:
-        data: the folder holding bAbI's en/ and en-10k/ (None: $FASTSOFTMAX_BABI).
-        size: '1k' or '10k' training questions per task (the 10k set lacks qa3's training
-            file in some copies).
-        limit: read at most this many training questions (validation included).
-        embed_dim, gate_hidden: None means `hidden`.
-        temporal: add a learned vector per fact age to the facts (not in the paper; see
-            fastsoftmax/models/dmn/model.py).
-        init_embeddings: a word2vec text or binary file (fastsoftmax-word2vec's, or
-            word2vec.c's) whose vectors start the rows of the words it holds; binary when
-            the name ends in '.bin' unless init_embeddings_binary says otherwise.
-        supporting_facts: add support_weight × the gates' cross-entropy on the supporting
-            facts.
-        checkpoint: written after every epoch; None picks a new dmn-<output>-<time>.pt here.
-    """
-
-    # the stories
+    # the stories: bAbI's task `task` from the folder holding its en/ and en-10k/ (None:
+    # $FASTSOFTMAX_BABI), `size` '1k' or '10k' training questions per task (the 10k set lacks
+    # qa3's training file in some copies)
     data: Optional[str] = None
     task: int = 1
     size: str = "10k"
-    limit: Optional[int] = None
+    limit: Optional[int] = None  # read at most this many training questions (valid included)
     valid_fraction: float = 0.1
     # the model
     output: str = "full"
     num_sampled: int = 16
     hidden: int = 32
-    embed_dim: Optional[int] = None
-    gate_hidden: Optional[int] = None
+    embed_dim: Optional[int] = None  # None: `hidden`
+    gate_hidden: Optional[int] = None  # None: `hidden`
     passes: int = 3
     memory_size: int = 50
     dropout: float = 0.1
     gate: str = "softmax"
+    # a learned vector per fact age added to the facts (not in the paper; see model.py)
     temporal: bool = True
+    # a word2vec text or binary file (fastsoftmax-word2vec's, or word2vec.c's) whose vectors
+    # start the rows of the words it holds; binary when the name ends in '.bin' unless
+    # init_embeddings_binary says otherwise
     init_embeddings: Optional[str] = None
     init_embeddings_binary: Optional[bool] = None
-    supporting_facts: bool = False
+    supporting_facts: bool = False  # add support_weight × the gates' cross-entropy on them
     support_weight: float = 1.0
-    # its training
+    # its training (and TrainOptions')
     lr: float = 0.005
     weight_decay: float = 0.0
-    clip: float = 5.0
     epochs: int = 20
     batch_size: int = 50
-    seed: int = 0
-
-
-def load_checkpoint(path: str, map_location="cpu") -> dict:
-    """A checkpoint of this model (its kind checked), a ValueError naming the file
-    otherwise."""
-    return checkpoints.load_checkpoint(path, KIND, map_location)
-
-
-def model_from_checkpoint(state: dict):
-    """(model in eval mode, vocabulary, answer words) of a loaded checkpoint."""
-    config = dict(state["model_config"])
-    model = DMN(config.pop("vocab_size"), config.pop("num_answers"),
-                counts=None if config["output"] == "full" else state["counts"], **config)
-    model.load_state_dict(state["model"])
-    return model.eval(), Vocabulary.from_state_dict(state["vocab"]), list(state["answers"])
 
 
 def check_numbers(config) -> None:
     """The options no run can use, refused by name before anything is read or written."""
-    def bad(name, rule):
-        raise ValueError(f"{name} must be {rule}, got {getattr(config, name)!r}")
-    if not (math.isfinite(config.lr) and config.lr > 0):
-        bad("lr", "a positive number")
-    for name in ("support_weight", "weight_decay", "clip"):
-        value = getattr(config, name)
-        if not (math.isfinite(value) and value >= 0):
-            bad(name, "a number ≥ 0")
-    if not 0 <= config.dropout < 1:
-        bad("dropout", "in [0, 1)")
-    if config.size not in ("1k", "10k"):
-        bad("size", "'1k' or '10k'")
-    if config.limit is not None and config.limit <= 0:
-        bad("limit", "a positive integer or None")
+    check_fields(config, POSITIVE, "lr")
+    check_fields(config, NON_NEGATIVE, "support_weight", "weight_decay", "clip")
+    check_fields(config, FRACTION, "dropout", "valid_fraction")
+    babi.check_task(config)
+    check_fields(config, Rule("a positive integer or None",
+                              lambda v: v is None or POSITIVE_INT.holds(v)), "limit")
 
 
-def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterable[str]]
-             ) -> TrainConfig:
-    values = run_values(config, state, given, may_change=MAY_CHANGE_ON_RESUME,
-                        run_options=RUN_OPTIONS)
+RECIPE = Recipe(KIND, TrainConfig, logger, check_numbers, MAY_CHANGE_ON_RESUME,
+                RUN_OPTIONS + ("data",))
+load_checkpoint = RECIPE.load_checkpoint
+
+
+def model_from_checkpoint(state: dict):
+    """(model in eval mode, vocabulary, answer words) of a loaded checkpoint."""
+    counts = None if state["model_config"]["output"] == "full" else state["counts"]
+    return (restore_model(DMN, state, "vocab_size", "num_answers", counts=counts).eval(),
+            Vocabulary.from_state_dict(state["vocab"]), list(state["answers"]))
+
+
+def _settle(values: dict, state: Optional[dict]) -> None:
     if values["data"] is None and state is not None:  # the resumed run's folder
         values["data"] = (state.get("train_config") or {}).get("data")
     if values["data"] is None:
-        root = default_root()
+        root = babi.default_root()
         values["data"] = None if root is None else str(root)
-    if values["device"] is None:
-        values["device"] = "cuda" if torch.cuda.is_available() else "cpu"
-    claim_files(values, KIND, config)
-    return TrainConfig(**values)
 
 
 def load_data(config: TrainConfig, vocab: Optional[Vocabulary] = None,
               answers: Optional[list] = None) -> dict:
-    """The run's stories, vocabulary, answers, encoded splits and answer counts."""
-    return load_babi(config.data, config.task, config.size, limit=config.limit,
+    """The run's stories, vocabulary, answers, encoded splits and answer counts (from
+    config.data, else $FASTSOFTMAX_BABI)."""
+    root = config.data if config.data is not None else babi.default_root()
+    return load_babi(root, config.task, config.size, limit=config.limit,
                      valid_fraction=config.valid_fraction, vocab=vocab, answers=answers)
+
+
+def _build(config: TrainConfig, data: dict) -> DMN:
+    return DMN(len(data["vocab"]), len(data["answers"]),
+               counts=None if config.output == "full" else data["counts"],
+               **{k: getattr(config, k) for k in MODEL_KEYS})
 
 
 def support_loss(logits: list, support: torch.Tensor, mask: torch.Tensor,
@@ -192,88 +174,64 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
     data, config, checkpoint). The run checkpoints after every epoch; on resume the options
     in `given` (default: those differing from the defaults) must agree with the checkpoint
     except MAY_CHANGE_ON_RESUME. Progress goes to `log` (default: this module's logger)."""
-    if isinstance(config, dict):
-        config = TrainConfig(**config)
-    check_numbers(config)
-    state = load_checkpoint(config.resume) if config.resume else None
-    config = _resolve(config, state, given)
+    config, state = RECIPE.start(config, given, _settle)
+    model, data = RECIPE.model_and_data(config, state, data, restore=model_from_checkpoint,
+                                        load_data=load_data, build=_build)
     found = None
-    if state is not None:
-        model, vocab, answers = model_from_checkpoint(state)
-        data = data or load_data(config, vocab, answers)
-    else:
-        data = data or load_data(config)
-        torch.manual_seed(config.seed)
-        model = DMN(len(data["vocab"]), len(data["answers"]),
-                    counts=None if config.output == "full" else data["counts"],
-                    **{k: getattr(config, k) for k in MODEL_KEYS})
-        if config.init_embeddings:
-            found = initialise_embeddings(model, data["vocab"], config.init_embeddings,
-                                          binary=config.init_embeddings_binary)
+    if state is None and config.init_embeddings:
+        found = initialise_embeddings(model, data["vocab"], config.init_embeddings,
+                                      binary=config.init_embeddings_binary)
     model.to(config.device).train()
     opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    trainer = Trainer(KIND, model, opt, config, log=log, module_logger=logger, state=lambda: dict(
+    trainer = RECIPE.trainer(model, opt, config, state, log=log, state=lambda: dict(
         model_config=model.config, model=model.state_dict(), vocab=data["vocab"].state_dict(),
         answers=list(data["answers"]), counts=data["counts"]))
     if found is not None:
         trainer.log(f"{found} of {len(data['vocab'])} word embeddings start from "
                     f"{config.init_embeddings}")
-    if state is not None:
-        trainer.resume(state)
-        trainer.log(f"resuming {config.resume}: {trainer.epoch} epochs done, training to epoch "
-                    f"{config.epochs}")
     train, valid = data["encoded"]["train"], data["encoded"]["valid"]
     trainer.log(f"bAbI task {config.task} ({config.size}): {len(train)} train / {len(valid)} "
                 f"valid / {len(data['encoded']['test'])} test questions, vocab "
                 f"{len(data['vocab'])}, {len(data['answers'])} answers, "
-                f"{sum(p.numel() for p in model.parameters())} parameters, output "
+                f"{count_parameters(model)} parameters, output "
                 f"{config.output}, {config.passes} passes, hidden {config.hidden}")
     trainer.log(f"checkpoint: {config.checkpoint}")
 
-    def train_epoch(epoch: int) -> dict:
-        def step_loss(b):
-            b = b.to(config.device)
-            a, logits = model.memories(b)
-            loss = model.head(a, b.answer)
-            if config.supporting_facts:
-                loss = loss + config.support_weight * support_loss(logits, b.support, b.mask,
-                                                                   config.gate)
-            return loss, len(b)
+    def step_loss(b):
+        b = b.to(config.device)
+        a, logits = model.memories(b)
+        loss = model.head(a, b.answer)
+        if config.supporting_facts:
+            loss = loss + config.support_weight * support_loss(logits, b.support, b.mask,
+                                                               config.gate)
+        return loss, len(b)
 
-        stats = run_epoch(step_loss, batches(train, config.batch_size,
-                                             memory_size=config.memory_size, shuffle=True,
-                                             seed=config.seed * 100003 + epoch - 1), opt,
-                          parameters=list(model.parameters()), clip=config.clip,
-                          progress=trainer.epoch_bar(
-                              math.ceil(len(train) / config.batch_size), epoch, config.progress))
+    def train_epoch(epoch: int) -> dict:
+        stats = trainer.train_epoch(epoch, step_loss, batches(
+            train, config.batch_size, memory_size=config.memory_size, shuffle=True,
+            seed=epoch_seed(config.seed, epoch)), len(train))
         ev = evaluate(model, valid, device=config.device) if valid else dict(
             loss=math.nan, accuracy=math.nan, support_hits=math.nan)
         return dict(epoch=epoch, train_loss=stats["loss"], valid_loss=ev["loss"],
                     valid_accuracy=ev["accuracy"], support_hits=ev["support_hits"],
                     seconds=stats["seconds"])
 
-    def describe(row: dict) -> str:
-        return (f"epoch {row['epoch']:3d} | train loss {row['train_loss']:.4f} | valid loss "
-                f"{row['valid_loss']:.4f} acc {row['valid_accuracy']:.1f}% | support hits "
-                f"{row['support_hits']:.0f}% | {row['seconds']:.1f} s")
-
-    history = trainer.fit(config.epochs, train_epoch, describe)
+    trainer.fit(config.epochs, train_epoch, _describe)
     test = evaluate(model, data["encoded"]["test"], device=config.device)
-    trainer.log(f"test accuracy {test['accuracy']:.2f}% ({len(data['encoded']['test'])} "
-                f"questions), support hits {test['support_hits']:.1f}%")
-    trainer.log(f"saved {config.checkpoint}")
-    return dict(model=model, history=history, test=test, data=data, config=config,
-                checkpoint=config.checkpoint)
+    return finish_run(trainer, data, test, f"test accuracy {test['accuracy']:.2f}% "
+                      f"({len(data['encoded']['test'])} questions), support hits "
+                      f"{test['support_hits']:.1f}%")
+
+
+def _describe(row: dict) -> str:
+    return (f"epoch {row['epoch']:3d} | train loss {row['train_loss']:.4f} | valid loss "
+            f"{row['valid_loss']:.4f} acc {row['valid_accuracy']:.1f}% | support hits "
+            f"{row['support_hits']:.0f}% | {row['seconds']:.1f} s")
 
 
 def evaluate_checkpoint(path: str, *, data: Optional[str] = None, device: str = "cpu") -> dict:
     """Test accuracy of a checkpoint on its task's test questions (the bAbI folder `data`,
     default the run's, then $FASTSOFTMAX_BABI)."""
-    state = load_checkpoint(path)
-    model, vocab, answers = model_from_checkpoint(state)
-    config = TrainConfig(**dict(state["train_config"], resume=None, checkpoint=None))
-    config.data = data or config.data or (str(default_root()) if default_root() else None)
-    data = load_data(config, vocab, answers)
-    model.to(device)
+    model, _, data = RECIPE.reload(path, model_from_checkpoint, load_data, device, data=data)
     return dict(evaluate(model, data["encoded"]["test"], device=device), model=model,
                 data=data, questions=len(data["test"]))

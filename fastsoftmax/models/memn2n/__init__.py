@@ -36,25 +36,12 @@ from .data import (
 )
 from .model import TYINGS, MemN2N, attend, position_encoding
 from .plots import attention_figure, plot_attention
-from .training import (
-    MAY_CHANGE_ON_RESUME,
-    TrainConfig,
-    evaluate,
-    evaluate_checkpoint,
-    evaluate_tasks,
-    fit,
-    load_checkpoint,
-    load_data,
-    model_from_checkpoint,
-    save_checkpoint,
-    support_loss,
-)
+from . import training
+from .training import *  # noqa: F403 -- the names of training.__all__
 
 __all__ = [
-    "Batch", "MAY_CHANGE_ON_RESUME", "MemN2N", "PAD", "Story", "TASKS", "TYINGS", "TrainConfig",
-    "Vocabulary", "World", "add_noise", "answer_stories", "answer_words", "attend",
-    "attention_figure", "batches", "build_vocabulary", "check_words", "collate",
-    "encode", "evaluate", "evaluate_checkpoint", "evaluate_tasks", "fit", "generate",
-    "load_checkpoint", "load_data", "make_task", "model_from_checkpoint", "parse_stories", "plot_attention", "position_encoding",
-    "save_checkpoint", "stream", "support_loss", "tokenize",
-]
+    "Batch", "MemN2N", "PAD", "Story", "TASKS", "TYINGS", "Vocabulary", "World", "add_noise",
+    "answer_stories", "answer_words", "attend", "attention_figure", "batches",
+    "build_vocabulary", "check_words", "collate", "encode", "generate", "make_task",
+    "parse_stories", "plot_attention", "position_encoding", "stream", "tokenize",
+] + training.__all__

@@ -21,11 +21,8 @@ left out of the loss, and `unknown_answers` says how many there are (0 in bAbI v
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-import torch
-
 from .. import babi
 from ..vocabulary import Vocabulary
-from .data import SPECIALS
 
 UNKNOWN_ANSWER = -1
 SIZE = "1k"
@@ -71,23 +68,17 @@ def _answer_ids(stories: Sequence[babi.Story], answers: Sequence[str]) -> List[i
 def encode_stories(stories: Sequence[babi.Story], vocab: Vocabulary, answers: Sequence[str]
                    ) -> list:
     """data.encode's items, with UNKNOWN_ANSWER for an answer outside `answers`."""
-    return [([vocab.encode(w) for w in s.sentences], vocab.encode(s.question), a,
-             [(i, r + 1 if s.chain else 1) for r, i in enumerate(s.support)])
+    return [babi.encode_story(s, vocab, a, babi.support_ranks(s))
             for s, a in zip(stories, _answer_ids(stories, answers))]
 
 
 def read_splits(babi_dir: str, tasks: Sequence[int], valid_fraction: float
                 ) -> Dict[int, Dict[str, list]]:
-    """{task: dict(train, valid, test)} Stories of each task."""
-    if not 0.0 <= valid_fraction < 1.0:
-        raise ValueError(f"valid_fraction must be in [0, 1), got {valid_fraction}")
-    out = {}
-    for task in tasks:
-        train, test = babi.load_task(babi_dir, task, SIZE)
-        n_valid = int(round(valid_fraction * len(train)))
-        out[task] = dict(train=train[:len(train) - n_valid], valid=train[len(train) - n_valid:],
-                         test=test)
-    return out
+    """{task: dict(train, valid, test)} Stories of each task (babi.read_split: a fraction
+    that leaves a task nothing to train on is refused)."""
+    babi.check_fraction(valid_fraction)
+    return {task: babi.read_split(babi_dir, task, SIZE, valid_fraction=valid_fraction)
+            for task in tasks}
 
 
 def load_babi(config, vocab: Optional[Vocabulary] = None, answers: Optional[list] = None
@@ -104,7 +95,7 @@ def load_babi(config, vocab: Optional[Vocabulary] = None, answers: Optional[list
         # The answers are words too ("apple,football" one of them), so that the answer layer
         # can be the vocabulary (answers='vocabulary', tie_answers).
         vocab = Vocabulary.build([w for s in train_file for w in s.sentences + [s.question]]
-                                 + [[s.answer] for s in train_file], specials=SPECIALS)
+                                 + [[s.answer] for s in train_file], specials=babi.SPECIALS)
     if answers is None:
         answers = (list(vocab.itos) if config.answers == "vocabulary"
                    else list(dict.fromkeys(s.answer for s in train_file)))
@@ -117,9 +108,7 @@ def load_babi(config, vocab: Optional[Vocabulary] = None, answers: Optional[list
     if any(x[2] == UNKNOWN_ANSWER for x in encoded["train"]):
         raise ValueError("a training answer is not among the checkpoint's answers: is this "
                          "the run's bAbI folder?")
-    counts = torch.ones(len(answers), dtype=torch.float64)  # +1: every answer can be drawn
-    for item in encoded["train"]:
-        counts[item[2]] += 1
+    counts = babi.answer_counts(encoded["train"], len(answers))
     known = set(vocab.itos)
     unknown_words = sum(w not in known for s in data["test"]
                         for w in [x for sent in s.sentences for x in sent] + s.question)

@@ -30,11 +30,11 @@ from typing import Dict, Iterator, List, Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..babi import Story, tokenize  # noqa: F401 (re-exported: the models' story type)
-from ..vocabulary import UNK, Vocabulary
+# PAD and tokenize are re-exported: names of the package since before babi.py had them
+from ..babi import (PAD, SPECIALS, MemoryBatch, Story, check_fraction, encode_story,  # noqa: F401
+                    split_valid, support_ranks, tokenize)
+from ..vocabulary import Vocabulary
 
-PAD = "<pad>"
-SPECIALS = (PAD, UNK)
 TASKS = ("single", "two", "yes-no", "counting")
 NUMBERS = ("none", "one", "two", "three")
 MAX_CARRIED = 3
@@ -168,9 +168,9 @@ def _key(story: Story) -> tuple:
 def make_task(task: str, *, train_size: int, test_size: int, seed: int,
               world: Optional[World] = None, valid_fraction: float = 0.1) -> Dict[str, list]:
     """train / valid / test stories: train and valid from one stream (valid the last
-    valid_fraction of it), test from another, without the stories training holds."""
-    if not 0.0 <= valid_fraction < 1.0:
-        raise ValueError(f"valid_fraction must be in [0, 1), got {valid_fraction}")
+    valid_fraction of it, split as bAbI's files are: babi.split_valid), test from another,
+    without the stories training holds."""
+    check_fraction(valid_fraction)
     for name, n in (("train_size", train_size), ("test_size", test_size)):
         if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
             raise ValueError(f"{name} must be a positive integer, got {n!r}")
@@ -185,8 +185,8 @@ def make_task(task: str, *, train_size: int, test_size: int, seed: int,
     if len(test) < test_size:
         raise ValueError(f"this world is too small for {test_size} test stories unseen in "
                          f"training; add entities, locations or distractors")
-    n_valid = int(round(valid_fraction * train_size))
-    return dict(train=pool[: train_size - n_valid], valid=pool[train_size - n_valid:], test=test)
+    train, valid = split_valid(pool, valid_fraction)
+    return dict(train=train, valid=valid, test=test)
 
 
 def build_vocabulary(task: str, world: World) -> Vocabulary:
@@ -213,19 +213,11 @@ def answer_words(task: str, world: World) -> List[str]:
 
 
 @dataclass
-class Batch:
-    story: Tensor
-    mask: Tensor
-    query: Tensor
-    answer: Tensor
+class Batch(MemoryBatch):
+    """Padded stories (see the module's docstring) with support [B, M]: each memory's rank
+    among the supporting facts, 0 for the others."""
+
     support: Tensor
-
-    def to(self, device) -> "Batch":
-        return Batch(*(t.to(device) for t in (self.story, self.mask, self.query, self.answer,
-                                              self.support)))
-
-    def __len__(self) -> int:
-        return self.answer.numel()
 
 
 def encode(stories: Sequence[Story], vocab: Vocabulary, answers: Sequence[str]) -> list:
@@ -236,9 +228,7 @@ def encode(stories: Sequence[Story], vocab: Vocabulary, answers: Sequence[str]) 
     for s in stories:
         if s.answer not in index:
             raise ValueError(f"answer {s.answer!r} is not among the model's answers")
-        out.append(([vocab.encode(w) for w in s.sentences], vocab.encode(s.question),
-                    index[s.answer],
-                    [(i, r + 1 if s.chain else 1) for r, i in enumerate(s.support)]))
+        out.append(encode_story(s, vocab, index[s.answer], support_ranks(s)))
     return out
 
 

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from ..._shapes import check_size
-from ...nn import HEADS
+from ..babi import check_answer_layer
 from ..heads import model_head
 
 TYINGS = ("adjacent", "layerwise")
@@ -82,10 +82,7 @@ class MemN2N(nn.Module):
             check_size(name, value)
         if tying not in TYINGS:
             raise ValueError(f"tying must be one of {TYINGS}, got {tying!r}")
-        if output not in HEADS:
-            raise ValueError(f"output must be one of {tuple(HEADS)}, got {output!r}")
-        if output != "full" and counts is None:
-            raise ValueError(f"output {output!r} needs the answers' training counts (counts=...)")
+        check_answer_layer(output, counts)
         if tie_answers and (tying != "adjacent" or num_answers != vocab_size):
             raise ValueError("tie_answers needs tying 'adjacent' and one answer per word "
                              f"(num_answers {num_answers} == vocab_size {vocab_size})")

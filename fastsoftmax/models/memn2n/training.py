@@ -10,21 +10,27 @@ empty memories added to training stories, for the temporal encoding).
 import logging
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from typing import Callable, Optional
 
 import torch
 
-from .. import checkpoints
-from ..checkpoints import claim_files, rng_state, run_values
-from ..trainer import RunOptions, Trainer, run_epoch
+from .. import babi, checkpoints
+from ..checkpoints import rng_state
+from ..skeleton import (CLIP, COUNT_OR_OFF, FRACTION, NON_NEGATIVE, POSITIVE, RUN_OPTIONS, Recipe,
+                        HalvingOptions, check_fields, count_parameters, epoch_seed, finish_run,
+                        halving_lr, make_optimizer, one_of, restore_model)
 from ..vocabulary import Vocabulary
 from .babi_data import check_source, describe as describe_source, load_babi
 from .data import World, answer_words, batches, build_vocabulary, encode, make_task
 from .model import MemN2N
 
+__all__ = [
+    "MAY_CHANGE_ON_RESUME", "TrainConfig", "evaluate", "evaluate_checkpoint", "evaluate_tasks",
+    "fit", "load_checkpoint", "load_data", "model_from_checkpoint", "save_checkpoint",
+    "support_loss",
+]
 logger = logging.getLogger(__name__)
 KIND = "memn2n"
-RUN_OPTIONS = ("resume", "force", "device", "progress", "checkpoint", "plot")
 MAY_CHANGE_ON_RESUME = ("epochs", "test_size")
 MODEL_KEYS = ("embed_dim", "hops", "memory_size", "tying", "position_encoding",
               "temporal_encoding", "output", "num_sampled", "tie_answers")
@@ -34,28 +40,14 @@ NEWER_OPTIONS = dict(babi_dir=None, babi_task=None, linear_fixed=False, tie_answ
 
 
 @dataclass
-class TrainConfig(RunOptions):
-    """Every option of a run (the command line's flags, with - for _). Notable ones:
+class TrainConfig(HalvingOptions):
+    """Every option of a run (the command line's flags, with - for _). The checkpoint is
+    written after every epoch; None picks a new memn2n-<output>-<time>.pt here."""
 
-    Args:
-        answers: 'task' (the head's classes are the task's few answers) or 'vocabulary' (every
-            word: where the sampled heads and 'hs' pay off).
-        tie_answers: the answer layer is the last hop's output embedding (W^T = C^K, the
-            paper's adjacent tying); needs answers='vocabulary' and tying 'adjacent'.
-        supporting_facts: add the attention-supervision loss, support_weight × the mean over hops
-            of -log(attention mass on the supporting facts).
-        linear_start: at most this many first epochs without softmax (0: off).
-        linear_fixed: linear start lasts exactly `linear_start` epochs and the learning-rate
-            schedule starts after it (the authors' released code), instead of ending when
-            the validation loss stalls (the paper's text).
-        noise: expected share of empty memories added to each training story.
-        checkpoint: written after every epoch; None picks a new memn2n-<output>-<time>.pt here.
-        babi_dir, babi_task: train on the real bAbI v1.2 files (babi_data.py) of task '1'..'20'
-            or 'all' (jointly) under babi_dir (the folder holding en/) instead of generated
-            stories; `task` and the world's options are then unused.
-    """
-
-    # the stories
+    # the stories: generated ones of `task`, in a world of `entities` people, `locations`
+    # places, `objects` things and `distractors` non-supporting sentences per story; or, with
+    # babi_dir (the folder holding en/) and babi_task ('1'..'20', or 'all' trained jointly),
+    # the real bAbI v1.2 files (babi_data.py), `task` and the world's options then unused
     task: str = "single"
     babi_dir: Optional[str] = None
     babi_task: Optional[str] = None
@@ -63,34 +55,39 @@ class TrainConfig(RunOptions):
     locations: int = 6
     objects: int = 4
     distractors: int = 5
-    train_size: int = 10000
+    train_size: int = 10000  # validation included
     test_size: int = 1000
     valid_fraction: float = 0.1
-    # the model
+    # the model. answers: 'task' (the head's classes are the task's few answers) or
+    # 'vocabulary' (every word: where the sampled heads and 'hs' pay off)
     answers: str = "task"
     output: str = "full"
     num_sampled: int = 16
     embed_dim: int = 20
-    hops: int = 3
+    hops: int = 3  # K
     memory_size: int = 50
     tying: str = "adjacent"
+    # the answer layer is the last hop's output embedding (W^T = C^K, the paper's adjacent
+    # tying); needs answers='vocabulary' and tying 'adjacent'
     tie_answers: bool = False
     position_encoding: bool = True
     temporal_encoding: bool = True
+    # add the attention-supervision loss, support_weight × the mean over hops of
+    # -log(attention mass on the supporting facts)
     supporting_facts: bool = False
     support_weight: float = 1.0
-    # its training
-    optimizer: str = "adam"
+    # its training (and HalvingOptions')
     lr: float = 0.01
-    anneal_every: int = 5
     clip: float = 40.0
     epochs: int = 15
     batch_size: int = 32
-    linear_start: int = 0
+    linear_start: int = 0  # at most this many first epochs without softmax (0: off)
+    # linear start lasts exactly `linear_start` epochs and the learning-rate schedule starts
+    # after it (the authors' released code), instead of ending when the validation loss
+    # stalls (the paper's text)
     linear_fixed: bool = False
-    noise: float = 0.1
-    seed: int = 0
-    plot: Optional[str] = None
+    noise: float = 0.1  # expected share of empty memories added to each training story
+    plot: Optional[str] = None  # a PNG of the attention per hop on the first test story
 
     def world(self) -> World:
         return World(**{k: getattr(self, k) for k in WORLD_KEYS})
@@ -106,36 +103,34 @@ def save_checkpoint(path: str, *, model: MemN2N, vocab: Vocabulary, answers: lis
         history=history, train_config=config.to_dict(), schedule=dict(schedule), rng=rng_state()))
 
 
-def load_checkpoint(path: str, map_location="cpu") -> dict:
-    """A checkpoint of this model (its kind checked), a ValueError naming the file
-    otherwise."""
-    return checkpoints.load_checkpoint(path, KIND, map_location)
+def check_numbers(config) -> None:
+    """The numeric options no run can use, refused by name before anything is read or written."""
+    check_fields(config, POSITIVE, "lr")
+    check_fields(config, NON_NEGATIVE, "support_weight")
+    check_fields(config, CLIP, "clip")
+    check_fields(config, FRACTION, "noise", "valid_fraction")
+    check_fields(config, COUNT_OR_OFF, "anneal_every", "linear_start")
+    check_fields(config, one_of(("task", "vocabulary"), "'task' or 'vocabulary'"), "answers")
+    check_fields(config, one_of(("sgd", "adam"), "'sgd' or 'adam'"), "optimizer")
+
+
+RECIPE = Recipe(KIND, TrainConfig, logger, check_numbers, MAY_CHANGE_ON_RESUME,
+                RUN_OPTIONS + ("plot",), NEWER_OPTIONS)
+load_checkpoint = RECIPE.load_checkpoint
 
 
 def model_from_checkpoint(state: dict):
     """(model in eval mode, vocabulary, answer words) of a loaded checkpoint."""
-    config = dict(state["model_config"])
-    model = MemN2N(config.pop("vocab_size"), config.pop("num_answers"),
-                   counts=None if config["output"] == "full" else state["counts"], **config)
-    model.load_state_dict(state["model"])
-    return model.eval(), Vocabulary.from_state_dict(state["vocab"]), list(state["answers"])
+    counts = None if state["model_config"]["output"] == "full" else state["counts"]
+    return (restore_model(MemN2N, state, "vocab_size", "num_answers", counts=counts).eval(),
+            Vocabulary.from_state_dict(state["vocab"]), list(state["answers"]))
 
 
-def _resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterable[str]]
-             ) -> TrainConfig:
-    values = run_values(config, state, given, may_change=MAY_CHANGE_ON_RESUME,
-                        run_options=RUN_OPTIONS, added=NEWER_OPTIONS)
-    if values["answers"] not in ("task", "vocabulary"):
-        raise ValueError(f"answers must be 'task' or 'vocabulary', got {values['answers']!r}")
+def _settle(values: dict, state: Optional[dict]) -> None:
+    """Refuse what the settled options cannot run (a resumed run's included)."""
     if values["tie_answers"] and values["answers"] != "vocabulary":
         raise ValueError("tie_answers needs answers 'vocabulary' (one answer per word)")
-    if values["optimizer"] not in ("sgd", "adam"):
-        raise ValueError(f"optimizer must be 'sgd' or 'adam', got {values['optimizer']!r}")
-    if values["device"] is None:
-        values["device"] = "cuda" if torch.cuda.is_available() else "cpu"
     check_source(values["babi_dir"], values["babi_task"])  # before a file is claimed
-    claim_files(values, KIND, config)
-    return TrainConfig(**values)
 
 
 def load_data(config: TrainConfig, vocab: Optional[Vocabulary] = None,
@@ -154,10 +149,14 @@ def load_data(config: TrainConfig, vocab: Optional[Vocabulary] = None,
         answers = (vocab.itos if config.answers == "vocabulary"
                    else answer_words(config.task, world))
     encoded = {k: encode(v, vocab, answers) for k, v in split.items()}
-    counts = torch.ones(len(answers), dtype=torch.float64)  # +1: every answer can be drawn
-    for item in encoded["train"]:
-        counts[item[2]] += 1
-    return dict(split, vocab=vocab, answers=answers, encoded=encoded, counts=counts)
+    return dict(split, vocab=vocab, answers=answers, encoded=encoded,
+                counts=babi.answer_counts(encoded["train"], len(answers)))
+
+
+def _build(config: TrainConfig, data: dict) -> MemN2N:
+    return MemN2N(len(data["vocab"]), len(data["answers"]),
+                  counts=None if config.output == "full" else data["counts"],
+                  **{k: getattr(config, k) for k in MODEL_KEYS})
 
 
 @torch.no_grad()
@@ -212,24 +211,6 @@ def support_loss(scores: list, support: torch.Tensor) -> torch.Tensor:
     return total / len(scores)
 
 
-def check_numbers(config) -> None:
-    """The numeric options no run can use, refused by name before anything is read or written."""
-    def bad(name, rule):
-        value = getattr(config, name)
-        raise ValueError(f"{name} must be {rule}, got {value}")
-    if not (math.isfinite(config.lr) and config.lr > 0):
-        bad("lr", "a positive number")
-    if not (math.isfinite(config.support_weight) and config.support_weight >= 0):
-        bad("support_weight", "a number ≥ 0")
-    if not (math.isfinite(config.clip) and config.clip >= 0):
-        bad("clip", "a number ≥ 0 (0: off)")
-    if not 0 <= config.noise < 1:
-        bad("noise", "in [0, 1)")
-    for name in ("anneal_every", "linear_start"):
-        if getattr(config, name) < 0:
-            bad(name, "an integer ≥ 0 (0: off)")
-
-
 def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callable] = None
         ) -> dict:
     """Train (or, with config.resume, continue) a memory network; returns dict(model, history,
@@ -237,69 +218,28 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
     TrainConfig.checkpoint); on resume the options in `given` (default: those differing from
     the defaults) must agree with the checkpoint except MAY_CHANGE_ON_RESUME. Progress goes to
     `log` (default: this module's logger, at INFO)."""
-    if isinstance(config, dict):
-        config = TrainConfig(**config)
-    check_numbers(config)
-    state = load_checkpoint(config.resume) if config.resume else None
-    config = _resolve(config, state, given)
-    if state is not None:
-        model, vocab, answers = model_from_checkpoint(state)
-        data = data or load_data(config, vocab, answers)
-    else:
-        data = data or load_data(config)
-        torch.manual_seed(config.seed)
-        model = MemN2N(len(data["vocab"]), len(data["answers"]),
-                       counts=None if config.output == "full" else data["counts"],
-                       **{k: getattr(config, k) for k in MODEL_KEYS})
+    config, state = RECIPE.start(config, given, _settle)
+    model, data = RECIPE.model_and_data(config, state, data, restore=model_from_checkpoint,
+                                        load_data=load_data, build=_build)
     model.to(config.device).train()
-    opt_cls = torch.optim.Adam if config.optimizer == "adam" else torch.optim.SGD
-    opt = opt_cls(model.parameters(), lr=config.lr)
-    schedule = dict(linear=config.linear_start > 0, best=math.inf)
-    trainer = Trainer(KIND, model, opt, config, log=log, module_logger=logger, state=lambda: dict(
+    opt = make_optimizer(config.optimizer, model.parameters(), config.lr)
+    schedule = dict(state["schedule"]) if state is not None else dict(
+        linear=config.linear_start > 0, best=math.inf)
+    trainer = RECIPE.trainer(model, opt, config, state, log=log, state=lambda: dict(
         model_config=model.config, model=model.state_dict(), vocab=data["vocab"].state_dict(),
         answers=list(data["answers"]), counts=data["counts"], schedule=dict(schedule)))
-    if state is not None:
-        trainer.resume(state)
-        schedule = state["schedule"]
-        trainer.log(f"resuming {config.resume}: {trainer.epoch} epochs done, training to epoch "
-                    f"{config.epochs}")
     train, valid = data["encoded"]["train"], data["encoded"]["valid"]
-    if "tasks" in data:
-        trainer.log(describe_source(data))
-    trainer.log(f"{config.babi_task or config.task}: {len(train)} train / {len(valid)} valid / "
-                f"{len(data['encoded']['test'])} test stories, vocab {len(data['vocab'])}, "
-                f"{len(data['answers'])} answers, {sum(p.numel() for p in model.parameters())} "
-                f"parameters, output {config.output}, {config.hops} hops, tying {config.tying}")
-    trainer.log(f"checkpoint: {config.checkpoint}")
-
-    def zero_padding_rows() -> None:
-        with torch.no_grad():  # the padding word stays the zero vector
-            for e in model.embeddings:
-                e.weight[0].zero_()
+    _log_start(trainer, config, data, model)
 
     def train_epoch(epoch: int) -> dict:
+        # --linear-fixed: the schedule starts once linear start is over (the authors' code)
         after = epoch - 1 - (config.linear_start if config.linear_fixed else 0)
-        lr = config.lr * 0.5 ** (max(after, 0) // config.anneal_every) if config.anneal_every \
-            else config.lr
-        for group in opt.param_groups:
-            group["lr"] = lr
+        lr = halving_lr(opt, config.lr, after, config.anneal_every)
         linear = schedule["linear"] and epoch <= config.linear_start
-
-        def step_loss(b):
-            b = b.to(config.device)
-            u, _, scores = model.hops_of(b.story, b.mask, b.query, linear)
-            loss = model.head(u, b.answer)
-            if config.supporting_facts:
-                loss = loss + config.support_weight * support_loss(scores, b.support)
-            return loss, len(b)
-
-        stats = run_epoch(step_loss, batches(train, config.batch_size,
-                                             memory_size=config.memory_size, shuffle=True,
-                                             seed=config.seed * 100003 + epoch - 1,
-                                             noise=config.noise), opt,
-                          parameters=list(model.parameters()), clip=config.clip,
-                          after_step=zero_padding_rows, progress=trainer.epoch_bar(
-                              math.ceil(len(train) / config.batch_size), epoch, config.progress))
+        stats = trainer.train_epoch(epoch, _step_loss(model, config, linear), batches(
+            train, config.batch_size, memory_size=config.memory_size, shuffle=True,
+            seed=epoch_seed(config.seed, epoch), noise=config.noise), len(train),
+            after_step=lambda: _zero_padding_rows(model))
         # During linear start the model being trained, and so the one whose validation loss
         # says when to stop, has no softmax.
         ev = evaluate(model, valid, device=config.device, linear=linear) if valid else dict(
@@ -311,28 +251,63 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
                     valid_accuracy=ev["accuracy"], support_hits=ev["support_hits"], lr=lr,
                     linear=linear, seconds=stats["seconds"])
 
-    def describe(row: dict) -> str:
-        return (f"epoch {row['epoch']:3d} | train loss {row['train_loss']:.4f} | valid loss "
-                f"{row['valid_loss']:.4f} acc {row['valid_accuracy']:.1f}% | support hits "
-                f"{row['support_hits']:.0f}% | lr {row['lr']:.3g}"
-                f"{' linear' if row['linear'] else ''} | {row['seconds']:.1f} s")
+    trainer.fit(config.epochs, train_epoch, _describe)
+    return _finish(trainer, data)
 
-    history = trainer.fit(config.epochs, train_epoch, describe)
+
+def _log_start(trainer, config: TrainConfig, data: dict, model: MemN2N) -> None:
+    train, valid = data["encoded"]["train"], data["encoded"]["valid"]
+    if "tasks" in data:
+        trainer.log(describe_source(data))
+    trainer.log(f"{config.babi_task or config.task}: {len(train)} train / {len(valid)} valid / "
+                f"{len(data['encoded']['test'])} test stories, vocab {len(data['vocab'])}, "
+                f"{len(data['answers'])} answers, {count_parameters(model)} "
+                f"parameters, output {config.output}, {config.hops} hops, tying {config.tying}")
+    trainer.log(f"checkpoint: {config.checkpoint}")
+
+
+def _step_loss(model: MemN2N, config: TrainConfig, linear: bool) -> Callable:
+    def step_loss(b):
+        b = b.to(config.device)
+        u, _, scores = model.hops_of(b.story, b.mask, b.query, linear)
+        loss = model.head(u, b.answer)
+        if config.supporting_facts:
+            loss = loss + config.support_weight * support_loss(scores, b.support)
+        return loss, len(b)
+    return step_loss
+
+
+def _zero_padding_rows(model: MemN2N) -> None:
+    with torch.no_grad():  # the padding word stays the zero vector
+        for e in model.embeddings:
+            e.weight[0].zero_()
+
+
+def _describe(row: dict) -> str:
+    return (f"epoch {row['epoch']:3d} | train loss {row['train_loss']:.4f} | valid loss "
+            f"{row['valid_loss']:.4f} acc {row['valid_accuracy']:.1f}% | support hits "
+            f"{row['support_hits']:.0f}% | lr {row['lr']:.3g}"
+            f"{' linear' if row['linear'] else ''} | {row['seconds']:.1f} s")
+
+
+def _finish(trainer, data: dict) -> dict:
+    """fit's result: the trained model's test results, logged, per bAbI task too (by_task),
+    and the attention plot written when asked for."""
+    model, config = trainer.model, trainer.config
     test = evaluate(model, data["encoded"]["test"], device=config.device)
-    trainer.log(f"test accuracy {test['accuracy']:.2f}% ({len(data['encoded']['test'])} stories), "
-        f"support hits {test['support_hits']:.1f}%")
     by_task = evaluate_tasks(model, data, config.device)
-    for task, res in by_task.items():
-        trainer.log(f"bAbI task {task}: test error {100 - res['accuracy']:.1f}%")
-    trainer.log(f"saved {config.checkpoint}")
+    result = finish_run(trainer, data, test, f"test accuracy {test['accuracy']:.2f}% "
+                        f"({len(data['encoded']['test'])} stories), support hits "
+                        f"{test['support_hits']:.1f}%",
+                        *(f"bAbI task {task}: test error {100 - res['accuracy']:.1f}%"
+                          for task, res in by_task.items()))
     if config.plot:
         from .plots import plot_attention
 
         plot_attention(model, data["vocab"], data["answers"], data["test"][0], config.plot,
                        overwrite=True, device=config.device)
         trainer.log(f"wrote {config.plot}")
-    return dict(model=model, history=history, test=test, data=data, config=config,
-                checkpoint=config.checkpoint, by_task=by_task)
+    return dict(result, by_task=by_task)
 
 
 def evaluate_tasks(model: MemN2N, data: dict, device="cpu") -> dict:
@@ -349,18 +324,12 @@ def evaluate_checkpoint(path: str, *, test_size: Optional[int] = None, seed: Opt
     results."""
     state = load_checkpoint(path)
     model, vocab, answers = model_from_checkpoint(state)
-    config = TrainConfig(**dict(state["train_config"], resume=None, checkpoint=None))
-    if babi_dir is not None:
-        if config.babi_task is None:
-            raise ValueError(f"{path} was trained on generated stories, not on bAbI files")
-        config.babi_dir = babi_dir
+    config = RECIPE.saved_config(state, babi_dir=babi_dir, test_size=test_size, seed=seed)
+    if babi_dir is not None and config.babi_task is None:
+        raise ValueError(f"{path} was trained on generated stories, not on bAbI files")
     if config.babi_task is not None and (test_size is not None or seed is not None):
         raise ValueError(f"{path} was trained on bAbI files, whose test set is fixed: "
                          f"test_size and seed apply to generated stories")
-    if test_size is not None:
-        config.test_size = test_size
-    if seed is not None:
-        config.seed = seed
     data = load_data(config, vocab, answers)
     model.to(device)
     return dict(evaluate(model, data["encoded"]["test"], device=device), model=model,

@@ -15,19 +15,10 @@ from ..babi import Story
 from ..vocabulary import Vocabulary
 from .data import PAD, Batch, batches, build_vocabulary, collate, encode, hop_targets, split_valid
 from .model import MemNN
-from .training import (
-    MAY_CHANGE_ON_RESUME,
-    TrainConfig,
-    evaluate,
-    evaluate_checkpoint,
-    fit,
-    load_checkpoint,
-    load_data,
-    model_from_checkpoint,
-)
+from . import training
+from .training import *  # noqa: F403 -- the names of training.__all__
 
 __all__ = [
-    "Batch", "MAY_CHANGE_ON_RESUME", "MemNN", "PAD", "Story", "TrainConfig", "Vocabulary",
-    "batches", "build_vocabulary", "collate", "encode", "evaluate", "evaluate_checkpoint", "fit",
-    "hop_targets", "load_checkpoint", "load_data", "model_from_checkpoint", "split_valid",
-]
+    "Batch", "MemNN", "PAD", "Story", "Vocabulary", "batches", "build_vocabulary", "collate",
+    "encode", "hop_targets", "split_valid",
+] + training.__all__

@@ -23,11 +23,9 @@ from typing import List, Sequence
 import torch
 from torch import Tensor
 
-from ..babi import Story
-from ..vocabulary import UNK, Vocabulary
-
-PAD = "<pad>"
-SPECIALS = (PAD, UNK)
+# PAD and split_valid are re-exported: names of the package since before babi.py had them
+from ..babi import PAD, SPECIALS, MemoryBatch, Story, encode_story, split_valid  # noqa: F401
+from ..vocabulary import Vocabulary
 
 
 def build_vocabulary(stories: Sequence[Story]) -> Vocabulary:
@@ -50,25 +48,16 @@ def encode(stories: Sequence[Story], vocab: Vocabulary) -> list:
         if not s.support:
             raise ValueError(f"the question {' '.join(s.question)!r} has no supporting facts; "
                              f"the strongly supervised network needs them")
-        out.append(([vocab.encode(w) for w in s.sentences], vocab.encode(s.question),
-                    vocab.encode([s.answer])[0], list(s.support)))
+        out.append(encode_story(s, vocab, vocab.encode([s.answer])[0], list(s.support)))
     return out
 
 
 @dataclass
-class Batch:
-    story: Tensor
-    mask: Tensor
-    query: Tensor
-    answer: Tensor
+class Batch(MemoryBatch):
+    """Padded questions (see the module's docstring) with targets [B, K]: hop k's supporting
+    memory, -1 where it fell out of memory."""
+
     targets: Tensor
-
-    def to(self, device) -> "Batch":
-        return Batch(*(t.to(device) for t in (self.story, self.mask, self.query, self.answer,
-                                              self.targets)))
-
-    def __len__(self) -> int:
-        return self.answer.numel()
 
 
 def hop_targets(support: Sequence[int], hops: int) -> List[int]:
@@ -111,10 +100,3 @@ def batches(items: Sequence[tuple], batch_size: int, *, memory_size: int, hops: 
     for start in range(0, len(order), batch_size):
         yield collate([items[i] for i in order[start:start + batch_size]], memory_size, hops)
 
-
-def split_valid(stories: Sequence[Story], fraction: float):
-    """(train, valid): the last `fraction` of the training questions held out."""
-    if not 0.0 <= fraction < 1.0:
-        raise ValueError(f"valid_fraction must be in [0, 1), got {fraction}")
-    n_valid = int(round(fraction * len(stories)))
-    return list(stories[:len(stories) - n_valid]), list(stories[len(stories) - n_valid:])
