@@ -29,7 +29,11 @@ any other.
 import ast
 import os
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import fastsoftmax
+
+# The folder holding the fastsoftmax that the tests import: the tree's own under `make test`,
+# the installed wheel's when the suite runs from a copy of tests/ outside the tree.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(fastsoftmax.__file__)))
 PACKAGE = "fastsoftmax"
 # Written by the build, not kept in git: modules (without imports) in a fresh checkout too.
 BUILT = ("fastsoftmax._C", "fastsoftmax._build_info")
