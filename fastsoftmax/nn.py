@@ -4,18 +4,20 @@ Every output layer shares one interface (OutputLayer) and a registry (`make_head
 `register_head`) from which every model takes its head by name; this module holds the
 registry and gathers the layers, each defined beside its functional in its family's module
 under fastsoftmax.losses. FullSoftmaxLoss, SampledSoftmaxLoss, NCELoss and
-NegativeSamplingLoss are each a drop-in for torch.nn.LinearCrossEntropyLoss: the same positional arguments and keyword defaults (bias=False,
-ignore_index=None), the output embedding held as the nn.Linear `linear` (`linear.weight` [V, D],
-`linear.bias` [V]; also readable as `linear_weight`/`linear_bias`), or a given Parameter (tying
-with an input embedding), and state dicts that load both ways; `weight` [V] is a per-class
-rescaling. Older state dicts (keys 'linear_weight'/'linear_bias', or before 0.1 'weight' [V, D]
-and 'bias') migrate on load.
+NegativeSamplingLoss are each a drop-in for torch.nn.LinearCrossEntropyLoss: the same
+positional arguments and keyword defaults (bias=False, ignore_index=None), the output
+embedding held as the nn.Linear `linear` (`linear.weight` [V, D], `linear.bias` [V]; also
+readable as `linear_weight`/`linear_bias`), or a given Parameter (tying with an input
+embedding), and state dicts that load both ways; `weight` [V] is a per-class rescaling.
+Older state dicts (keys 'linear_weight'/'linear_bias', or before 0.1 'weight' [V, D] and
+'bias') migrate on load.
 
 In training mode `forward(input, target, *, generator=None)` returns the sampled loss (drawn
 with `generator` when given); in eval mode the exact full-softmax cross entropy with the same
 reduction, `weight` and `label_smoothing` as F.cross_entropy: exp(eval loss) is a
 perplexity. The full-softmax paths (`eval` loss, `log_prob`, `predict`) are the streaming
-functionals of fastsoftmax.functional (streaming_logsumexp): no block of logits larger than `chunk_bytes` exists at once, also for V in the millions.
+functionals of fastsoftmax.functional (streaming_logsumexp): no block of logits larger than
+`chunk_bytes` exists at once, also for V in the millions.
 
 The default sampler of SampledSoftmaxLoss and NCELoss is log-uniform, which assumes class ids
 sorted by falling frequency (id 0 the most frequent). In training the layer checks its first
