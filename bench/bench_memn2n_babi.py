@@ -7,6 +7,9 @@ flushed) as soon as the run ends, so a long sweep that is stopped keeps what it 
     python bench/bench_memn2n_babi.py --babi-dir DIR --joint-only
     python bench/bench_memn2n_babi.py --babi-dir DIR --tie --out TIED.csv  # W^T = C^K
     python bench/bench_memn2n_babi.py --summary                       # the markdown table
+    python bench/bench_memn2n_babi.py --babi-dir DIR --tie --tasks 6 15 16 18 --restarts 3 \
+        --noise-style time --out bench/results/memn2n-babi-departures-cpu.csv
+    python bench/bench_memn2n_babi.py --departures --out bench/results/memn2n-babi-departures-cpu.csv
 
 Each run is one call of fastsoftmax.models.memn2n.fit (`fastsoftmax-memn2n train --babi-dir
 DIR --babi-task N`) with the paper's options: position and temporal encoding, linear start
@@ -18,13 +21,26 @@ adjacent tying, memory of the 50 latest sentences, SGD, batch 32, the learning r
 every `anneal` epochs. The paper's learning rate 0.005 (with linear start) and clipping at
 40 apply, in its authors' code, to the gradient of the loss summed over the batch; fit()
 averages over the batch, so the same steps are --lr 32 × 0.005 = 0.16 and --clip 40 / 32 =
-1.25 (identical plain-SGD updates, except that their code clips each weight matrix's norm
-and ours the norm of all gradients together). Restart r uses seed r; the summary keeps, per task, the
-restart of lowest validation error (ties: the first).
+1.25 (identical plain-SGD updates; each weight matrix clipped on its own, as theirs, unless
+--clip-style global). Restart r uses seed r; the summary keeps, per task, the restart of
+lowest validation error (ties: the first).
+
+The departures from the authors' Matlab code (MemN2N-babi-matlab) that TrainConfig can
+switch, with fit's defaults: --position-weights authors (else sentence / longest),
+--empty-slots (their memory slots, the empty ones in the softmax with score 0),
+--clip-style spectral (each weight matrix clipped on its own; global: all together),
+--no-punctuation ('.' and '?' dropped, as their parser does), --noise-style memories (time:
+their gaps in the time indices instead of attended empty memories). The first four are
+theirs because they measured better (memn2n-babi-departures-cpu.csv); the rows of
+memn2n-babi-cpu.csv and memn2n-babi-tied-cpu.csv came before, from --position-weights
+sentence --no-empty-slots --clip-style global --punctuation.
 
 Rows of bench/results/memn2n-babi-cpu.csv: mode (task / joint), task, error (test error %),
 valid_error, epochs (linear start included), linear (its epochs), restart, restarts (of the
-sweep), seed, seconds (of the run), machine, command.
+sweep), seed, seconds (of the run), machine, command. A new file also gets variant (the
+run's settings: answer layer, schedule, departures) and train_error (% on the training
+stories at the end: the paper and the authors keep the restart of lowest training error);
+rows appended to an older file keep that file's columns.
 """
 
 import argparse
@@ -42,8 +58,8 @@ from fastsoftmax.models import memn2n as mn  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 CSV = os.path.join(RESULTS, "memn2n-babi-cpu.csv")
-FIELDS = ("mode", "task", "error", "valid_error", "epochs", "linear", "restart", "restarts",
-          "seed", "seconds", "machine", "command")
+FIELDS = ("mode", "task", "variant", "error", "valid_error", "train_error", "epochs", "linear",
+          "restart", "restarts", "seed", "seconds", "machine", "command")
 
 
 def machine() -> str:
@@ -51,9 +67,14 @@ def machine() -> str:
 
 
 def append(path: str, rows: list) -> None:
-    new = not os.path.exists(path)
+    """Append rows (and the header to a new file); an existing file keeps its own columns."""
+    new = not os.path.exists(path) or os.path.getsize(path) == 0
+    fields = FIELDS
+    if not new:
+        with open(path, newline="") as f:
+            fields = next(csv.reader(f))
     with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         if new:
             w.writeheader()
         w.writerows(rows)
@@ -73,23 +94,63 @@ def run(args, task: str, restart: int, folder: str) -> list:
         epochs=epochs, anneal_every=args.joint_anneal if joint else args.anneal,
         answers="vocabulary" if args.tie else "task", tie_answers=args.tie,
         linear_start=linear, linear_fixed=True, noise=0.1, seed=restart, device="cpu",
-        progress=False, force=True,
+        progress=False, force=True, noise_style=args.noise_style,
+        position_weights=args.position_weights, empty_slots=args.empty_slots,
+        clip_style=args.clip_style, punctuation=args.punctuation,
         checkpoint=os.path.join(folder, f"babi-{task}-seed{restart}.pt"))
     start = time.perf_counter()
     res = mn.fit(config, log=lambda line: print(f"[{task}/{restart}] {line}", flush=True))
     seconds = time.perf_counter() - start
     model = res["model"]
+    # per task, and jointly over the tasks (by_task keeps no training split)
+    train = mn.evaluate(model, res["data"]["encoded"]["train"])
     rows = []
     for t, split in res["data"]["by_task"].items():
         valid = mn.evaluate(model, split["valid"])
         rows.append(dict(mode="joint" if joint else "task", task=t,
+                         variant=variant(args, epochs, linear, joint),
                          error=f"{100 - res['by_task'][t]['accuracy']:.1f}",
-                         valid_error=f"{100 - valid['accuracy']:.1f}", epochs=epochs,
+                         valid_error=f"{100 - valid['accuracy']:.1f}",
+                         train_error=f"{100 - train['accuracy']:.1f}", epochs=epochs,
                          linear=linear,
                          restart=restart, restarts=args.restarts, seed=restart,
                          seconds=f"{seconds:.0f}", machine=machine(),
                          command=" ".join(sys.argv)))
     return rows
+
+
+def variant(args, epochs: int, linear: int, joint: bool) -> str:
+    """The run's settings in a few words: answer layer, schedule, then each departure set."""
+    anneal = args.joint_anneal if joint else args.anneal
+    parts = ["tied" if args.tie else "separate", f"e{epochs}/ls{linear}/half{anneal}"]
+    parts += [f"noise={args.noise_style}"] if args.noise_style != "memories" else []
+    parts += ([f"pe={args.position_weights}"] if args.position_weights != "sentence" else [])
+    parts += ["empty-slots"] if args.empty_slots else []
+    parts += [f"clip={args.clip_style}"] if args.clip_style != "global" else []
+    parts += ["no-punct"] if not args.punctuation else []
+    return " ".join(parts)
+
+
+def departures(path: str) -> str:
+    """Markdown: per task and variant, the runs' test error mean ± standard deviation (and
+    the mean validation and training errors), over the seeds run."""
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    cells = {}
+    for r in rows:
+        cells.setdefault((int(r["task"]), r["variant"]), []).append(r)
+    lines = ["| task | variant | seeds | test error % | valid % | train % |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for (task, name), runs in sorted(cells.items()):
+        err = [float(r["error"]) for r in runs]
+        mean = sum(err) / len(err)
+        sd = (sum((e - mean) ** 2 for e in err) / max(len(err) - 1, 1)) ** 0.5
+        valid = sum(float(r["valid_error"]) for r in runs) / len(runs)
+        train = sum(float(r["train_error"]) for r in runs) / len(runs)
+        lines.append(f"| {task} | {name} | {','.join(r['seed'] for r in runs)} | "
+                     f"{mean:.1f} ± {sd:.1f} ({min(err):.1f}–{max(err):.1f}) | {valid:.1f} | "
+                     f"{train:.1f} |")
+    return "\n".join(lines)
 
 
 def summary(path: str) -> str:
@@ -142,15 +203,28 @@ def main():
     p.add_argument("--tie", action="store_true",
                    help="the paper's answer layer: W^T = C^K over the vocabulary (else a "
                         "separate layer over the training answers)")
+    d = mn.TrainConfig()  # the departures' defaults: fit's
+    p.add_argument("--noise-style", choices=mn.data.NOISE_STYLES, default=d.noise_style)
+    p.add_argument("--position-weights", choices=mn.model.POSITION_WEIGHTS,
+                   default=d.position_weights)
+    p.add_argument("--empty-slots", action=argparse.BooleanOptionalAction,
+                   default=d.empty_slots,
+                   help="the authors' empty memory slots in the softmax (score 0)")
+    p.add_argument("--clip-style", choices=mn.clipping.CLIP_STYLES, default=d.clip_style)
+    p.add_argument("--punctuation", action=argparse.BooleanOptionalAction,
+                   default=d.punctuation,
+                   help="keep '.' and '?' as words (the authors' parser drops them)")
     p.add_argument("--joint", action="store_true", help="also one joint run (seed 0)")
     p.add_argument("--joint-only", action="store_true")
     p.add_argument("--checkpoints", default="babi-checkpoints",
                    help="folder of the runs' checkpoints")
     p.add_argument("--out", default=CSV)
     p.add_argument("--summary", action="store_true", help="print the table of --out and stop")
+    p.add_argument("--departures", action="store_true",
+                   help="print --out's errors per task and variant and stop")
     args = p.parse_args()
-    if args.summary:
-        print(summary(args.out))
+    if args.summary or args.departures:
+        print(departures(args.out) if args.departures else summary(args.out))
         return
     if args.babi_dir is None:
         p.error("give --babi-dir or set $FASTSOFTMAX_BABI")

@@ -129,3 +129,17 @@ def test_cli_bad_files_are_one_sentence(ckpt, tmp_path, capsys):
 def test_console_script_is_declared():
     with open(os.path.join(ROOT, "pyproject.toml")) as f:
         assert 'fastsoftmax-memn2n = "fastsoftmax.cli.memn2n:main"' in f.read()
+
+
+def test_cli_switches_each_departure_from_the_authors_code(tmp_path):
+    # Each of the five options reaches the run's TrainConfig, both ways for the switches.
+    path = str(tmp_path / "d.pt")
+    assert cli.main(train_args("--noise-style", "time", "--position-weights", "sentence",
+                               "--no-empty-slots", "--clip-style", "global", "--punctuation",
+                               "--checkpoint", path)) == 0
+    saved = mn.load_checkpoint(path)["train_config"]
+    assert (saved["noise_style"], saved["position_weights"], saved["empty_slots"],
+            saved["clip_style"], saved["punctuation"]) == ("time", "sentence", False,
+                                                           "global", True)
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["train", "--clip-style", "max"])

@@ -115,11 +115,33 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
                                        "learning-rate schedule starting after it"))
     t.add_argument("--noise", type=float, default=d.noise,
                    help="share of empty memories added to training stories")
+    _departures(t, d)
     t.add_argument("--seed", type=int, default=d.seed, help="seed of the stories and training")
     t.add_argument("--plot", default=d.plot,
                    help="PNG of the attention per hop on the first test story (none unless "
                         "given)")
     add_run_options(t, d, "memn2n", mn.MAY_CHANGE_ON_RESUME, "--plot")
+
+
+def _departures(t: argparse.ArgumentParser, d) -> None:
+    """Where the paper's text and the authors' Matlab code differ (the defaults are theirs
+    where they measured better: docs/models/memn2n.md)."""
+    t.add_argument("--noise-style", choices=mn.NOISE_STYLES, default=d.noise_style,
+                   help="'memories': empty memories inserted; 'time': gaps in the time "
+                        "indices only, as the authors' code")
+    t.add_argument("--position-weights", choices=mn.POSITION_WEIGHTS,
+                   default=d.position_weights,
+                   help="position encoding: each sentence's length, the longest one's, or "
+                        "the authors' centred weights")
+    t.add_argument("--empty-slots", action=argparse.BooleanOptionalAction,
+                   default=d.empty_slots,
+                   help="empty memory slots take part in the softmax with score 0")
+    t.add_argument("--clip-style", choices=mn.CLIP_STYLES, default=d.clip_style,
+                   help="gradient clipping: all together ('global'), or each weight matrix "
+                        "by its Frobenius ('tensor') or spectral norm")
+    t.add_argument("--punctuation", action=argparse.BooleanOptionalAction,
+                   default=d.punctuation,
+                   help="keep '.' and '?' as words in the real bAbI files")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,7 +17,9 @@ The command line is fastsoftmax.cli.memn2n (`fastsoftmax-memn2n`).
 
 from ..vocabulary import Vocabulary
 from .answering import answer_stories, check_words, parse_stories
+from .clipping import CLIP_STYLES
 from .data import (
+    NOISE_STYLES,
     PAD,
     TASKS,
     Batch,
@@ -34,13 +36,14 @@ from .data import (
     stream,
     tokenize,
 )
-from .model import TYINGS, MemN2N, attend, position_encoding
+from .model import POSITION_WEIGHTS, TYINGS, MemN2N, attend, position_encoding
 from .plots import attention_figure, plot_attention
 from . import training
 from .training import *  # noqa: F403 -- the names of training.__all__
 
 __all__ = [
-    "Batch", "MemN2N", "PAD", "Story", "TASKS", "TYINGS", "Vocabulary", "World", "add_noise",
+    "Batch", "CLIP_STYLES", "MemN2N", "NOISE_STYLES", "PAD", "POSITION_WEIGHTS", "Story",
+    "TASKS", "TYINGS", "Vocabulary", "World", "add_noise",
     "answer_stories", "answer_words", "attend", "attention_figure", "batches",
     "build_vocabulary", "check_words", "collate", "encode", "generate", "make_task",
     "parse_stories", "plot_attention", "position_encoding", "stream", "tokenize",

@@ -16,8 +16,10 @@ so the error is reported per task.
 A test question whose answer no training question has cannot be named by the answer layer:
 it is encoded with answer id -1 (UNKNOWN_ANSWER), counts as an error in the accuracy and is
 left out of the loss, and `unknown_answers` says how many there are (0 in bAbI v1.2 1k).
+With config.punctuation False the '.' and '?' words are dropped, as the authors' code does.
 """
 
+import dataclasses
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -25,6 +27,7 @@ from .. import babi
 from ..vocabulary import Vocabulary
 
 UNKNOWN_ANSWER = -1
+PUNCTUATION = (".", "?")
 SIZE = "1k"
 
 
@@ -81,6 +84,13 @@ def read_splits(babi_dir: str, tasks: Sequence[int], valid_fraction: float
             for task in tasks}
 
 
+def without_punctuation(story: babi.Story) -> babi.Story:
+    """The story without its '.' and '?' words (the authors' parseBabiTask.m strips them)."""
+    return dataclasses.replace(
+        story, sentences=[[w for w in s if w not in PUNCTUATION] for s in story.sentences],
+        question=[w for w in story.question if w not in PUNCTUATION])
+
+
 def load_babi(config, vocab: Optional[Vocabulary] = None, answers: Optional[list] = None
               ) -> dict:
     """load_data's dict for the real files named by config.babi_dir / config.babi_task, with
@@ -90,6 +100,9 @@ def load_babi(config, vocab: Optional[Vocabulary] = None, answers: Optional[list
     check_source(config.babi_dir, config.babi_task)
     tasks = parse_tasks(config.babi_task)
     splits = read_splits(config.babi_dir, tasks, config.valid_fraction)
+    if not getattr(config, "punctuation", True):
+        splits = {t: {k: [without_punctuation(s) for s in v] for k, v in split.items()}
+                  for t, split in splits.items()}
     train_file = [s for t in tasks for k in ("train", "valid") for s in splits[t][k]]
     if vocab is None:
         # The answers are words too ("apple,football" one of them), so that the answer layer

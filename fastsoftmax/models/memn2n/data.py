@@ -22,7 +22,9 @@ Batches (B stories, M memories, J words per sentence), memories in story order, 
                           fact whose order does not matter)
 """
 
+import dataclasses
 import itertools
+import math
 import random
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence
@@ -215,9 +217,15 @@ def answer_words(task: str, world: World) -> List[str]:
 @dataclass
 class Batch(MemoryBatch):
     """Padded stories (see the module's docstring) with support [B, M]: each memory's rank
-    among the supporting facts, 0 for the others."""
+    among the supporting facts, 0 for the others; and age [B, M], each memory's temporal
+    index, only where the time noise set it (None: the model's n - 1 - i)."""
 
     support: Tensor
+    age: Optional[Tensor] = None
+
+    def to(self, device) -> "Batch":
+        return Batch(*(None if getattr(self, f.name) is None else getattr(self, f.name).to(device)
+                       for f in dataclasses.fields(self)))
 
 
 def encode(stories: Sequence[Story], vocab: Vocabulary, answers: Sequence[str]) -> list:
@@ -276,16 +284,44 @@ def add_noise(item: tuple, fraction: float, rng: random.Random) -> tuple:
     return out, question, answer, [(where[i], r) for i, r in support]
 
 
+def time_noise(count: int, fraction: float, memory_size: int, rng: random.Random) -> List[int]:
+    """The ages of a story's `count` (kept) memories, oldest first, under the authors' random
+    noise (MemN2N-babi-matlab, train.m): b ~ uniform on 0..ceil(fraction × count) blanks,
+    the memories take `count` of the time indices 0..count + b - 1 at random, in order, and
+    an index past the memory (≥ memory_size) is memory_size - 1. No memory is added: the
+    gaps are in the time indices only. Without blanks the ages are count - 1, ..., 0."""
+    blanks = rng.randint(0, math.ceil(count * fraction))
+    ages = sorted(rng.sample(range(count + blanks), count), reverse=True)
+    return [min(a, memory_size - 1) for a in ages]
+
+
+def with_time_noise(batch: Batch, fraction: float, memory_size: int,
+                    rng: random.Random) -> Batch:
+    """The batch with time_noise's ages (padding memories: 0)."""
+    age = torch.zeros_like(batch.mask, dtype=torch.int64)
+    for b, n in enumerate(batch.mask.sum(-1).tolist()):
+        age[b, :n] = torch.tensor(time_noise(n, fraction, memory_size, rng), dtype=torch.int64)
+    return dataclasses.replace(batch, age=age)
+
+
+NOISE_STYLES = ("memories", "time")
+
+
 def batches(items: Sequence[tuple], batch_size: int, *, memory_size: int, shuffle: bool = False,
-            seed: int = 0, noise: float = 0.0):
+            seed: int = 0, noise: float = 0.0, noise_style: str = "memories"):
     """Batches of `batch_size` stories; shuffle and noise drawn from `seed` (one stream per
-    epoch, so a resumed run sees the batches an uninterrupted one would)."""
+    epoch, so a resumed run sees the batches an uninterrupted one would). `noise_style`
+    'memories': add_noise's empty memories; 'time': time_noise's gaps in the ages."""
+    if noise_style not in NOISE_STYLES:
+        raise ValueError(f"noise_style must be one of {NOISE_STYLES}, got {noise_style!r}")
     order = list(range(len(items)))
     rng = random.Random(seed)
     if shuffle:
         rng.shuffle(order)
     for start in range(0, len(order), batch_size):
         chunk = [items[i] for i in order[start:start + batch_size]]
-        if noise > 0:
+        if noise > 0 and noise_style == "memories":
             chunk = [add_noise(item, noise, rng) for item in chunk]
-        yield collate(chunk, memory_size)
+        batch = collate(chunk, memory_size)
+        yield (with_time_noise(batch, noise, memory_size, rng)
+               if noise > 0 and noise_style == "time" else batch)

@@ -25,29 +25,54 @@ from ..babi import check_answer_layer
 from ..heads import model_head
 
 TYINGS = ("adjacent", "layerwise")
+# "sentence": the paper's l_kj with each sentence's own length; "longest": with the longest
+# sentence of the data; "authors": the authors' code's weights (authors_weights)
+POSITION_WEIGHTS = ("sentence", "longest", "authors")
 
 
-def position_encoding(words: Tensor, dim: int, dtype=torch.float32) -> Tensor:
-    """l [*, J, D] for word ids [*, J] (0 = padding): with J_s the sentence's own length and
-    j = 1..J_s, l_kj = (1 - j/J_s) - (k/D)(1 - 2j/J_s). Padding positions get 0."""
-    length = (words != 0).sum(-1, keepdim=True).clamp(min=1).to(dtype)  # [*, 1]
+def position_encoding(words: Tensor, dim: int, dtype=torch.float32,
+                      length: Optional[int] = None) -> Tensor:
+    """l [*, J, D] for word ids [*, J] (0 = padding): with j = 1..J and k = 1..D,
+    l_kj = (1 - j/L) - (k/D)(1 - 2j/L), L the sentence's own length (`length` None) or the
+    fixed `length` (the longest sentence of the data). Padding positions get 0."""
+    if length is None:
+        L = (words != 0).sum(-1, keepdim=True).clamp(min=1).to(dtype)  # [*, 1]
+    else:
+        L = torch.full((1,), float(length), device=words.device, dtype=dtype)
     j = torch.arange(1, words.shape[-1] + 1, device=words.device, dtype=dtype)  # [J]
     k = torch.arange(1, dim + 1, device=words.device, dtype=dtype)  # [D]
-    ratio = (j / length).unsqueeze(-1)  # [*, J, 1]
+    ratio = (j / L).unsqueeze(-1)  # [*, J, 1]
     enc = (1 - ratio) - (k / dim) * (1 - 2 * ratio)
     return enc * (words != 0).unsqueeze(-1).to(dtype)
 
 
+def authors_weights(positions: int, length: int, dim: int, dtype=torch.float32) -> Tensor:
+    """The position weights of the authors' Matlab code (MemN2N-babi-matlab, build_model.m),
+    [positions, D]: w_kj = 1 + 4 (k - (D+1)/2)(j - (J+1)/2) / (D J) for j = 1..`positions`,
+    J = `length` (theirs counts one slot more than the longest sentence: the time word's)."""
+    j = torch.arange(1, positions + 1, dtype=dtype).unsqueeze(-1)  # [positions, 1]
+    k = torch.arange(1, dim + 1, dtype=dtype)  # [D]
+    return 1 + 4 * (k - (dim + 1) / 2) * (j - (length + 1) / 2) / (dim * length)
+
+
 def attend(u: Tensor, memory_in: Tensor, memory_out: Tensor, mask: Tensor,
-           linear: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
+           linear: bool = False, empty: Optional[Tensor] = None
+           ) -> Tuple[Tensor, Tensor, Tensor]:
     """One hop: u [B, D], memories [B, M, D], mask [B, M] → (o [B, D], p [B, M], scores).
     p = softmax of u . m_i over the real memories; `linear` (linear start) uses the scores
-    themselves, zero on padding."""
+    themselves, zero on padding. `empty` [B] (the authors' code): so many more empty memory
+    slots, of score 0 and output 0, share the softmax's mass."""
     scores = torch.einsum("bd,bmd->bm", u, memory_in)
     if linear:
         p = scores * mask.to(scores.dtype)
-    else:
+    elif empty is None:
         p = torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1)
+    else:
+        s = scores.masked_fill(~mask, -math.inf)
+        # log(#empty) stands for the empty slots' exp(0) each; -inf when there are none
+        log_z = torch.logsumexp(torch.cat([s, empty.to(s.dtype).log().unsqueeze(-1)], -1),
+                                dim=-1, keepdim=True)
+        p = (s - log_z).exp()
     return torch.einsum("bm,bmd->bd", p, memory_out), p, scores
 
 
@@ -65,6 +90,12 @@ class MemN2N(nn.Module):
     a normal distribution of standard deviation `init_std`, and `tie_answers` (the answer layer W tied to the last hop's C, as the
     authors' code does).
 
+    Departures toward the authors' Matlab code (MemN2N-babi-matlab), all off by default:
+    `position_weights` 'longest' (the paper's l_kj with L = `sentence_length`, the longest
+    sentence of the data) or 'authors' (their build_model.m weights, authors_weights, the
+    time vector read through the last slot's), and `empty_slots` S > 0 (their memory of S
+    slots: a story of n sentences also has S - n empty ones, of score 0, in the softmax).
+
     `features(story, mask, query, linear)` → (u_{K+1} [B, D], [p_1 .. p_K] each [B, M]);
     `forward(story, mask, query, answer)` → (head loss, attentions): the head's training
     objective in training mode, the exact cross entropy in eval mode.
@@ -74,7 +105,8 @@ class MemN2N(nn.Module):
                  memory_size: int = 50, tying: str = "adjacent", position_encoding: bool = True,
                  temporal_encoding: bool = True, output: str = "full", num_sampled: int = 16,
                  counts: Optional[Tensor] = None, init_std: float = 0.1,
-                 tie_answers: bool = False):
+                 tie_answers: bool = False, position_weights: str = "sentence",
+                 sentence_length: int = 0, empty_slots: int = 0):
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("num_answers", num_answers),
                             ("embed_dim", embed_dim), ("hops", hops),
@@ -91,8 +123,14 @@ class MemN2N(nn.Module):
                            position_encoding=position_encoding,
                            temporal_encoding=temporal_encoding, output=output,
                            num_sampled=num_sampled, init_std=init_std)
-        if tie_answers:  # only recorded when set: older checkpoints' configs stay loadable
-            self.config["tie_answers"] = True
+        _check_departures(position_weights, sentence_length, empty_slots)
+        # only recorded when set: older checkpoints' configs stay loadable
+        for key, value, default in (("tie_answers", tie_answers, False),
+                                    ("position_weights", position_weights, "sentence"),
+                                    ("sentence_length", sentence_length, 0),
+                                    ("empty_slots", empty_slots, 0)):
+            if value != default:
+                self.config[key] = value
         # adjacent: K + 1 embeddings E_0..E_K (A_k = E_{k-1}, C_k = E_k, B = E_0);
         # layer-wise: B, A, C.
         n = hops + 1 if tying == "adjacent" else 3
@@ -142,28 +180,52 @@ class MemN2N(nn.Module):
     def _weights(self, words: Tensor) -> Optional[Tensor]:
         if not self.config["position_encoding"]:
             return None
-        return position_encoding(words, self.config["embed_dim"], self.embeddings[0].weight.dtype)
+        style, dim = self.config.get("position_weights", "sentence"), self.config["embed_dim"]
+        dtype = self.embeddings[0].weight.dtype
+        if style == "authors":
+            w = authors_weights(words.shape[-1], self._authors_length(), dim, dtype)
+            return w.to(words.device) * (words != 0).unsqueeze(-1).to(dtype)
+        return position_encoding(words, dim, dtype, length=self.config.get("sentence_length")
+                                 if style == "longest" else None)
 
-    def hops_of(self, story: Tensor, mask: Tensor, query: Tensor, linear: bool = False
-                ) -> Tuple[Tensor, List[Tensor], List[Tensor]]:
+    def _authors_length(self) -> int:
+        """The authors' J: the longest sentence, plus the time word's slot when there is one
+        (config_babi.m)."""
+        return self.config["sentence_length"] + int(self.config["temporal_encoding"])
+
+    def _time_weight(self) -> Optional[Tensor]:
+        """[D]: the authors' code reads the time word through the last position's weights."""
+        if (self.config.get("position_weights") != "authors"
+                or not self.config["position_encoding"]):
+            return None
+        J = self._authors_length()
+        return authors_weights(J, J, self.config["embed_dim"],
+                               self.embeddings[0].weight.dtype)[-1]
+
+    def hops_of(self, story: Tensor, mask: Tensor, query: Tensor, linear: bool = False,
+                age: Optional[Tensor] = None) -> Tuple[Tensor, List[Tensor], List[Tensor]]:
         """story [B, M, J], mask [B, M], query [B, J'] → (u_{K+1} [B, D], attention weights
         per hop, and the scores u_k . m_i they come from, -inf on padding: K tensors [B, M]
-        each). `linear`: linear start (the weights are the raw scores, no softmax)."""
+        each). `linear`: linear start (the weights are the raw scores, no softmax). `age`
+        [B, M]: each memory's temporal index (default: n - 1 - i, i.e. the most recent 0)."""
         limit = self.config["memory_size"]
         if story.shape[1] > limit:
             raise ValueError(f"a story has {story.shape[1]} memories; this model holds {limit} "
                              f"(memory_size)")
-        weights = self._weights(story)
-        # Memory i of a story with n sentences is the (n - 1 - i)-th most recent.
-        age = (mask.sum(-1, keepdim=True) - 1
-               - torch.arange(story.shape[1], device=story.device)).clamp(min=0)
+        weights, time_weight = self._weights(story), self._time_weight()
+        if age is None:  # memory i of a story with n sentences is the (n - 1 - i)-th latest
+            age = (mask.sum(-1, keepdim=True) - 1
+                   - torch.arange(story.shape[1], device=story.device)).clamp(min=0)
+        slots = self.config.get("empty_slots", 0)
+        empty = (slots - mask.sum(-1)).clamp(min=0) if slots and not linear else None
         memories = {}  # adjacent tying reads C_k and A_{k+1} from one embedding: once
 
         def memory(which: int) -> Tensor:
             if which not in memories:
                 m = self._embed(which, story, weights)  # [B, M, D]
                 if self.config["temporal_encoding"]:
-                    m = m + self.temporal[which][age]
+                    t = self.temporal[which][age]
+                    m = m + (t if time_weight is None else t * time_weight)
                 memories[which] = m
             return memories[which]
 
@@ -171,16 +233,16 @@ class MemN2N(nn.Module):
         attention, scores = [], []
         for hop in range(self.hops):
             a, c = self._pair(hop)
-            o, p, s = attend(u, memory(a), memory(c), mask, linear)
+            o, p, s = attend(u, memory(a), memory(c), mask, linear, empty)
             u = (self.H(u) if self.H is not None else u) + o
             attention.append(p)
             scores.append(s.masked_fill(~mask, -math.inf))
         return u, attention, scores
 
-    def features(self, story: Tensor, mask: Tensor, query: Tensor, linear: bool = False
-                 ) -> Tuple[Tensor, List[Tensor]]:
+    def features(self, story: Tensor, mask: Tensor, query: Tensor, linear: bool = False,
+                 age: Optional[Tensor] = None) -> Tuple[Tensor, List[Tensor]]:
         """(u_{K+1} [B, D], attention weights per hop, K tensors [B, M])."""
-        u, attention, _ = self.hops_of(story, mask, query, linear)
+        u, attention, _ = self.hops_of(story, mask, query, linear, age)
         return u, attention
 
     def forward(self, story: Tensor, mask: Tensor, query: Tensor, answer: Tensor,
@@ -197,3 +259,13 @@ class MemN2N(nn.Module):
         """(answer ids [B] of the exact softmax, attention per hop)."""
         u, attention = self.features(story, mask, query)
         return self.head.predict(u), attention
+
+
+def _check_departures(position_weights: str, sentence_length: int, empty_slots: int) -> None:
+    if position_weights not in POSITION_WEIGHTS:
+        raise ValueError(f"position_weights must be one of {POSITION_WEIGHTS}, "
+                         f"got {position_weights!r}")
+    if position_weights != "sentence":
+        check_size("sentence_length", sentence_length)
+    if isinstance(empty_slots, bool) or not isinstance(empty_slots, int) or empty_slots < 0:
+        raise ValueError(f"empty_slots must be an integer ≥ 0, got {empty_slots!r}")
