@@ -40,17 +40,19 @@ def group_norm(grads: List[torch.Tensor], style: str) -> torch.Tensor:
     return torch.linalg.matrix_norm(rows, ord=2)
 
 
-def clip_per_group(groups: List[List[torch.nn.Parameter]], max_norm: float, style: str) -> int:
+def clip_per_group(groups: List[List[torch.nn.Parameter]], max_norm: float,
+                   style: str) -> torch.Tensor:
     """Rescale each group's gradients to norm `max_norm` where their norm exceeds it; returns
-    how many groups were rescaled."""
-    clipped = 0
+    how many groups were rescaled, as a tensor. The scale stays on the device (min(1,
+    max_norm / norm), no branch on the norm), so a training step reads nothing back."""
+    clipped = torch.zeros((), dtype=torch.int64, device=groups[0][0].device if groups else None)
     for group in groups:
         grads = [p.grad for p in group if p.grad is not None]
         if not grads:
             continue
-        norm = float(group_norm(grads, style))
-        if norm > max_norm:
-            for g in grads:
-                g.mul_(max_norm / norm)
-            clipped += 1
+        norm = group_norm(grads, style)
+        scale = (max_norm / norm.clamp(min=torch.finfo(norm.dtype).tiny)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(scale.to(g.dtype))
+        clipped = clipped + (norm > max_norm)
     return clipped
