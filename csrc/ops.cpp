@@ -16,6 +16,10 @@ void define_ops(torch::stable::detail::StableLibrary& m) {
   m.def(
       "sample_unique(Tensor prob, Tensor alias, Tensor seed, int num_classes, int kind,"
       " int num_sampled) -> (Tensor sampled, Tensor num_tries)");
+  // The device checks' switch and counter (stable.h): defer_checks 1 defers the value checks
+  // of device ids, 0 makes them read back at once, -1 leaves them; returns how many reads of
+  // device data to the host this library's ops have made. `like` is any CPU tensor.
+  m.def("device_reads(Tensor like, int defer_checks) -> int");
 
   // Losses. Forward and backward are separate ops, joined in Python by register_autograd;
   // the samples are inputs, never redrawn. input [N, D], weight [V, D], bias [V],

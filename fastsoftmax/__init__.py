@@ -35,6 +35,7 @@ from .nn import (
     make_head,
     register_head,
 )
+from .ops import deferred_checks
 from .optim import clip_grad_norm
 from .samplers import (
     AliasSampler,
@@ -69,5 +70,5 @@ __all__ = [
     # samplers, the class tree, the frequency estimator
     "AliasSampler", "LogUniformSampler", "SampledValues", "Sampler", "UniformSampler",
     "UnigramSampler", "ClassTree", "FrequencyEstimator",
-    "build_info", "clip_grad_norm",
+    "build_info", "clip_grad_norm", "deferred_checks",
 ]

@@ -11,6 +11,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from .ops import _checks
+
 REDUCTIONS = ("mean", "sum", "none")
 
 
@@ -64,11 +66,15 @@ def check_class_weight(weight, num_classes: int, device: torch.device,
     return weight
 
 
-def check_target_range(safe: Tensor, num_classes: int) -> None:
-    """Every id of `safe` (the targets, ignored rows replaced by a valid id) in
-    [0, num_classes), or a ValueError naming the offending ids; under torch.compile an
-    asynchronous assert (no host sync). The ops check ids too, but the exact losses use the
-    targets before any op runs."""
+def check_target_range(safe: Tensor, num_classes: int) -> Tensor:
+    """`safe` (the targets, ignored rows replaced by a valid id) once every id is known to lie
+    in [0, num_classes), or a ValueError naming the offending ids; under torch.compile an
+    asynchronous assert, and within fastsoftmax's deferred checks a device flag (no host sync
+    either way: the ids come back with bad entries replaced by 0). The ops check ids too, but
+    the exact losses use the targets before any op runs."""
+    checks = _checks.pending()
+    if checks is not None and _checks.on_device(safe):
+        return checks.ids(safe, num_classes, "target")
     in_range = ((safe >= 0) & (safe < num_classes)).all()
     message = f"target ids must lie in [0, {num_classes}) or equal ignore_index"
     if torch.compiler.is_compiling():
@@ -77,6 +83,7 @@ def check_target_range(safe: Tensor, num_classes: int) -> None:
         bad = safe[(safe < 0) | (safe >= num_classes)]
         raise ValueError(f"{message}; found {int(bad.min())} (min offending) and "
                          f"{int(bad.max())} (max offending)")
+    return safe
 
 
 def check_label_smoothing(value) -> float:

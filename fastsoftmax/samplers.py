@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from . import ops
+from .ops import _checks
 from ._sampler_inputs import _as_int, _shape, _weights_tensor
 
 DeviceLike = Union[str, torch.device, None]
@@ -79,6 +80,9 @@ class Sampler:
             raise TypeError(f"{name} must be an int64 (or int32) tensor, got {ids.dtype}")
         if ids.device != self.device:
             raise ValueError(f"{name} is on {ids.device} but the sampler is on {self.device}")
+        checks = _checks.pending()
+        if checks is not None and _checks.on_device(ids):  # no host sync in a step
+            return checks.ids(ids.long(), self.num_classes, name)
         if ids.numel() and bool(((ids < 0) | (ids >= self.num_classes)).any()):
             lo, hi = int(ids.min()), int(ids.max())
             raise ValueError(

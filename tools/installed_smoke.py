@@ -215,6 +215,21 @@ def main() -> int:
                     raise AssertionError(f"{name}: loss {loss.item()} or its gradient is wrong")
             return ", ".join(losses)
 
+        @check("deferred checks")
+        def _():  # the loop's checks: a bad target is reported when they are read
+            h, w = torch.randn(3, 8), torch.randn(20, 8)
+            with fs.deferred_checks() as checks:
+                fs.full_softmax_loss(h, w, torch.tensor([1, 2, 3]))
+                checks.raise_pending()
+            try:
+                fs.sampled_softmax_loss(h, w, torch.tensor([1, 2, 25]), num_sampled=4)
+            except ValueError as e:
+                if "25 (max offending)" not in str(e):
+                    raise
+            else:
+                raise AssertionError("a target of 25 among 20 classes was accepted")
+            return f"{fs.ops.device_reads()} device reads so far"
+
         @check("model")
         def _():
             from fastsoftmax.models import Word2Vec

@@ -123,9 +123,9 @@ inline void check_forward(const Tensor& input, const Tensor& weight, const Tenso
                  links.sizes());
   FS_CHECK_VALUE(max_depth >= 1 && max_depth <= V - 1, "max_depth must lie in [1, ", V - 1,
                  "] for ", V, " classes, got ", max_depth);
-  if (input.is_cpu())
+  if (on_host(input))
     check_values_cpu(target, links, V, ignore_index, check_link_values);
-  else
+  else if (checks_read_back())
     check_values_device(target, links, V, ignore_index, check_link_values);
 }
 

@@ -105,7 +105,7 @@ struct FS_HIDDEN IdChecks {
 
   void ids(const Tensor& t, const std::string& name) {
     if (t.numel() == 0) return;
-    if (t.is_cpu()) return check_cpu(t, name);
+    if (on_host(t)) return check_cpu(t, name);
     Tensor bad = outside(t, 0, num_classes);
     if (name == "target") {
       const Tensor ignored = equals(t, ignore_index);
@@ -123,7 +123,7 @@ struct FS_HIDDEN IdChecks {
   void target(const Tensor& t) { ids(t, "target"); }
 
   void run() const {
-    if (flags.empty()) return;
+    if (flags.empty() || !checks_read_back()) return;
     const Tensor f = to_cpu(call("aten::stack", "", flags, int64_t{0}));
     const bool* is_bad = data<bool>(f);
     for (size_t i = 0; i < flags.size(); ++i)

@@ -98,7 +98,7 @@ inline void check_weights(const Tensor& weights) {
   FS_CHECK_VALUE(weights.numel() < (int64_t{1} << 31),
                  "at most 2^31 - 1 classes are supported, got ", weights.numel());
   bool f[3] = {false, false, true};  // non-finite, negative, all zero
-  if (weights.is_cpu()) {
+  if (on_host(weights)) {
     const Tensor w = contiguous(weights);
     FS_DISPATCH_FLOATING(w.scalar_type(), "alias_build", [&] {
       const scalar_t* v = data<scalar_t>(w);
@@ -205,6 +205,14 @@ std::tuple<Tensor, Tensor> build_alias_table(const Tensor& weights) {
   Tensor alias = empty({n}, kInt, device);
   Backend::finalize(scaled, packed_values, packed_ids, lights_through, prob, alias);
   return {prob, alias};
+}
+
+// The op device_reads (csrc/ops.cpp): the deferred-checks switch and the host-read counter.
+inline int64_t device_reads(const Tensor& /*like*/, int64_t defer_checks) {
+  FS_CHECK_VALUE(defer_checks >= -1 && defer_checks <= 1,
+                 "defer_checks must be -1 (unchanged), 0 or 1, got ", defer_checks);
+  if (defer_checks >= 0) deferred_checks.store(defer_checks == 1);
+  return host_reads.load();
 }
 
 }  // namespace fastsoftmax

@@ -17,6 +17,7 @@
 #include <torch/headeronly/util/Half.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <sstream>
@@ -148,9 +149,32 @@ inline Tensor scalar(double value, ScalarType dtype, Device device) {
 inline Tensor to(const Tensor& t, ScalarType dtype) {
   return t.scalar_type() == dtype ? t : torch::stable::to(t, dtype);
 }
+// ---- reads from the device -----------------------------------------------------------------
+// Every copy of device data to the host waits for the device: a training step must make
+// none. The emulated CUDA build (FASTSOFTMAX_EMULATE_CUDA, tests only) keeps its "device"
+// tensors on the CPU but takes the device paths (on_host is false) and counts each read
+// (host_reads), so that the tests see every synchronisation a GPU would make.
+inline std::atomic<int64_t> host_reads{0};
+inline bool on_host(const Tensor& t) {
+#ifdef FASTSOFTMAX_EMULATE_CUDA
+  (void)t;
+  return false;
+#else
+  return t.is_cpu();
+#endif
+}
 inline Tensor to_cpu(const Tensor& t) {
+  if (on_host(t)) return t;
+  host_reads.fetch_add(1, std::memory_order_relaxed);
   return t.is_cpu() ? t : torch::stable::to(t, Device(torch::headeronly::DeviceType::CPU));
 }
+
+// Deferred device checks (fastsoftmax.deferred_checks, set by the op set_deferred_checks):
+// while set, the value checks of device ids (ranges, unique sampling's give-up) read nothing
+// back. The Python op wrappers then keep the checks' flags on the device, replace bad ids by
+// valid ones before any kernel sees them, and raise the same errors when the flags are read.
+inline std::atomic<bool> deferred_checks{false};
+inline bool checks_read_back() { return !deferred_checks.load(std::memory_order_relaxed); }
 
 // A 0-dim CPU operand: ATen's elementwise ops take it next to tensors of any device, as a
 // Python number would be, with no device allocation or copy.

@@ -16,7 +16,7 @@ namespace w2v {
 // (min, max) of a non-empty int32 tensor: read in place on the CPU; on a device both come to
 // the host in one copy.
 inline std::pair<int64_t, int64_t> int32_range(const Tensor& t) {
-  if (t.is_cpu()) {
+  if (on_host(t)) {
     const int32_t* v = data<int32_t>(t);
     const auto mm = std::minmax_element(v, v + t.numel());
     return {*mm.first, *mm.second};

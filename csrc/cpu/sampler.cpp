@@ -239,6 +239,7 @@ STABLE_TORCH_LIBRARY_IMPL(fastsoftmax, CPU, m) {
   m.impl("alias_build", TORCH_BOX(&alias_build_cpu));
   m.impl("sample", TORCH_BOX(&sample_cpu));
   m.impl("sample_unique", TORCH_BOX(&sample_unique_cpu));
+  m.impl("device_reads", TORCH_BOX(&device_reads));
 }
 
 }  // namespace fastsoftmax

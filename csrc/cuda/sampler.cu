@@ -291,9 +291,10 @@ std::tuple<Tensor, Tensor> sample_unique_cuda(const Tensor& prob, const Tensor& 
     FS_LAUNCH(sample_unique_kernel<kUniform>, 1, kUniqueThreads, 0, p, a, stride, s,
               num_classes, num_sampled, bits, o, nt);
   }
-  // The kernel gives up as the CPU does (kMaxUniqueTries draws); one host synchronisation
-  // raises the CPU's error instead of handing on ids of -1.
-  check_unique_found(sampler::item<int64_t>(tries) >= 0, num_sampled);
+  // The kernel gives up as the CPU does (kMaxUniqueTries draws) with num_tries -1. One host
+  // synchronisation raises the CPU's error instead of handing on ids of -1, unless the
+  // checks are deferred: the op wrapper then keeps num_tries < 0 as a device flag.
+  if (checks_read_back()) check_unique_found(sampler::item<int64_t>(tries) >= 0, num_sampled);
   return {out, tries};
 }
 
@@ -303,6 +304,9 @@ FS_CUDA_IMPL(m) {
   m.impl("alias_build", TORCH_BOX(&alias_build_cuda));
   m.impl("sample", TORCH_BOX(&sample_cuda));
   m.impl("sample_unique", TORCH_BOX(&sample_unique_cuda));
+#ifdef FASTSOFTMAX_EMULATE_CUDA  // the emulated ops take CPU tensors; the product's is in cpu/
+  m.impl("device_reads", TORCH_BOX(&device_reads));
+#endif
 }
 
 }  // namespace fastsoftmax

@@ -197,7 +197,7 @@ def full_softmax_loss(
         raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__}")
     eps = check_label_smoothing(label_smoothing)
     safe = torch.where(t2 == ignore_index, torch.zeros_like(t2), t2)
-    check_target_range(safe, linear_weight.shape[0])
+    safe = check_target_range(safe, linear_weight.shape[0])
     row_weight = None if weight is None else weight.to(acc_dtype(h))[safe[:, 0]]
     loss, lse = _full_rows(h, linear_weight, linear_bias, safe, weight, row_weight, eps,
                            chunk_bytes, softcap, want_lse=bool(z_loss) or return_lse)

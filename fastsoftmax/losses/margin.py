@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from .. import ops
+from ..ops import _checks
 from .._layer_parts import SAMPLER_ARGS, refuse_label_smoothing
 from .._margin_stream import StreamedHinge, scores
 from .._reduction import finish, loss_rows
@@ -74,7 +75,7 @@ def _stream_hinge(h, linear_weight, linear_bias, t, safe, margin, p, ignore_inde
     count of violators), over blocks of at most chunk_bytes of scores, in the forward and
     (made again) in the backward."""
     # The op checks ids too, but the exact losses gather the target rows before any op runs.
-    check_target_range(safe, linear_weight.shape[0])
+    safe = check_target_range(safe, linear_weight.shape[0])
     return StreamedHinge.apply(h, linear_weight, linear_bias, t, safe, margin, p, ignore_index,
                                chunk_bytes)
 
@@ -166,6 +167,9 @@ def _negatives(h, V, lead, num_sampled, sampler, sampled, generator):
     if sampled.device != h.device:
         raise ValueError(f"sampled is on {sampled.device} but input is on {h.device}")
     neg = negatives_as_rows(sampled, "sampled", lead, h.shape[0])
+    checks = _checks.pending()
+    if checks is not None and _checks.on_device(neg):
+        return checks.ids(neg, V, "sampled")
     bad = (neg < 0) | (neg >= V)
     if not torch.compiler.is_compiling() and bool(bad.any()):
         raise ValueError(f"sampled ids must lie in [0, {V}); found {int(neg[bad].min())} "
@@ -179,7 +183,7 @@ def _sampled_margin(mode, input, linear_weight, target, num_sampled, sampler, ma
                                  ignore_index)
     margin = check_margin(margin, allow_negative=False)
     V = linear_weight.shape[0]
-    check_target_range(safe, V)
+    safe = check_target_range(safe, V)
     neg = _negatives(h, V, lead, num_sampled, sampler, sampled, generator)
     s_t, s_neg = scores(h, linear_weight, linear_bias, safe, neg)
     loss = ops.margin_rank_forward(s_neg, s_t, t, neg, margin, 1, mode, V, int(ignore_index))

@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Optional
 
 from torch import nn
 
+from ..ops import deferred_checks
 from ..optim import clip_grad_norm
 from . import checkpoints
 from .checkpoints import rng_state, set_rng_state
@@ -64,7 +65,8 @@ def run_epoch(step_loss: Callable, batches: Iterable, optimizer, *, parameters=N
     loss_sum = totals["loss_sum"]  # becomes a float64 device tensor at the first step
     steps, examples = totals["steps"], totals["examples"]
 
-    def current() -> dict:
+    def current() -> dict:  # the loop's one read-back point: the id checks come with it
+        checks.raise_pending()
         return dict(loss_sum=float(loss_sum), steps=steps, examples=examples,
                     seconds=time.perf_counter() - start)
 
@@ -76,29 +78,30 @@ def run_epoch(step_loss: Callable, batches: Iterable, optimizer, *, parameters=N
 
     if progress is not None:
         progress.update(steps)
-    for batch in batches:
-        if max_steps is not None and steps >= max_steps:
-            break
-        optimizer.zero_grad(set_to_none=True)
-        loss, size = step_loss(batch)
-        loss.backward()
-        if before_step is not None:
-            before_step()
-        if clip > 0:
-            clip_grad_norm(parameters, clip)
-        optimizer.step()
-        if after_step is not None:
-            after_step()
-        loss_sum = loss_sum + loss.detach().double()
-        steps += 1
-        examples += size
-        if progress is not None:
-            progress.update(1)
-            if steps % log_every == 0:  # one host sync per interval
-                show(current())
-        if on_step is not None:
-            on_step(steps, current)
-    out = current()
+    with deferred_checks() as checks:  # no host sync in a step (fastsoftmax.ops._checks)
+        for batch in batches:
+            if max_steps is not None and steps >= max_steps:
+                break
+            optimizer.zero_grad(set_to_none=True)
+            loss, size = step_loss(batch)
+            loss.backward()
+            if before_step is not None:
+                before_step()
+            if clip > 0:
+                clip_grad_norm(parameters, clip)
+            optimizer.step()
+            if after_step is not None:
+                after_step()
+            loss_sum = loss_sum + loss.detach().double()
+            steps += 1
+            examples += size
+            if progress is not None:
+                progress.update(1)
+                if steps % log_every == 0:  # one host sync per interval
+                    show(current())
+            if on_step is not None:
+                on_step(steps, current)
+        out = current()
     if progress is not None:
         show(out)
         progress.close()

@@ -22,8 +22,9 @@ from .hierarchical import hierarchical_softmax_forward, huffman_tree
 from .margin import MODE_HINGE, MODE_WARP, margin_rank_forward, row_scores
 from .losses import (MODE_NCE, MODE_SOFTMAX, needs_grad, negative_sampling_forward,
                      sampled_logits_forward)
-from .sampling import (KIND_ALIAS, KIND_LOG_UNIFORM, KIND_UNIFORM, alias_build, draw_seed,
-                       sample, sample_unique)
+from ._checks import defer_native_checks, deferred_checks
+from .sampling import (KIND_ALIAS, KIND_LOG_UNIFORM, KIND_UNIFORM, alias_build, device_reads,
+                       draw_seed, sample, sample_unique)
 from .word2vec import corpus_count, corpus_encode, huffman_paths, word2vec_train
 
 _C = _loader.load()
@@ -42,7 +43,9 @@ register(DEFAULT_NAMESPACE)
 
 __all__ = [
     "DEFAULT_NAMESPACE", "KIND_ALIAS", "KIND_LOG_UNIFORM", "KIND_UNIFORM", "MODE_HINGE",
-    "MODE_NCE", "MODE_SOFTMAX", "MODE_WARP", "margin_rank_forward", "alias_build", "corpus_count", "corpus_encode", "current_namespace",
+    "MODE_NCE", "MODE_SOFTMAX", "MODE_WARP", "margin_rank_forward", "alias_build",
+    "corpus_count", "corpus_encode", "current_namespace", "defer_native_checks", "deferred_checks",
+    "device_reads",
     "draw_seed", "hierarchical_softmax_forward", "huffman_paths", "huffman_tree", "namespace",
     "needs_grad", "negative_sampling_forward", "register", "row_scores", "sample", "sample_unique",
     "sampled_logits_forward", "word2vec_train",

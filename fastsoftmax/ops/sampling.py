@@ -7,6 +7,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from . import _checks
 from ._registry import OpParts, _op
 
 KIND_ALIAS, KIND_UNIFORM, KIND_LOG_UNIFORM = 0, 1, 2
@@ -56,9 +57,24 @@ def _sample_fake(prob, alias, seed, num_classes, kind, size):
 def sample_unique(
     prob: Tensor, alias: Tensor, seed: Tensor, num_classes: int, kind: int, num_sampled: int
 ) -> Tuple[Tensor, Tensor]:
-    return _op("sample_unique")(prob, alias, seed, num_classes, kind, num_sampled)
+    sampled, tries = _op("sample_unique")(prob, alias, seed, num_classes, kind, num_sampled)
+    checks = _checks.pending()
+    if checks is not None and _checks.on_device(seed):
+        # The native op gave up without reading back (num_tries -1, ids -1): keep the flag.
+        checks.flag(tries < 0, f"could not find {num_sampled} distinct candidates in the "
+                    f"draws allowed: too few classes have non-negligible probability")
+        sampled = sampled.clamp_min(0)
+    return sampled, tries
 
 
 @PARTS.fake("sample_unique")
 def _sample_unique_fake(prob, alias, seed, num_classes, kind, num_sampled):
     return seed.new_empty(num_sampled, dtype=torch.int64), seed.new_empty((), dtype=torch.int64)
+
+
+def device_reads(defer_checks: int = -1) -> int:
+    """How many reads of device data to the host the current namespace's native ops have made
+    (the tests' emulated build counts every read a GPU would make); `defer_checks` 1 or 0
+    sets the native ops' deferred-checks switch (fastsoftmax.ops._checks)."""
+    return int(_op("device_reads")(torch.empty(0), int(defer_checks)))
+
