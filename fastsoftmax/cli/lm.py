@@ -133,6 +133,12 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
                    help="weights start uniform in ±this")
     t.add_argument("--sparse", action="store_true",
                    help="sparse embedding/output gradients (with adam: SparseAdam for those)")
+    t.add_argument("--compile", nargs="?", const="default", default=d.compile,
+                   choices=("default", "reduce-overhead", "max-autotune",
+                            "max-autotune-no-cudagraphs"), metavar="MODE",
+                   help="run the training step under torch.compile (fullgraph) with this mode: "
+                        "default, reduce-overhead (CUDA graphs), max-autotune, "
+                        "max-autotune-no-cudagraphs (bare --compile: default)")
     t.add_argument("--vocab-parallel", type=positive_int, default=d.vocab_parallel,
                    metavar="N", help="under torchrun: split the output layer's rows over N "
                    "processes (world = data x N)")

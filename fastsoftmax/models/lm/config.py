@@ -9,7 +9,7 @@ from ..skeleton import Recipe, TrainOptions, check_fields, one_of
 from .hs_tree import TREES
 
 # Options that belong to this invocation, not to the model or its training: never compared.
-RUN_OPTIONS = skeleton.RUN_OPTIONS + ("plot",)
+RUN_OPTIONS = skeleton.RUN_OPTIONS + ("plot", "compile")
 # Options a resumed run may change: how far to go, the learning-rate schedule, the data path
 # (its vocabulary must still match), evaluation batching. The rest define the model and its
 # optimisation and must match the checkpoint.
@@ -30,6 +30,8 @@ class TrainConfig(TrainOptions):
             lm-<output>-<time>.pt in the working directory. An existing file other than the
             resumed one is never overwritten unless force.
         plot: PNG of the run's curves, refused if it exists unless force.
+        compile: run the training step's forward and backward under torch.compile with this
+            mode ('reduce-overhead' adds CUDA graphs), fullgraph: see compiled_step.
         progress: None draws the bar only when stderr is a terminal.
         eval_bptt: BPTT length of validation and test (None: bptt).
         hs_tree: the tree of output 'hs': 'huffman' (over the training counts) or 'context'
@@ -74,11 +76,21 @@ class TrainConfig(TrainOptions):
     seed: int = 1234
     encoding: str = "utf-8"
     plot: Optional[str] = None
+    compile: Optional[str] = None  # torch.compile mode of the training step (None: eager)
+
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def check_options(config: TrainConfig) -> None:
     """The output layer's tree options, refused by name unless they go together."""
     check_fields(config, one_of(TREES), "hs_tree")
+    if config.compile is not None and config.compile not in COMPILE_MODES:
+        raise ValueError(f"compile must be one of {COMPILE_MODES} (torch.compile's modes), got "
+                         f"{config.compile!r}")
+    if config.compile is not None and config.vocab_parallel > 1:
+        raise ValueError("--compile does not go with --vocab-parallel (its collectives run in "
+                         "the step)")
     if config.hs_tree != "huffman" and config.output != "hs":
         raise ValueError(f"hs_tree {config.hs_tree!r} needs output 'hs'")
     if (config.hs_tree_model is not None) != (config.hs_tree == "features"):

@@ -20,7 +20,7 @@ from ..skeleton import count_parameters, restore_model
 from ..vocabulary import Vocabulary
 from .hs_tree import build_tree
 from .data import Corpus, batchify, bptt_batches, num_bptt_batches, shard_rows
-from .model import Hidden, RNNLanguageModel, detach_hidden
+from .model import CompiledStep, Hidden, RNNLanguageModel, detach_hidden
 from . import vocab_parallel as vp
 from .distributed import dist_env, gather_streams, init_process_group, map_hidden, pick_device
 
@@ -241,6 +241,8 @@ class _Run:
 
             self.runner = DistributedDataParallel(
                 self.model, device_ids=[device.index] if device.type == "cuda" else None)
+        if config.compile is not None:
+            self.runner = CompiledStep(self.runner, config.compile)
         self.steps_per_epoch = num_bptt_batches(self.train_data, config.bptt)
 
     def _resumed(self) -> dict:
