@@ -2,6 +2,7 @@
 
     python bench/bench_lm.py quality [--config small|medium] [--jobs 2] [--heads full sampled nce]
     python bench/bench_lm.py speed [--datasets wikitext-2 synthetic-800k] [--steps 10]
+    python bench/bench_lm.py breakdown [--datasets ...] [--heads ...] [--device cuda]
 
 quality: Zaremba et al. 2014 on PTB, every head trained in the same run from the same initial
 model, test perplexity always with the exact softmax. `--config small` (default): 2x200 LSTM,
@@ -16,6 +17,10 @@ fastsoftmax.models.lm.fit, the same run as `fastsoftmax-lm train`; its checkpoin
 
 speed: training tokens/s (forward + backward + SGD step of the whole model) per head against
 'full' on WikiText-2 (33k words) and on a synthetic Zipf corpus with an 800k vocabulary.
+
+breakdown: the same steps cut into phases (embedding and RNN forward, head forward, head
+backward, RNN backward, SGD step with zero_grad), the device synchronised at each cut: the
+median milliseconds of each and its share of the step.
 
 Rows are appended to bench/results/lm-<cpu|cuda>.csv (schema: bench/common.py).
 """
@@ -176,6 +181,70 @@ def check_full_nll(model, x, y) -> None:
         raise AssertionError(f"chunked NLL {chunked.item()} != direct {direct.item()}")
 
 
+def speed_model(args, head: str, counts, device) -> "lm.RNNLanguageModel":
+    torch.manual_seed(args.seed)
+    return lm.RNNLanguageModel(counts.numel(), args.size, args.size, 2, output=head,
+                               num_sampled=args.num_sampled, sampler="unigram", counts=counts,
+                               sparse=args.sparse).to(device)
+
+
+PHASES = ("rnn_forward", "head_forward", "head_backward", "rnn_backward", "optimizer")
+
+
+def timed_phases(model, opt, x, y, hidden, device):
+    """One SGD step cut at the features fed to the head: seconds of each of PHASES (the
+    device synchronised at each cut, so phases do not overlap), and the new hidden state."""
+    def clock() -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    marks = [clock()]
+    feats, hidden = model.features(x, lm.detach_hidden(hidden))
+    marks.append(clock())
+    cut = feats.detach().requires_grad_()
+    loss = model.head(cut, y)
+    marks.append(clock())
+    loss.backward()
+    marks.append(clock())
+    feats.backward(cut.grad)
+    marks.append(clock())
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    marks.append(clock())
+    return [b - a for a, b in zip(marks, marks[1:])], hidden
+
+
+def breakdown(args, device):
+    """Where a training step's time goes, per head: median seconds of each phase over
+    --steps steps after --warmup, and its share of their sum."""
+    rows = []
+    for name in args.datasets:
+        ids, counts = speed_data(name)
+        data = lm.batchify(ids, args.batch_size).to(device)
+        for head in args.heads:
+            model = speed_model(args, head, counts, device)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            batches, hidden, times = lm.bptt_batches(data, args.bptt), None, []
+            for step in range(args.warmup + args.steps):
+                x, y = next(batches)
+                seconds, hidden = timed_phases(model, opt, x, y, hidden, device)
+                if step >= args.warmup:
+                    times.append(seconds)
+            med = [statistics.median(col) for col in zip(*times)]
+            total = sum(med)
+            print(f"{name:15s} V={counts.numel():7d} {head:8s} {1e3 * total:8.2f} ms/step: "
+                  + ", ".join(f"{p} {1e3 * m:.2f} ms ({m / total:.0%})"
+                              for p, m in zip(PHASES, med)), flush=True)
+            setting = (f"V={counts.numel()} 2x{args.size} lstm, bs {args.batch_size}, bptt "
+                       f"{args.bptt}, num_sampled {args.num_sampled}, median of {args.steps}")
+            common = dict(case=f"breakdown/{name}", provider=head, shape=setting)
+            for phase, m in zip(PHASES, med):
+                rows.append(dict(common, metric=f"ms_{phase}", value=f"{1e3 * m:.3f}"))
+                rows.append(dict(common, metric=f"share_{phase}", value=f"{m / total:.3f}"))
+    return rows
+
+
 def speed(args, device):
     rows = []
     for name in args.datasets:
@@ -185,18 +254,7 @@ def speed(args, device):
         x0, y0 = next(lm.bptt_batches(data[:2], args.bptt))
         rates = {}
         for head in args.heads:
-            torch.manual_seed(args.seed)
-            model = lm.RNNLanguageModel(
-                v,
-                args.size,
-                args.size,
-                2,
-                output=head,
-                num_sampled=args.num_sampled,
-                sampler="unigram",
-                counts=counts,
-                sparse=args.sparse,
-            ).to(device)
+            model = speed_model(args, head, counts, device)
             check_full_nll(model, x0, y0)
             opt = torch.optim.SGD(model.parameters(), lr=0.1)
             times = []
@@ -263,21 +321,25 @@ def main():
     q.add_argument(
         "--jobs", type=int, default=1, help="heads trained at once, each in its own process"
     )
-    s = sub.add_parser("speed")
-    s.add_argument("--datasets", nargs="+", default=["wikitext-2", "synthetic-800k"])
-    s.add_argument("--heads", nargs="+", default=["full", "sampled", "nce", "neg"])
-    s.add_argument("--num-sampled", type=int, default=1024)
-    s.add_argument("--size", type=int, default=200)
-    s.add_argument(
+    shared = argparse.ArgumentParser(add_help=False)  # the step's setting: speed, breakdown
+    shared.add_argument("--datasets", nargs="+", default=["wikitext-2", "synthetic-800k"])
+    shared.add_argument("--heads", nargs="+", default=["full", "sampled", "nce", "neg"])
+    shared.add_argument("--num-sampled", type=int, default=1024)
+    shared.add_argument("--size", type=int, default=200)
+    shared.add_argument(
         "--sparse", action="store_true", help="sparse embedding (and sampled-head) gradients"
     )
-    s.add_argument("--batch-size", type=int, default=20)
-    s.add_argument("--bptt", type=int, default=20)
-    s.add_argument("--warmup", type=int, default=2)
-    s.add_argument("--steps", type=int, default=10)
-    s.add_argument("--seed", type=int, default=1234)
-    s.add_argument("--device", default=None)
-    s.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    shared.add_argument("--batch-size", type=int, default=20)
+    shared.add_argument("--bptt", type=int, default=20)
+    shared.add_argument("--warmup", type=int, default=2)
+    shared.add_argument("--steps", type=int, default=10)
+    shared.add_argument("--seed", type=int, default=1234)
+    shared.add_argument("--device", default=None)
+    shared.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    s = sub.add_parser("speed", parents=[shared])
+    sub.add_parser("breakdown", parents=[shared],
+                   help="ms of each phase of a step: embedding and RNN forward, head forward, "
+                        "head backward, RNN backward, optimiser")
     bound_model.add_flag(s)
     args = p.parse_args()
     if getattr(args, "bound_model", False):
@@ -292,7 +354,7 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    rows = quality(args, device) if args.bench == "quality" else speed(args, device)
+    rows = dict(quality=quality, speed=speed, breakdown=breakdown)[args.bench](args, device)
     if rows:
         print("wrote", write_results("lm", device, rows))
 
