@@ -126,3 +126,25 @@ def test_unique_sampling_gives_up_with_a_device_flag():
             assert int(tries) == -1 and bool((sampled >= 0).all())  # no id -1 for a kernel
             with pytest.raises(ValueError, match="could not find 2 distinct candidates"):
                 checks.raise_pending()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("head", sorted(HEADS))
+def test_steady_state_steps_on_a_gpu_make_no_sync(head):
+    # torch's own view on a real device: any synchronising call in the steps is an error.
+    model, step = lm_and_step(head)
+    model.cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = [b.cuda() for b in batches(4)]
+    run_epoch(step, data[:1], optimizer, parameters=list(model.parameters()), clip=1.0)
+    with deferred_checks() as checks:
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for batch in data[1:]:
+                optimizer.zero_grad(set_to_none=True)
+                loss, _ = step(batch)
+                loss.backward()
+                optimizer.step()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        checks.raise_pending()
