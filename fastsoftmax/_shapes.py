@@ -68,22 +68,10 @@ def check_class_weight(weight, num_classes: int, device: torch.device,
 
 def check_target_range(safe: Tensor, num_classes: int) -> Tensor:
     """`safe` (the targets, ignored rows replaced by a valid id) once every id is known to lie
-    in [0, num_classes), or a ValueError naming the offending ids; under torch.compile an
-    asynchronous assert, and within fastsoftmax's deferred checks a device flag (no host sync
-    either way: the ids come back with bad entries replaced by 0). The ops check ids too, but
-    the exact losses use the targets before any op runs."""
-    checks = _checks.pending()
-    if checks is not None and _checks.on_device(safe):
-        return checks.ids(safe, num_classes, "target")
-    in_range = ((safe >= 0) & (safe < num_classes)).all()
-    message = f"target ids must lie in [0, {num_classes}) or equal ignore_index"
-    if torch.compiler.is_compiling():
-        torch._assert_async(in_range, message)
-    elif not bool(in_range):
-        bad = safe[(safe < 0) | (safe >= num_classes)]
-        raise ValueError(f"{message}; found {int(bad.min())} (min offending) and "
-                         f"{int(bad.max())} (max offending)")
-    return safe
+    in [0, num_classes) (fastsoftmax.ops._checks.checked_ids: no host sync under
+    torch.compile or within deferred checks). The ops check ids too, but the exact losses use
+    the targets before any op runs."""
+    return _checks.checked_ids(safe, num_classes, "target")
 
 
 def check_label_smoothing(value) -> float:

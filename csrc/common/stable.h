@@ -169,7 +169,7 @@ inline Tensor to_cpu(const Tensor& t) {
   return t.is_cpu() ? t : torch::stable::to(t, Device(torch::headeronly::DeviceType::CPU));
 }
 
-// Deferred device checks (fastsoftmax.deferred_checks, set by the op set_deferred_checks):
+// Deferred device checks (fastsoftmax.deferred_checks, set through the op device_reads):
 // while set, the value checks of device ids (ranges, unique sampling's give-up) read nothing
 // back. The Python op wrappers then keep the checks' flags on the device, replace bad ids by
 // valid ones before any kernel sees them, and raise the same errors when the flags are read.

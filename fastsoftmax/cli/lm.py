@@ -134,8 +134,7 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
     t.add_argument("--sparse", action="store_true",
                    help="sparse embedding/output gradients (with adam: SparseAdam for those)")
     t.add_argument("--compile", nargs="?", const="default", default=d.compile,
-                   choices=("default", "reduce-overhead", "max-autotune",
-                            "max-autotune-no-cudagraphs"), metavar="MODE",
+                   choices=lm.COMPILE_MODES, metavar="MODE",
                    help="run the training step under torch.compile (fullgraph) with this mode: "
                         "default, reduce-overhead (CUDA graphs), max-autotune, "
                         "max-autotune-no-cudagraphs (bare --compile: default)")

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from .._layer_parts import SamplerTables, make_sampler
-from .._shapes import check_count, check_size, check_target_range
+from .._shapes import check_count, check_size
 from ..samplers import SampledValues, Sampler
 from .full import LinearLayer
 
@@ -48,11 +48,9 @@ def draw_candidates(
     sampler: Sampler, true_classes: Tensor, num_sampled: int,
     generator: Optional[torch.Generator] = None,
 ) -> SampledValues:
-    """`sampler.candidates(true_classes, num_sampled, unique=True)` with the targets' check
-    of the exact losses (check_target_range: no host sync under torch.compile or within
-    deferred checks), since their probabilities are looked up before any loss op runs.
-    `true_classes`: the targets, ignored rows replaced by any valid id."""
-    true_classes = check_target_range(true_classes, sampler.num_classes)
+    """`sampler.candidates(true_classes, num_sampled, unique=True)` without its host-side id
+    check, so that it traces under torch.compile; the loss ops check every id natively.
+    `true_classes` must hold valid ids (ignored rows replaced by any valid id)."""
     return sampler._draw_candidates(true_classes, num_sampled, True, generator)
 
 

@@ -167,14 +167,7 @@ def _negatives(h, V, lead, num_sampled, sampler, sampled, generator):
     if sampled.device != h.device:
         raise ValueError(f"sampled is on {sampled.device} but input is on {h.device}")
     neg = negatives_as_rows(sampled, "sampled", lead, h.shape[0])
-    checks = _checks.pending()
-    if checks is not None and _checks.on_device(neg):
-        return checks.ids(neg, V, "sampled")
-    bad = (neg < 0) | (neg >= V)
-    if not torch.compiler.is_compiling() and bool(bad.any()):
-        raise ValueError(f"sampled ids must lie in [0, {V}); found {int(neg[bad].min())} "
-                         f"(min offending) and {int(neg[bad].max())} (max offending)")
-    return neg
+    return _checks.checked_ids(neg, V, "sampled")
 
 
 def _sampled_margin(mode, input, linear_weight, target, num_sampled, sampler, margin,

@@ -66,6 +66,7 @@ def _sampled_logits_loss(input, linear_weight, target, linear_bias, *, mode, num
     check_generator(generator)
     label_smoothing = check_label_smoothing(label_smoothing)
     safe = torch.where(t2 == ignore_index, torch.zeros_like(t2), t2)
+    safe = safe.clamp(0, linear_weight.shape[0] - 1)  # bad ids are refused by the loss op
     candidates, true_count, sampled_count = _candidates(
         sampled, num_sampled, sampler, safe, linear_weight.shape[0], input.device, generator)
     if not isinstance(log_z, Tensor):

@@ -14,7 +14,8 @@ The training loop (fastsoftmax.models.trainer.run_epoch) holds the checks over a
 raises where it reads the loss back anyway: every `log_every` steps, before a checkpoint is
 written and at the epoch's end. Leaving the block raises what is still pending, so no bad
 batch goes unreported. CPU tensors are checked at once as before (a CPU read costs no
-synchronisation); under torch.compile a check is an asynchronous device assert.
+synchronisation); under torch.compile a check is an asynchronous device assert. `checked_ids` is the one
+entry point of the Python side.
 
 The switch is process-wide, as the native ops' is (csrc/common/stable.h).
 """
@@ -36,16 +37,14 @@ class DeferredChecks:
     the smallest and largest offending id seen since the last read."""
 
     def __init__(self) -> None:
-        self._ranges: Dict[tuple, List[Tensor]] = {}  # (name, V, ignore) -> [bad, lo, hi]
+        self._ranges: Dict[tuple, List[Tensor]] = {}  # (name, V, ignore) -> [lo, hi]
         self._flags: Dict[str, Tensor] = {}  # message -> bad
 
     def ids(self, ids: Tensor, num_classes: int, name: str,
             ignore_index: Optional[int] = None) -> Tensor:
         """`ids` with every id outside [0, num_classes) (ignore_index aside) replaced by 0;
         the check of `name` ids is kept on the device."""
-        bad = (ids < 0) | (ids >= num_classes)
-        if ignore_index is not None:
-            bad = bad & (ids != ignore_index)
+        bad = _outside(ids, num_classes, ignore_index)
         lo = torch.where(bad, ids, _INT64_MAX).amin() if ids.numel() else ids.new_tensor(
             _INT64_MAX)
         hi = torch.where(bad, ids, _INT64_MIN).amax() if ids.numel() else ids.new_tensor(
@@ -82,9 +81,7 @@ class DeferredChecks:
         for i, ((name, num_classes, ignore_index), _) in enumerate(ranges):
             lo, hi = values[2 * i], values[2 * i + 1]
             if lo <= hi:
-                tail = " or equal ignore_index" if ignore_index is not None else ""
-                raise ValueError(f"{name} ids must lie in [0, {num_classes}){tail}; found "
-                                 f"{lo} (min offending) and {hi} (max offending)")
+                raise _range_error(name, num_classes, ignore_index, lo, hi)
         for j, (message, _) in enumerate(flags):
             if values[2 * len(ranges) + j]:
                 raise ValueError(message)
@@ -123,7 +120,7 @@ def deferred_checks():
 
 
 def pending() -> Optional[DeferredChecks]:
-    """The open block's checks when `t`'s checks should be deferred, else None."""
+    """The open block's checks (None outside one, and while torch.compile traces)."""
     return None if torch.compiler.is_compiling() else _STATE.checks
 
 
@@ -133,20 +130,39 @@ def on_device(t: Tensor) -> bool:
     return t.device.type != "cpu" or current_namespace() != DEFAULT_NAMESPACE
 
 
-def screen_ids(ids: Tensor, num_classes: int, name: str,
-               ignore_index: Optional[int] = None) -> Tensor:
-    """`ids` as a device kernel may read them: unchanged outside a deferred block or on the
-    CPU (the native op checks them at once); inside, checked on the device and made safe."""
-    if not on_device(ids):
+def _outside(ids: Tensor, num_classes: int, ignore_index: Optional[int]) -> Tensor:
+    bad = (ids < 0) | (ids >= num_classes)
+    return bad if ignore_index is None else bad & (ids != ignore_index)
+
+
+def _range_error(name: str, num_classes: int, ignore_index: Optional[int], lo: int,
+                 hi: int) -> ValueError:
+    tail = " or equal ignore_index" if ignore_index is not None else ""
+    return ValueError(f"{name} ids must lie in [0, {num_classes}){tail}; found {lo} (min "
+                      f"offending) and {hi} (max offending)")
+
+
+def checked_ids(ids: Tensor, num_classes: int, name: str, ignore_index: Optional[int] = None,
+                *, at_once: bool = True) -> Tensor:
+    """`ids` as a kernel may index with them, every id in [0, num_classes) or ignore_index:
+    - under torch.compile, an asynchronous assert (on a device, or whenever `at_once`);
+    - on a device within deferred checks, checked there and made safe (bad ids become 0);
+    - otherwise, with `at_once`, checked now (a ValueError naming the offending ids; a host
+      read on a device); without it, returned unchanged: the native op checks them."""
+    device = on_device(ids)
+    if torch.compiler.is_compiling():
+        if at_once or device:  # the native op may not check (deferred), or comes too late
+            ok = ~_outside(ids, num_classes, ignore_index)
+            torch._assert_async(ok.all(), f"{name} ids must lie in [0, {num_classes})")
         return ids
-    if torch.compiler.is_compiling():  # a device assert: the native op may not check
-        ok = (ids >= 0) & (ids < num_classes)
-        if ignore_index is not None:
-            ok = ok | (ids == ignore_index)
-        torch._assert_async(ok.all(), f"{name} ids must lie in [0, {num_classes})")
-        return ids
-    checks = pending()
-    return ids if checks is None else checks.ids(ids, num_classes, name, ignore_index)
+    if device and _STATE.checks is not None:
+        return _STATE.checks.ids(ids, num_classes, name, ignore_index)
+    if at_once and ids.numel():
+        bad = _outside(ids, num_classes, ignore_index)
+        if bool(bad.any()):
+            raise _range_error(name, num_classes, ignore_index, int(ids[bad].min()),
+                               int(ids[bad].max()))
+    return ids
 
 
 def defer_native_checks(defer: bool) -> None:

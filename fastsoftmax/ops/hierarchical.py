@@ -7,7 +7,7 @@ from typing import Tuple
 import torch
 from torch import Tensor
 
-from ._checks import screen_ids
+from ._checks import checked_ids
 from ._registry import OpParts, _op
 from .losses import _acc_dtype, _sparse_rows_fake, _weight_grad
 
@@ -31,7 +31,7 @@ def hierarchical_softmax_forward(
     input: Tensor, weight: Tensor, target: Tensor, links: Tensor, max_depth: int,
     ignore_index: int, sparse: bool,
 ) -> Tuple[Tensor, Tensor, Tensor]:
-    target = screen_ids(target, weight.shape[0] + 1, "target", int(ignore_index))
+    target = checked_ids(target, weight.shape[0] + 1, "target", int(ignore_index), at_once=False)
     return _op("hierarchical_softmax_forward")(
         input, weight, target, links, int(max_depth), int(ignore_index), bool(sparse)
     )

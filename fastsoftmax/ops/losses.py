@@ -13,7 +13,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._checks import screen_ids
+from ._checks import checked_ids
 from ._registry import OpParts, _op
 
 MODE_SOFTMAX, MODE_NCE = 0, 1
@@ -68,8 +68,8 @@ def negative_sampling_forward(
     whether autograd records input or weight)."""
     if need_grad is None:
         need_grad = needs_grad(input, weight)
-    target = screen_ids(target, weight.shape[0], "target", ignore_index)
-    negatives = screen_ids(negatives, weight.shape[0], "negatives")
+    target = checked_ids(target, weight.shape[0], "target", ignore_index, at_once=False)
+    negatives = checked_ids(negatives, weight.shape[0], "negatives", at_once=False)
     return _op("negative_sampling_forward")(
         input, weight, target, negatives, ignore_index, sparse, bool(need_grad)
     )
@@ -125,8 +125,8 @@ def sampled_logits_forward(
     log_z)."""
     if need_grad is None:
         need_grad = needs_grad(input, weight, bias, log_z)
-    target = screen_ids(target, weight.shape[0], "target", ignore_index)
-    sampled = screen_ids(sampled, weight.shape[0], "sampled")
+    target = checked_ids(target, weight.shape[0], "target", ignore_index, at_once=False)
+    sampled = checked_ids(sampled, weight.shape[0], "sampled", at_once=False)
     return _op("sampled_logits_forward")(
         input, weight, bias, target, sampled, true_expected_count, sampled_expected_count,
         log_z, mode, remove_accidental_hits, ignore_index, sparse, bool(need_grad),

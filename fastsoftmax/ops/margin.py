@@ -6,7 +6,7 @@ the op, so autograd carries the gradient on to input, linear_weight and bias."""
 import torch
 from torch import Tensor
 
-from ._checks import screen_ids
+from ._checks import checked_ids
 from ._registry import OpParts, _op
 
 MODE_HINGE, MODE_WARP = 0, 1
@@ -25,8 +25,8 @@ def margin_rank_forward(scores: Tensor, target_score: Tensor, target: Tensor,
     target_score [N]; candidates [C] or [N, C] name each column's class (a column equal to
     the row's target is left out). mode MODE_HINGE: sum_j max(0, margin - s_y + s_j)^p;
     MODE_WARP: L(floor((num_classes - 1) / trials)) * hinge of the first violating column."""
-    target = screen_ids(target, int(num_classes), "target", int(ignore_index))
-    candidates = screen_ids(candidates, int(num_classes), "candidates")
+    target = checked_ids(target, int(num_classes), "target", int(ignore_index), at_once=False)
+    candidates = checked_ids(candidates, int(num_classes), "candidates", at_once=False)
     return _op("margin_rank_forward")(scores, target_score, target, candidates, float(margin),
                                       int(p), int(mode), int(num_classes), int(ignore_index))
 
@@ -61,7 +61,7 @@ def _margin_rank_backward(backward_op, ctx, grad_loss):
 def row_scores(input: Tensor, weight: Tensor, bias, ids: Tensor) -> Tensor:
     """s[n, k] = input[n].weight[ids[n, k]] + bias[ids[n, k]] [N, K] (float32, float64 for
     float64 input) by fused gather-dots: no [N, K, D] tensor of gathered rows."""
-    ids = screen_ids(ids, weight.shape[0], "ids")
+    ids = checked_ids(ids, weight.shape[0], "ids", at_once=False)
     return _op("row_scores_forward")(input, weight, bias, ids)
 
 

@@ -72,9 +72,7 @@ def _sample_unique_fake(prob, alias, seed, num_classes, kind, num_sampled):
     return seed.new_empty(num_sampled, dtype=torch.int64), seed.new_empty((), dtype=torch.int64)
 
 
-def device_reads(defer_checks: int = -1) -> int:
+def device_reads() -> int:
     """How many reads of device data to the host the current namespace's native ops have made
-    (the tests' emulated build counts every read a GPU would make); `defer_checks` 1 or 0
-    sets the native ops' deferred-checks switch (fastsoftmax.ops._checks)."""
-    return int(_op("device_reads")(torch.empty(0), int(defer_checks)))
-
+    (the tests' emulated build counts every read a GPU would make)."""
+    return int(_op("device_reads")(torch.empty(0), -1))

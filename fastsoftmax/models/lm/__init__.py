@@ -16,7 +16,7 @@ The command line is fastsoftmax.cli.lm (`fastsoftmax-lm`).
 
 from ...optim import clip_grad_norm, make_optimizer
 from ..vocabulary import UNK, Vocabulary
-from .config import MAY_CHANGE_ON_RESUME, TrainConfig
+from .config import COMPILE_MODES, MAY_CHANGE_ON_RESUME, TrainConfig
 from .data import (
     EOS,
     Corpus,
@@ -35,7 +35,7 @@ from .training import (LRSchedule, evaluate, evaluate_checkpoint, fit, load_chec
                        model_from_checkpoint, save_checkpoint, train_epoch)
 
 __all__ = [
-    "EOS", "MAY_CHANGE_ON_RESUME", "UNK", "Corpus", "LRSchedule", "RNNLanguageModel",
+    "COMPILE_MODES", "EOS", "MAY_CHANGE_ON_RESUME", "UNK", "Corpus", "LRSchedule", "RNNLanguageModel",
     "TrainConfig", "Vocabulary", "batchify", "bptt_batches", "build_vocabulary",
     "clip_grad_norm", "detach_hidden", "evaluate", "evaluate_checkpoint", "find_split", "fit",
     "generate", "load_checkpoint", "make_optimizer", "model_from_checkpoint",

@@ -173,7 +173,7 @@ def detach_hidden(hidden: Optional[Hidden]) -> Optional[Hidden]:
     return hidden.detach()
 
 
-class CompiledStep(nn.Module):
+class CompiledStep:
     """`model` (an RNNLanguageModel, or DDP around one) with its training forward under
     torch.compile(mode=mode, fullgraph=True): one graph per step shape, the backward compiled
     with it, the output layer's ops inside (every head traces without a graph break). The
@@ -181,10 +181,9 @@ class CompiledStep(nn.Module):
     is the model, as DDP's, so the loop finds its parameters and train()/eval()."""
 
     def __init__(self, model: nn.Module, mode: str = "default"):
-        super().__init__()
         self.module = model
         self.compiled = torch.compile(model, mode=mode, fullgraph=True)
 
-    def forward(self, *args):
+    def __call__(self, *args):
         with torch._dynamo.config.patch(allow_rnn=True):
             return self.compiled(*args)
