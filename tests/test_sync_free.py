@@ -18,7 +18,7 @@ from fastsoftmax import deferred_checks, ops
 from fastsoftmax.models.lm.model import RNNLanguageModel
 from fastsoftmax.models.trainer import run_epoch
 from fastsoftmax.nn import HEADS
-from sync_counter import count_host_reads
+from sync_counter import Counter, count_host_reads
 
 needs_emu = pytest.mark.skipif(not CUDA_EMU, reason="the emulated CUDA build is missing")
 V = 40
@@ -35,7 +35,7 @@ def lm_and_step(head: str):
     return model, step
 
 
-def epoch_reads(model, step, batches) -> "Counter":  # noqa: F821
+def epoch_reads(model, step, batches) -> Counter:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with count_host_reads() as counter:
         run_epoch(step, batches, optimizer, parameters=list(model.parameters()), clip=1.0)
