@@ -11,8 +11,11 @@ import torch
 import fastsoftmax
 
 # Ops that work on host memory whatever the training device: their results feed kernels on
-# any device, so they have no CUDA kernel. corpus_encode and corpus_count read a file's bytes.
-HOST_ONLY = {"fastsoftmax::corpus_count", "fastsoftmax::corpus_encode"}
+# any device, so they have no CUDA kernel. corpus_encode and corpus_count read a file's bytes;
+# device_reads sets and reads the library's host-side check switch and read counter (its
+# tensor argument is any CPU tensor, there only for dispatch).
+HOST_ONLY = {"fastsoftmax::corpus_count", "fastsoftmax::corpus_encode",
+             "fastsoftmax::device_reads"}
 
 
 def main() -> int:
