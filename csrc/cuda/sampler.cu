@@ -1,13 +1,13 @@
 // CUDA implementations of the sampler ops. The arithmetic is shared with the CPU file
 // (csrc/common), so a table built here is bit-identical to one built on the CPU and the same
 // seed draws the same ids. Nothing here synchronises with the host except the weight check
-// in alias_build.
-#include <climits>
+// in alias_build. Unique sampling is in sample_unique.cu.
 #include <vector>
 
 #include "../common/philox.h"
 #include "../common/sampler_host.h"
 #include "cuda_utils.cuh"
+#include "sampler_draws.cuh"
 
 namespace fastsoftmax {
 namespace {
@@ -172,13 +172,6 @@ __global__ void sample_kernel(const float* prob, const int32_t* alias, TableStri
                         num_classes, stride);
 }
 
-const float* prob_ptr(const Tensor& t, int64_t kind) {
-  return kind == kAlias ? data<float>(t) : nullptr;
-}
-const int32_t* alias_ptr(const Tensor& t, int64_t kind) {
-  return kind == kAlias ? data<int32_t>(t) : nullptr;
-}
-
 Tensor sample_cuda(const Tensor& prob, const Tensor& alias, const Tensor& seed,
                    int64_t num_classes, int64_t kind, std::vector<int64_t> size) {
   const TableStrides stride = check_sample_args(prob, alias, seed, num_classes, kind);
@@ -190,112 +183,11 @@ Tensor sample_cuda(const Tensor& prob, const Tensor& alias, const Tensor& seed,
   const int32_t* a = alias_ptr(alias, kind);
   const int64_t* s = data<int64_t>(seed);
   int64_t* o = data<int64_t>(out);
-  if (kind == kAlias) {
-    FS_LAUNCH(sample_kernel<kAlias>, grid_for(n), kThreads, 0, p, a, stride, s, num_classes, n,
-              o);
-  } else if (kind == kLogUniform) {
-    FS_LAUNCH(sample_kernel<kLogUniform>, grid_for(n), kThreads, 0, p, a, stride, s, num_classes,
-              n, o);
-  } else {
-    FS_LAUNCH(sample_kernel<kUniform>, grid_for(n), kThreads, 0, p, a, stride, s, num_classes, n,
-              o);
-  }
+  with_kind(kind, [&](auto k) {
+    FS_LAUNCH(sample_kernel<decltype(k)::value>, grid_for(n), kThreads, 0, p, a, stride, s,
+              num_classes, n, o);
+  });
   return out;
-}
-
-// ---- unique candidates ---------------------------------------------------------------------
-// One block replays TensorFlow's sequential rejection loop 1024 draws at a time: a draw is
-// kept when its class was not kept in an earlier round and no lower-numbered draw of this
-// round has the same class; a block scan ranks the kept draws in draw order, and the draw
-// that completes the set fixes num_tries. Same result as the CPU loop, draw for draw.
-
-constexpr int kUniqueThreads = 1024;
-constexpr int kHashSlots = 2048;  // power of two, twice the draws of a round
-
-template <int64_t Kind>
-__global__ void __launch_bounds__(kUniqueThreads)
-    sample_unique_kernel(const float* prob, const int32_t* alias, TableStrides stride,
-                         const int64_t* seed, int64_t num_classes, int64_t num_sampled,
-                         unsigned long long* seen,
-                         int64_t* out, int64_t* num_tries) {
-  __shared__ unsigned long long keys[kHashSlots];
-  __shared__ int first_draw[kHashSlots];
-  __shared__ int warp_sums[32];
-  __shared__ long long kept_so_far;
-  const int t = threadIdx.x;
-  const uint64_t key = static_cast<uint64_t>(seed[0]);
-  constexpr unsigned long long kEmpty = ~0ull;
-  if (t == 0) kept_so_far = 0;
-  for (uint64_t base = 0;; base += kUniqueThreads) {
-    for (int k = t; k < kHashSlots; k += blockDim.x) {
-      keys[k] = kEmpty;
-      first_draw[k] = INT_MAX;
-    }
-    __syncthreads();
-    const long long kept = kept_so_far;
-    if (kept >= num_sampled) break;  // uniform across the block
-    if (base >= kMaxUniqueTries) {   // give up (see philox.h); also uniform
-      for (long long k = kept + t; k < num_sampled; k += blockDim.x) out[k] = -1;
-      if (t == 0) *num_tries = -1;
-      break;
-    }
-    const int64_t c =
-        draw_class(Kind, key, kStreamUnique, base + t, prob, alias, num_classes, stride);
-    const bool seen_before = (seen[c >> 6] >> (c & 63)) & 1ull;
-    unsigned slot = static_cast<unsigned>((static_cast<uint64_t>(c) * 0x9E3779B97F4A7C15ull) >> 53) &
-                    (kHashSlots - 1);
-    while (true) {
-      const unsigned long long prev =
-          atomicCAS(&keys[slot], kEmpty, static_cast<unsigned long long>(c));
-      if (prev == kEmpty || prev == static_cast<unsigned long long>(c)) break;
-      slot = (slot + 1) & (kHashSlots - 1);
-    }
-    atomicMin(&first_draw[slot], t);
-    __syncthreads();
-    const int is_new = (!seen_before && first_draw[slot] == t) ? 1 : 0;
-    int new_in_round = 0;
-    const int rank = cuda::block_exclusive_scan(is_new, &new_in_round, warp_sums);
-    if (is_new && kept + rank < num_sampled) {
-      out[kept + rank] = c;
-      atomicOr(&seen[c >> 6], 1ull << (c & 63));
-      if (kept + rank == num_sampled - 1) *num_tries = static_cast<int64_t>(base + t + 1);
-    }
-    __syncthreads();
-    if (t == 0) kept_so_far = kept + new_in_round;
-  }
-}
-
-std::tuple<Tensor, Tensor> sample_unique_cuda(const Tensor& prob, const Tensor& alias,
-                                              const Tensor& seed, int64_t num_classes,
-                                              int64_t kind, int64_t num_sampled) {
-  const TableStrides stride = check_sample_args(prob, alias, seed, num_classes, kind);
-  check_num_sampled(num_sampled, num_classes);
-  const cuda::DeviceGuard guard(seed.device());
-  const Device device = seed.device();
-  Tensor out = empty({num_sampled}, kLong, device);
-  Tensor tries = empty({}, kLong, device);
-  Tensor seen = zeros({(num_classes + 63) / 64}, kLong, device);
-  const float* p = prob_ptr(prob, kind);
-  const int32_t* a = alias_ptr(alias, kind);
-  auto* bits = reinterpret_cast<unsigned long long*>(data<int64_t>(seen));
-  const int64_t* s = data<int64_t>(seed);
-  int64_t* o = data<int64_t>(out);
-  int64_t* nt = data<int64_t>(tries);
-  if (kind == kAlias) {
-    FS_LAUNCH(sample_unique_kernel<kAlias>, 1, kUniqueThreads, 0, p, a, stride, s, num_classes,
-              num_sampled, bits, o, nt);
-  } else if (kind == kLogUniform) {
-    FS_LAUNCH(sample_unique_kernel<kLogUniform>, 1, kUniqueThreads, 0, p, a, stride, s,
-              num_classes, num_sampled, bits, o, nt);
-  } else {
-    FS_LAUNCH(sample_unique_kernel<kUniform>, 1, kUniqueThreads, 0, p, a, stride, s,
-              num_classes, num_sampled, bits, o, nt);
-  }
-  // The kernel gives up as the CPU does (kMaxUniqueTries draws) with num_tries -1. One host
-  // synchronisation raises the CPU's error instead of handing on ids of -1, unless the
-  // checks are deferred: the op wrapper then keeps num_tries < 0 as a device flag.
-  if (checks_read_back()) check_unique_found(sampler::item<int64_t>(tries) >= 0, num_sampled);
-  return {out, tries};
 }
 
 }  // namespace
@@ -303,7 +195,6 @@ std::tuple<Tensor, Tensor> sample_unique_cuda(const Tensor& prob, const Tensor& 
 FS_CUDA_IMPL(m) {
   m.impl("alias_build", TORCH_BOX(&alias_build_cuda));
   m.impl("sample", TORCH_BOX(&sample_cuda));
-  m.impl("sample_unique", TORCH_BOX(&sample_unique_cuda));
 #ifdef FASTSOFTMAX_EMULATE_CUDA  // the emulated ops take CPU tensors; the product's is in cpu/
   m.impl("device_reads", TORCH_BOX(&device_reads));
 #endif
