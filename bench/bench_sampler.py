@@ -2,8 +2,11 @@
 of drawing from a categorical distribution in PyTorch and numpy.
 
     python bench/bench_sampler.py [--device cpu|cuda] [--draws 10000000] [--vocab 1e4,1e5,1e6,1e7]
+    python bench/bench_sampler.py --device cuda --unique 8192 --vocab 1e6
 
 Every provider's draws are checked against the target distribution before it is timed.
+--unique S times unique sampling instead (TensorFlow's rejection loop, ops.sample_unique) of
+S candidates for each kind, as a training step runs it: checks deferred, nothing read back.
 Rows are appended to bench/results/sampler-<cpu|cuda>.csv (schema: bench/common.py).
 """
 
@@ -69,6 +72,47 @@ def providers(p: torch.Tensor, device: torch.device):
     return out
 
 
+UNIQUE_KINDS = {"alias(unigram^0.75)": fs.ops.KIND_ALIAS, "log_uniform": fs.ops.KIND_LOG_UNIFORM,
+                "uniform": fs.ops.KIND_UNIFORM}
+
+
+def unique_rows(v: int, num_sampled: int, device: torch.device, args) -> list:
+    """Times one call of sample_unique per kind inside deferred_checks (a training step's
+    setting: on CUDA the op reads nothing back, so the time is the device's)."""
+    table = fs.ops.alias_build(zipf_weights(v).double()) if device.type == "cpu" else \
+        tuple(t.to(device) for t in fs.ops.alias_build(zipf_weights(v).double()))
+    seed = torch.tensor([12345], device=device)
+    rows = []
+    for kname, kind in UNIQUE_KINDS.items():
+        with fs.deferred_checks() as checks:
+            def call():
+                return fs.ops.sample_unique(table[0], table[1], seed, v, kind, num_sampled)
+            ids, tries = call()
+            med, lo, hi = time_it(call, device, args.repeats, budget_s=args.budget)
+            checks.raise_pending()
+        assert ids.unique().numel() == num_sampled, kname
+        tries = int(tries)
+        shape = f"V={v} S={num_sampled}"
+        metrics = dict(time_us_median=round(1e6 * med, 1), time_us_min=round(1e6 * lo, 1),
+                       time_us_max=round(1e6 * hi, 1), num_tries=tries)
+        rows += [dict(case="unique", provider=f"fastsoftmax.sample_unique[{kname}]", shape=shape,
+                      metric=k, value=val) for k, val in metrics.items()]
+        print(f"{kname:22s} {v:9d} {num_sampled:7d} {1e6 * med:11.1f} {1e6 * lo:9.1f} "
+              f"{tries:9d} {tries / num_sampled:8.2f}")
+    return rows
+
+
+def main_unique(args, device: torch.device) -> None:
+    print(f"device: {device_name(device)}; unique sampling, medians of up to {args.repeats} "
+          "calls (checks deferred)")
+    print(f"{'kind':22s} {'V':>9s} {'S':>7s} {'median us':>11s} {'min us':>9s} "
+          f"{'num_tries':>9s} {'tries/S':>8s}")
+    rows = []
+    for v in [int(float(x)) for x in args.vocab.split(",")]:
+        rows += unique_rows(v, args.unique, device, args)
+    print("wrote", write_results("sampler", device, rows, args.out))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -77,6 +121,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--budget", type=float, default=20.0, help="seconds per timing at most")
     ap.add_argument("--out", default=None, help="CSV to append to (default: bench/results/)")
+    ap.add_argument("--unique", type=int, default=0, metavar="S",
+                    help="time unique sampling of S candidates instead of the draws")
     bound_model.add_flag(ap)
     args = ap.parse_args()
     if args.bound_model:
@@ -85,6 +131,8 @@ def main():
                                 + [bound_model.alias_build(v) for v in vocab])
         return
     device = torch.device(args.device)
+    if args.unique:
+        return main_unique(args, device)
     name = device_name(device)
     rows = []
     print(f"device: {name}; {args.draws:.0e} draws per call; medians of up to {args.repeats} runs")
