@@ -2,7 +2,7 @@
 
     python bench/bench_lm.py quality [--config small|medium] [--jobs 2] [--heads full sampled nce]
     python bench/bench_lm.py speed [--datasets wikitext-2 synthetic-800k] [--steps 10]
-    python bench/bench_lm.py breakdown [--datasets ...] [--heads ...] [--device cuda]
+    python bench/bench_lm.py breakdown [--datasets ...] [--heads ...] [--grads dense sparse]
 
 quality: Zaremba et al. 2014 on PTB, every head trained in the same run from the same initial
 model, test perplexity always with the exact softmax. `--config small` (default): 2x200 LSTM,
@@ -19,8 +19,9 @@ speed: training tokens/s (forward + backward + SGD step of the whole model) per 
 'full' on WikiText-2 (33k words) and on a synthetic Zipf corpus with an 800k vocabulary.
 
 breakdown: the same steps cut into phases (embedding and RNN forward, head forward, head
-backward, RNN backward, SGD step with zero_grad), the device synchronised at each cut: the
-median milliseconds of each and its share of the step.
+backward, RNN backward, SGD step with zero_grad and, with --clip, the clip before it), the
+device synchronised at each cut: the median milliseconds of each and its share of the step.
+`--grads dense sparse` runs each head with dense and with row-sparse gradients, side by side.
 
 Rows are appended to bench/results/lm-<cpu|cuda>.csv (schema: bench/common.py).
 """
@@ -160,8 +161,8 @@ def speed_data(name: str):
     if name == "wikitext-2":
         corpus = lm.Corpus(os.path.join(DATA, "wikitext-2"), splits=("train",))
         return corpus["train"], corpus.vocab.counts
-    if name == "synthetic-800k":
-        v = 800_000
+    if name.startswith("synthetic-") and name.endswith("k"):  # synthetic-800k: V = 800,000
+        v = int(name[len("synthetic-"):-1]) * 1000
         ids = synthetic_stream(v, 400_000)
         return ids, torch.bincount(ids, minlength=v).double()
     raise ValueError(name)
@@ -181,19 +182,20 @@ def check_full_nll(model, x, y) -> None:
         raise AssertionError(f"chunked NLL {chunked.item()} != direct {direct.item()}")
 
 
-def speed_model(args, head: str, counts, device) -> "lm.RNNLanguageModel":
+def speed_model(args, head: str, counts, device, sparse=None) -> "lm.RNNLanguageModel":
     torch.manual_seed(args.seed)
     return lm.RNNLanguageModel(counts.numel(), args.size, args.size, 2, output=head,
                                num_sampled=args.num_sampled, sampler="unigram", counts=counts,
-                               sparse=args.sparse).to(device)
+                               sparse=args.sparse if sparse is None else sparse).to(device)
 
 
 PHASES = ("rnn_forward", "head_forward", "head_backward", "rnn_backward", "optimizer")
 
 
-def timed_phases(model, opt, x, y, hidden, device):
+def timed_phases(model, opt, x, y, hidden, device, clip=0.0):
     """One SGD step cut at the features fed to the head: seconds of each of PHASES (the
-    device synchronised at each cut, so phases do not overlap), and the new hidden state."""
+    device synchronised at each cut, so phases do not overlap), and the new hidden state.
+    `clip` > 0 clips the global gradient norm (lm.clip_grad_norm) in the optimiser's phase."""
     def clock() -> float:
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -209,39 +211,50 @@ def timed_phases(model, opt, x, y, hidden, device):
     marks.append(clock())
     feats.backward(cut.grad)
     marks.append(clock())
+    if clip > 0:
+        lm.clip_grad_norm(model.parameters(), clip)
     opt.step()
     opt.zero_grad(set_to_none=True)
     marks.append(clock())
     return [b - a for a, b in zip(marks, marks[1:])], hidden
 
 
+def breakdown_medians(args, head: str, counts, data, device, sparse: bool) -> list:
+    """Median seconds of each of PHASES over --steps steps after --warmup."""
+    model = speed_model(args, head, counts, device, sparse)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches, hidden, times = lm.bptt_batches(data, args.bptt), None, []
+    for step in range(args.warmup + args.steps):
+        x, y = next(batches)
+        seconds, hidden = timed_phases(model, opt, x, y, hidden, device, args.clip)
+        if step >= args.warmup:
+            times.append(seconds)
+    return [statistics.median(col) for col in zip(*times)]
+
+
 def breakdown(args, device):
-    """Where a training step's time goes, per head: median seconds of each phase over
-    --steps steps after --warmup, and its share of their sum."""
+    """Where a training step's time goes, per head and gradient layout (--grads): median
+    seconds of each phase, and its share of their sum."""
     rows = []
     for name in args.datasets:
         ids, counts = speed_data(name)
         data = lm.batchify(ids, args.batch_size).to(device)
         for head in args.heads:
-            model = speed_model(args, head, counts, device)
-            opt = torch.optim.SGD(model.parameters(), lr=0.1)
-            batches, hidden, times = lm.bptt_batches(data, args.bptt), None, []
-            for step in range(args.warmup + args.steps):
-                x, y = next(batches)
-                seconds, hidden = timed_phases(model, opt, x, y, hidden, device)
-                if step >= args.warmup:
-                    times.append(seconds)
-            med = [statistics.median(col) for col in zip(*times)]
-            total = sum(med)
-            print(f"{name:15s} V={counts.numel():7d} {head:8s} {1e3 * total:8.2f} ms/step: "
-                  + ", ".join(f"{p} {1e3 * m:.2f} ms ({m / total:.0%})"
-                              for p, m in zip(PHASES, med)), flush=True)
-            setting = (f"V={counts.numel()} 2x{args.size} lstm, bs {args.batch_size}, bptt "
-                       f"{args.bptt}, num_sampled {args.num_sampled}, median of {args.steps}")
-            common = dict(case=f"breakdown/{name}", provider=head, shape=setting)
-            for phase, m in zip(PHASES, med):
-                rows.append(dict(common, metric=f"ms_{phase}", value=f"{1e3 * m:.3f}"))
-                rows.append(dict(common, metric=f"share_{phase}", value=f"{m / total:.3f}"))
+            for grads in args.grads:
+                med = breakdown_medians(args, head, counts, data, device, grads == "sparse")
+                total = sum(med)
+                print(f"{name:15s} V={counts.numel():7d} {head:8s} {grads:6s} "
+                      f"{1e3 * total:8.2f} ms/step: " + ", ".join(
+                          f"{p} {1e3 * m:.2f} ms ({m / total:.0%})" for p, m in zip(PHASES, med)),
+                      flush=True)
+                setting = (f"V={counts.numel()} 2x{args.size} lstm, bs {args.batch_size}, bptt "
+                           f"{args.bptt}, num_sampled {args.num_sampled}, median of {args.steps}"
+                           + (", sparse grads" if grads == "sparse" else "")
+                           + (f", clip {args.clip:g}" if args.clip > 0 else ""))
+                common = dict(case=f"breakdown/{name}", provider=head, shape=setting)
+                for phase, m in zip(PHASES, med):
+                    rows.append(dict(common, metric=f"ms_{phase}", value=f"{1e3 * m:.3f}"))
+                    rows.append(dict(common, metric=f"share_{phase}", value=f"{m / total:.3f}"))
     return rows
 
 
@@ -337,9 +350,15 @@ def main():
     shared.add_argument("--device", default=None)
     shared.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     s = sub.add_parser("speed", parents=[shared])
-    sub.add_parser("breakdown", parents=[shared],
-                   help="ms of each phase of a step: embedding and RNN forward, head forward, "
-                        "head backward, RNN backward, optimiser")
+    b = sub.add_parser("breakdown", parents=[shared],
+                       help="ms of each phase of a step: embedding and RNN forward, head "
+                            "forward, head backward, RNN backward, optimiser")
+    b.add_argument("--grads", nargs="+", choices=("dense", "sparse"), default=None,
+                   help="gradient layouts to run each head with (default: sparse with "
+                        "--sparse, else dense)")
+    b.add_argument("--clip", type=float, default=0.0,
+                   help="clip the global gradient norm in the optimiser's phase (0: off; "
+                        "fastsoftmax-lm's default is 0.25)")
     bound_model.add_flag(s)
     args = p.parse_args()
     if getattr(args, "bound_model", False):
@@ -353,6 +372,8 @@ def main():
         return
     if args.threads:
         torch.set_num_threads(args.threads)
+    if getattr(args, "grads", False) is None:
+        args.grads = ["sparse" if args.sparse else "dense"]
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     rows = dict(quality=quality, speed=speed, breakdown=breakdown)[args.bench](args, device)
     if rows:

@@ -10,17 +10,50 @@ from torch import nn
 def clip_grad_norm(parameters: Iterable[torch.Tensor], max_norm: float) -> torch.Tensor:
     """Scale all gradients so that their global L2 norm is at most `max_norm`; returns the
     norm before clipping, a tensor on the gradients' device (as torch's does: reading it back
-    is a host sync, left to the caller). Unlike `torch.nn.utils.clip_grad_norm_` it accepts sparse gradients
-    (the norm of a sparse gradient is that of its coalesced values)."""
+    is a host sync, left to the caller). Unlike `torch.nn.utils.clip_grad_norm_` it accepts
+    sparse gradients: the norm of a sparse gradient is that of its coalesced values, computed
+    without coalescing it (sparse_grad_norm), so that the clip reads nothing back either.
+    Norms are taken in float32, or in float64 when a gradient is float64."""
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         return torch.zeros(())
-    norms = [(g.coalesce().values() if g.is_sparse else g).detach().float().norm() for g in grads]
+    dtype = torch.float64 if any(g.dtype == torch.float64 for g in grads) else torch.float32
+    norms = [(sparse_grad_norm(g, dtype) if g.is_sparse else g.detach().to(dtype).norm())
+             for g in grads]
     total = torch.stack([n.to(norms[0].device) for n in norms]).norm()
     coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
     for g in grads:
-        g.mul_(coef.to(g.device, g.dtype))
+        # A sparse gradient scales through its values: its duplicates stay as they are.
+        (g._values() if g.is_sparse else g).mul_(coef.to(g.device, g.dtype))
     return total
+
+
+def sparse_grad_norm(grad: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The L2 norm of sparse COO `grad` as a dense tensor of the same values, in `dtype`,
+    with no host read: coalescing an uncoalesced gradient (nn.Embedding's, or two sparse
+    gradients summed into one parameter) reads the number of distinct rows back from a GPU.
+    Its duplicates are summed instead into a buffer of its own static shape [nnz, ...]: rows
+    sorted by index, a run of equal indices is one segment (cumsum of the index changes), each
+    segment's values added into its slot, the unused slots left zero."""
+    values = grad._values().detach().to(dtype)
+    if grad.is_coalesced() or values.shape[0] < 2:
+        return values.norm()
+    key, order = _flat_indices(grad).sort(stable=True)
+    starts = torch.ones_like(key, dtype=torch.bool)
+    starts[1:] = key[1:] != key[:-1]
+    segment = starts.cumsum(0) - 1
+    sums = torch.zeros_like(values).index_add_(0, segment, values.index_select(0, order))
+    return sums.norm()
+
+
+def _flat_indices(grad: torch.Tensor) -> torch.Tensor:
+    """One int64 key per stored element of sparse `grad`: its row-major position over the
+    sparse dimensions (the row itself for an embedding's [V, D] gradient)."""
+    indices = grad._indices()
+    key = indices[0]
+    for dim in range(1, grad.sparse_dim()):
+        key = key * grad.shape[dim] + indices[dim]
+    return key
 
 
 class CombinedOptimizer(torch.optim.Optimizer):
@@ -86,4 +119,4 @@ def make_optimizer(model: nn.Module, name: str, lr: float, sparse_parameters=())
                               torch.optim.SparseAdam(sparse, lr=lr)])
 
 
-__all__ = ["CombinedOptimizer", "clip_grad_norm", "make_optimizer"]
+__all__ = ["CombinedOptimizer", "clip_grad_norm", "make_optimizer", "sparse_grad_norm"]

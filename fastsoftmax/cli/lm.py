@@ -131,8 +131,11 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
                    help="the trained language model of --hs-tree features")
     t.add_argument("--init-range", type=float, default=d.init_range,
                    help="weights start uniform in ±this")
-    t.add_argument("--sparse", action="store_true",
-                   help="sparse embedding/output gradients (with adam: SparseAdam for those)")
+    t.add_argument("--sparse", action=argparse.BooleanOptionalAction, default=d.sparse,
+                   help="row-sparse embedding/output gradients: the optimiser touches only the "
+                        "rows a step used. Default: on with sgd and a head that has them "
+                        "(sampled, nce, neg, hs), where they train exactly as dense; off with "
+                        "adam (--sparse gives those rows to SparseAdam, whose moments differ)")
     t.add_argument("--compile", nargs="?", const="default", default=d.compile,
                    choices=lm.COMPILE_MODES, metavar="MODE",
                    help="run the training step under torch.compile (fullgraph) with this mode: "

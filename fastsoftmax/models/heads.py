@@ -25,3 +25,12 @@ def model_head(output: str, in_features: int, num_classes: int, *, num_sampled=N
     if "bias" in takes and getattr(head, "has_bias", True):
         given["bias"] = bias
     return make_head(output, in_features, num_classes, num_samples=num_sampled, **given)
+
+
+def has_sparse_gradient(output: str) -> bool:
+    """Whether head `output` can give its weight a row-sparse gradient (its constructor takes
+    `sparse`): the sampled heads and 'hs' touch a few rows a step, 'full' and the margin heads
+    score every class and have no sparse option."""
+    if output not in HEADS:
+        raise ValueError(f"output must be one of {tuple(HEADS)}, got {output!r}")
+    return "sparse" in constructor_keywords(HEADS[output])

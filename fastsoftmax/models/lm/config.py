@@ -1,11 +1,14 @@
 """What a language-model training run is: every option of `fastsoftmax-lm train`, and the
 rules that settle them against a checkpoint when a run resumes."""
 
+import warnings
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from .. import skeleton
+from ..heads import has_sparse_gradient
 from ..skeleton import Recipe, TrainOptions, check_fields, one_of
+from .distributed import dist_env
 from .hs_tree import TREES
 
 # Options that belong to this invocation, not to the model or its training: never compared.
@@ -38,6 +41,11 @@ class TrainConfig(TrainOptions):
             (words split by their left contexts in the training text) or 'features' (split by
             the mean features a trained model, the checkpoint hs_tree_model, computes before
             each word); see lm/hs_tree.py.
+        sparse: row-sparse gradients of the input embedding and of the output layer (heads
+            that have them: sampled, nce, neg, hs), so that the optimiser touches the rows a
+            step used, not all V. None (auto) picks them where they train exactly the
+            parameters dense gradients would (sparse_default); True with 'adam' uses
+            SparseAdam for those rows, whose moments differ from Adam's (a warning says so).
         vocab_parallel: N > 1 splits the output layer's rows over N processes of each data
             rank under torchrun (world = data x N; see lm/vocab_parallel.py).
     """
@@ -58,7 +66,7 @@ class TrainConfig(TrainOptions):
     hs_tree: str = "huffman"
     hs_tree_model: Optional[str] = None
     init_range: float = 0.1
-    sparse: bool = False  # sparse embedding and output gradients
+    sparse: Optional[bool] = None  # row-sparse embedding and output gradients (None: auto)
     vocab_parallel: int = 1
     # its training (and TrainOptions', with defaults of its own)
     optimizer: str = "sgd"
@@ -97,12 +105,34 @@ def check_options(config: TrainConfig) -> None:
         raise ValueError("--hs-tree-model goes with --hs-tree features, and only with it")
 
 
+SPARSE_ADAM = ("sparse gradients with optimizer 'adam' give the embedding and output rows to "
+               "SparseAdam, which updates a row's moments only in the steps that use the row "
+               "(Adam decays every row's moments and moves every row each step): training "
+               "differs from dense Adam; --no-sparse trains with Adam throughout")
+
+
+def sparse_default(config: TrainConfig) -> bool:
+    """What sparse=None becomes: row-sparse gradients exactly where the update is the same as
+    with dense ones, which is plain SGD (the LM's 'sgd' has no momentum and no weight decay:
+    a row no step used gets a zero gradient and stays put either way), an output layer whose
+    gradient is row-sparse (has_sparse_gradient: 'full' scores every row, so dense it stays)
+    and one process (the vocabulary-parallel layer takes no sparse gradient, and data-parallel
+    all-reduces of sparse gradients depend on the backend)."""
+    return (config.optimizer == "sgd" and has_sparse_gradient(config.output)
+            and config.vocab_parallel == 1 and dist_env()[0] == 1)
+
+
 def _settle(values: dict, resume: Optional[dict]) -> None:
     if values["data"] is None:
         raise ValueError("training needs --data (a folder with train/valid/test files)")
     if values["lr"] is None:
         values["lr"] = 20.0 if values["optimizer"] == "sgd" else 1e-3
     check_options(TrainConfig(**values))
+    # Settled once and saved: a resumed run keeps the layout it was trained with.
+    if values["sparse"] is None:
+        values["sparse"] = sparse_default(TrainConfig(**values))
+    elif values["sparse"] and values["optimizer"] == "adam":
+        warnings.warn(SPARSE_ADAM, stacklevel=2)
 
 
 RECIPE = Recipe("lm", TrainConfig, may_change=MAY_CHANGE_ON_RESUME, run_options=RUN_OPTIONS)

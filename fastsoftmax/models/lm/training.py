@@ -334,7 +334,8 @@ def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> d
     if resume is None:
         say(f"vocab {len(vocab)}  train {corpus['train'].numel()} tokens  params "
             f"{count_parameters(model):,}  output {config.output}  processes {world}  device "
-            f"{device}" + ("" if layout is None else f"  vocab-parallel {layout.vocab}"))
+            f"{device}" + ("  sparse gradients" if config.sparse else "")
+            + ("" if layout is None else f"  vocab-parallel {layout.vocab}"))
     say(f"checkpoint: {config.checkpoint}")
     history = run.trainer.fit(config.epochs, run.epoch, _describe)
     test_ppl = evaluate(model, run.test_data, config.eval_bptt or config.bptt)
