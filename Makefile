@@ -5,7 +5,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 DEPS := numpy scipy pytest pytest-benchmark pytest-markdown-docs==0.9.2 ninja setuptools wheel \
-	matplotlib tqdm gensim==4.4.0 hypothesis
+	matplotlib tqdm gensim==4.4.0 hypothesis triton==3.9.0
+# triton: optional for users (the fused exact softmax on CUDA); the tests run its kernels on
+# the CPU through Triton's interpreter. The wheel check's venv goes without it.
 # Builds run the venv's ninja: a system ninja of another version would find the other's build
 # log "too old" and recompile everything (make demo followed by make test did).
 WITH_VENV := PATH="$(CURDIR)/$(BIN):$$PATH"

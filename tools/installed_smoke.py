@@ -7,14 +7,18 @@ status is 1 if any failed:
   location  fastsoftmax is the installed one, not the checkout's (with --tree)
   packaging every package and module of the tree's fastsoftmax/ is installed, and the
             installed console scripts are pyproject's [project.scripts] (with --tree)
-  imports   every module of the installed package imports (pkgutil.walk_packages)
+  imports   every module of the installed package imports (pkgutil.walk_packages); a module
+            that needs an optional dependency which is not installed (Triton) is listed
   scripts   every console script answers -h
   sampler   alias table, draws with and without replacement
   losses    negative sampling, sampled softmax, NCE, hierarchical softmax (Huffman tree):
             forward and backward
   model     tiny training runs of Word2Vec (hs and negative sampling together; also in
             lockstep rounds)
+  fused     the fused exact softmax (Triton kernels; without a GPU under Triton's
+            interpreter), forward and backward, when Triton is installed
   ops       every fastsoftmax:: op registered in the dispatcher ran in the checks above
+            (the fused softmax's two only where Triton is installed)
 Run as a script, sys.path[0] is tools/, so the checkout's fastsoftmax/ cannot shadow the
 installed one.
 """
@@ -22,6 +26,7 @@ installed one.
 import argparse
 import importlib
 import importlib.metadata
+import importlib.util
 import os
 import pkgutil
 import subprocess
@@ -34,6 +39,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 FAILED = []
+OPTIONAL = {"triton"}  # optional dependencies: a module that needs one may be absent
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+if not torch.cuda.is_available():  # the fused kernels run interpreted; read at their import
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def check(name):
@@ -146,15 +155,18 @@ def main() -> int:
     @check("imports")
     def _():
         names = sorted(installed_modules(fastsoftmax))
-        broken = []
+        broken, optional = [], []
         for name in names:
             try:
                 importlib.import_module(name)
+            except ModuleNotFoundError as exc:
+                (optional if exc.name in OPTIONAL else broken).append(f"{name} ({exc})")
             except Exception as exc:
                 broken.append(f"{name} ({type(exc).__name__}: {exc})")
         if broken:
             raise AssertionError("cannot import " + "; ".join(broken))
-        return f"{len(names)} modules"
+        return f"{len(names)} modules" + (
+            f"; without an optional dependency: {'; '.join(optional)}" if optional else "")
 
     @check("scripts")
     def _():
@@ -230,6 +242,25 @@ def main() -> int:
                 raise AssertionError("a target of 25 among 20 classes was accepted")
             return f"{fs.ops.device_reads()} device reads so far"
 
+        @check("fused")
+        def _():
+            if not HAS_TRITON:
+                return "skipped: Triton (optional) is not installed"
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+            h = torch.randn(5, 16, device=device, requires_grad=True)
+            w = torch.randn(40, 16, device=device, requires_grad=True)
+            target = torch.randint(0, 40, (5,), device=device)
+            fused = fs.full_softmax_loss(h, w, target, fused=True)
+            fused.backward()
+            grads = h.grad.clone(), w.grad.clone()
+            h.grad = w.grad = None
+            streamed = fs.full_softmax_loss(h, w, target, fused=False)
+            streamed.backward()
+            if not (torch.allclose(fused, streamed) and torch.allclose(grads[0], h.grad)
+                    and torch.allclose(grads[1], w.grad)):
+                raise AssertionError(f"fused loss {fused.item()} != streamed {streamed.item()}")
+            return f"on {device}" + (", interpreted" if device == "cpu" else "")
+
         @check("model")
         def _():
             from fastsoftmax.models import Word2Vec
@@ -265,7 +296,8 @@ def main() -> int:
 
     @check("ops")
     def _():
-        missing = sorted(registered_ops() - seen.names)
+        fused = set() if HAS_TRITON else {"fused_softmax_stats", "fused_softmax_stats_backward"}
+        missing = sorted(registered_ops() - seen.names - fused)
         if missing:
             raise AssertionError("these registered ops did not run: " + ", ".join(missing))
         return f"{len(seen.names)} ops ran: " + ", ".join(sorted(seen.names))

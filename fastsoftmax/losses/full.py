@@ -24,6 +24,7 @@ from .._shapes import check_label_smoothing, check_target_range
 from .._softmax_stats import softmax_stats
 from .._streaming import CHUNK_BYTES, acc_dtype, all_logits, check_full, logit_blocks, \
     one_block, stream
+from . import fused as _fused
 
 _HAS_LCE = hasattr(torch.nn.functional, "linear_cross_entropy") and hasattr(
     torch.nn, "LinearCrossEntropyOptions")
@@ -82,10 +83,29 @@ def finish_full(loss: Tensor, lse: Optional[Tensor], z_loss: float,
     return finish(loss, t2, lead, reduction, ignore_index, dtype, row_weight, normalizer)
 
 
+def loss_dtype(input: Tensor) -> torch.dtype:
+    """The dtype of an exact softmax loss: float32 for float16 and bfloat16 input (the loss is
+    summed in float32; rounding it to 16 bits would lose what Cut Cross-Entropy and Liger
+    keep), else the input's."""
+    return torch.float32 if input.dtype in (torch.float16, torch.bfloat16) else input.dtype
+
+
+def _class_sum(weight: Optional[Tensor], V: int, acc, device) -> Tensor:
+    """a [V] of F.cross_entropy's smoothing term eps / V * sum_c a(c) * (lse - logit_c)."""
+    return torch.ones(V, dtype=acc, device=device) if weight is None else weight.to(acc)
+
+
 def _full_rows(h, linear_weight, linear_bias, safe, weight, row_weight, eps, chunk_bytes,
-               softcap, want_lse):
-    """(per-row loss [N] before z_loss, lse [N] or None) by the cheapest exact path."""
+               softcap, want_lse, fused=None):
+    """(per-row loss [N] before z_loss, lse [N] or None) by the cheapest exact path: the fused
+    kernels where `fused` resolves to them (losses/fused.py), else streamed blocks."""
     V, acc = linear_weight.shape[0], acc_dtype(h)
+    if _fused.resolve(fused, h, linear_weight, linear_bias, weight) and h.shape[0]:
+        class_sum = _class_sum(weight, V, acc, h.device) if eps else None
+        lse, true, total = _fused.fused_softmax_stats(h, linear_weight, linear_bias, safe,
+                                                      class_sum, softcap)
+        return loss_from_stats(lse, true, total, safe.shape[1], row_weight, eps,
+                               class_sum), lse
     if safe.shape[1] == 1 and one_block(h.shape[0], V, chunk_bytes):
         # All logits fit in one block: F.cross_entropy computes the same log-sum-exp, fused
         # with its gradient (about 1.5x faster than logsumexp + gather on CPU).
@@ -102,10 +122,7 @@ def _full_rows(h, linear_weight, linear_bias, safe, weight, row_weight, eps, chu
             h, linear_weight, safe[:, 0], linear_bias=linear_bias, reduction="none",
             options=torch.nn.LinearCrossEntropyOptions(batch_chunk_size=rows))
         return loss.to(acc), None
-    class_sum = None
-    if eps:  # F.cross_entropy's smoothing: eps / V * sum_c a(c) * (lse - logit_c)
-        class_sum = (torch.ones(V, dtype=acc, device=h.device) if weight is None
-                     else weight.to(acc))
+    class_sum = _class_sum(weight, V, acc, h.device) if eps else None
     lse, true, *total = _stream_lean(h, linear_weight, linear_bias, chunk_bytes, safe,
                                      class_sum, softcap)
     return loss_from_stats(lse, true, total[0] if total else None, safe.shape[1], row_weight,
@@ -172,6 +189,7 @@ def full_softmax_loss(
     softcap: Optional[float] = None,
     return_lse: bool = False,
     normalizer: Optional[Normalizer] = None,
+    fused: Optional[bool] = None,
 ):
     """Exact softmax cross entropy of input.linear_weightᵀ + linear_bias with label mass 1/T
     on each of the row's T true classes (target [*] or [*, T]); the same value as
@@ -189,7 +207,13 @@ def full_softmax_loss(
     included, in float32 (float64 for float64 input), differentiable.
     `normalizer` (with reduction='sum') divides the summed loss by it: give every
     micro-batch the whole batch's `mean_normalizer` and the micro-batch losses sum to the
-    whole batch's 'mean' loss (gradient accumulation)."""
+    whole batch's 'mean' loss (gradient accumulation).
+
+    `fused` picks the path: None (default) the fused Triton kernels on CUDA where Triton is
+    installed (no logits in memory, forward or backward), else the streamed blocks; True the
+    fused kernels or a ValueError saying why they cannot run; False the streamed blocks.
+    Both give the same loss to rounding. The loss is float32 for float16 and bfloat16 input
+    (the input's dtype otherwise); the gradients are in the input's dtype."""
     lead, t2, h, weight = loss_rows(input, linear_weight, target, reduction, num_true, weight,
                                     normalizer)
     z_loss, softcap = check_z_loss(z_loss), check_softcap(softcap)
@@ -200,9 +224,10 @@ def full_softmax_loss(
     safe = check_target_range(safe, linear_weight.shape[0])
     row_weight = None if weight is None else weight.to(acc_dtype(h))[safe[:, 0]]
     loss, lse = _full_rows(h, linear_weight, linear_bias, safe, weight, row_weight, eps,
-                           chunk_bytes, softcap, want_lse=bool(z_loss) or return_lse)
+                           chunk_bytes, softcap, want_lse=bool(z_loss) or return_lse,
+                           fused=fused)
     out = finish_full(loss, lse, z_loss, row_weight, t2, lead, reduction, ignore_index,
-                      input.dtype, normalizer)
+                      loss_dtype(input), normalizer)
     return (out, lse.reshape(lead)) if return_lse else out
 
 
@@ -213,6 +238,7 @@ class LinearLayer(OutputLayer):
 
     chunk_bytes = CHUNK_BYTES
     z_loss, softcap = 0.0, None  # full-softmax options; FullSoftmaxLoss takes them
+    fused = None  # the exact paths' kernels (full_softmax_loss's `fused`)
 
     def __init__(self, in_features: int, num_classes: int, *, out_features=(),
                  bias: bool = False, device=None, dtype=None, reduction: str = "mean",
@@ -276,7 +302,8 @@ class LinearLayer(OutputLayer):
             weight=self.weight, label_smoothing=self.label_smoothing,
             ignore_index=self.ignore_index,
             reduction=self.reduction if reduction is None else reduction,
-            chunk_bytes=self.chunk_bytes, z_loss=self.z_loss, softcap=self.softcap)
+            chunk_bytes=self.chunk_bytes, z_loss=self.z_loss, softcap=self.softcap,
+            fused=self.fused)
 
 
 # A decorator for every layer built on LinearLayer: its signature names LinearLayer's keywords
@@ -299,11 +326,18 @@ class FullSoftmaxLoss(LinearLayer):
         label_smoothing: as F.cross_entropy: the target puts 1 - eps on the true class and
             spreads eps uniformly over all V classes (default 0.0).
         z_loss: PaLM's z-loss, z_loss * lse² per row (default 0.0; see full_softmax_loss).
-        softcap: Gemma 2's cap, logits -> softcap * tanh(logits / softcap).""" + COMMON_ARGS
+        softcap: Gemma 2's cap, logits -> softcap * tanh(logits / softcap).
+        fused: None (default) the fused Triton kernels on CUDA where Triton is installed,
+            True those kernels or an error, False the streamed blocks (full_softmax_loss).
+    The loss is float32 for float16 and bfloat16 input.""" + COMMON_ARGS
 
-    def __init__(self, in_features: int, num_classes: int, *, z_loss=0.0, softcap=None, **layer):
+    def __init__(self, in_features: int, num_classes: int, *, z_loss=0.0, softcap=None,
+                 fused=None, **layer):
         super().__init__(in_features, num_classes, **layer)
         self.z_loss, self.softcap = check_z_loss(z_loss), check_softcap(softcap)
+        if fused is not None and not isinstance(fused, bool):
+            raise TypeError(f"fused must be None, True or False, got {fused!r}")
+        self.fused = fused
 
     def training_loss(self, input: Tensor, target: Tensor,
                       generator: Optional[torch.Generator] = None) -> Tensor:

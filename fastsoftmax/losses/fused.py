@@ -1,0 +1,154 @@
+"""The fused exact softmax: _softmax_stats.py's per-row figures (lse, true, total) and their
+gradients computed by the Triton kernels of _triton_softmax.py, whose logit tiles live in
+registers and are recomputed in backward, so no block of logits reaches memory.
+
+Two torch ops, `fastsoftmax::fused_softmax_stats` and its backward, defined here with
+torch.library.custom_op (the kernels are Python, not part of the compiled extension's
+schema file): autograd, fake tensors and torch.compile see one opaque op each, and
+torch.library.opcheck checks them.
+
+`fused=` of the exact losses picks the path (resolve()):
+- None (default): the fused kernels where they run natively (CUDA tensors, Triton
+  installed, float16/bfloat16/float32, the input and the weight of one dtype), else the
+  streamed path, unchanged;
+- True: the fused kernels, or a ValueError that says why they cannot run. On CPU tensors they
+  run under Triton's interpreter only (TRITON_INTERPRET=1 in the environment before
+  fastsoftmax first runs them): that is how CI tests them, float64 included;
+- False: the streamed path.
+Under torch.use_deterministic_algorithms(True) the GPU's float atomics are refused, so the
+default takes the streamed path there (on the CPU the interpreter's atomics run in program
+order and are deterministic).
+"""
+
+import importlib.util
+import os
+import sys
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+
+
+def interpreted() -> bool:
+    """Whether the kernels run under Triton's interpreter. Triton reads TRITON_INTERPRET when
+    it decorates a kernel, so once the kernels are imported their mode is fixed."""
+    kernels = sys.modules.get(__package__ + "._triton_softmax")
+    if kernels is not None:
+        return kernels.INTERPRETED
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+_NATIVE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _acc(h: Tensor) -> torch.dtype:
+    return torch.float64 if h.dtype == torch.float64 else torch.float32
+
+
+@torch.library.custom_op("fastsoftmax::fused_softmax_stats", mutates_args=())
+def fused_softmax_stats(h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor],
+                        targets: Tensor, class_sum: Optional[Tensor], softcap: Optional[float]
+                        ) -> Tuple[Tensor, Tensor, Tensor]:
+    """(lse, true, total) [N] in the accumulation dtype over every class of linear_weight, as
+    _softmax_stats.softmax_stats (total is zeros without class_sum)."""
+    from . import _triton_softmax
+    return _triton_softmax.forward(h.contiguous(), linear_weight.contiguous(),
+                                   _contiguous(linear_bias), targets.contiguous(),
+                                   _contiguous(class_sum), softcap)
+
+
+@fused_softmax_stats.register_fake
+def _(h, linear_weight, linear_bias, targets, class_sum, softcap):
+    return tuple(h.new_empty(h.shape[0], dtype=_acc(h)) for _ in range(3))
+
+
+@torch.library.custom_op("fastsoftmax::fused_softmax_stats_backward", mutates_args=())
+def fused_softmax_stats_backward(h: Tensor, linear_weight: Tensor,
+                                 linear_bias: Optional[Tensor], targets: Tensor,
+                                 class_sum: Optional[Tensor], softcap: Optional[float],
+                                 lse: Tensor, g_lse: Tensor, g_true: Tensor, g_total: Tensor
+                                 ) -> Tuple[Tensor, Tensor, Tensor]:
+    """(grad_h, grad_w, grad_b) in the inputs' dtypes (grad_b empty without a bias)."""
+    from . import _triton_softmax
+    acc = _acc(h)
+    grad_h, grad_w, grad_b = _triton_softmax.backward(
+        h.contiguous(), linear_weight.contiguous(), _contiguous(linear_bias),
+        targets.contiguous(), _contiguous(class_sum), softcap, lse.contiguous(),
+        *(g.to(acc).contiguous() for g in (g_lse, g_true, g_total)))
+    grad_b = h.new_empty(0) if grad_b is None else grad_b.to(linear_bias.dtype)
+    return grad_h.to(h.dtype), grad_w.to(linear_weight.dtype), grad_b
+
+
+@fused_softmax_stats_backward.register_fake
+def _(h, linear_weight, linear_bias, targets, class_sum, softcap, lse, g_lse, g_true, g_total):
+    grad_b = h.new_empty(0) if linear_bias is None else torch.empty_like(linear_bias)
+    return torch.empty_like(h), torch.empty_like(linear_weight), grad_b
+
+
+def _contiguous(t: Optional[Tensor]) -> Optional[Tensor]:
+    return None if t is None else t.contiguous()
+
+
+def _setup_context(ctx, inputs, output):
+    h, linear_weight, linear_bias, targets, class_sum, softcap = inputs
+    ctx.softcap = softcap
+    ctx.save_for_backward(h, linear_weight, linear_bias, targets, class_sum, output[0])
+
+
+def _backward(ctx, g_lse, g_true, g_total):
+    h, linear_weight, linear_bias, targets, class_sum, lse = ctx.saved_tensors
+    zeros = torch.zeros_like(lse)
+    grad_h, grad_w, grad_b = fused_softmax_stats_backward(
+        h, linear_weight, linear_bias, targets, class_sum, ctx.softcap, lse,
+        *(zeros if g is None else g for g in (g_lse, g_true, g_total)))
+    return grad_h, grad_w, (grad_b if linear_bias is not None else None), None, None, None
+
+
+fused_softmax_stats.register_autograd(_backward, setup_context=_setup_context)
+
+
+def unavailable(h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor],
+                weight: Optional[Tensor]) -> Optional[str]:
+    """Why the fused kernels cannot compute this call, or None when they can."""
+    if not HAS_TRITON:
+        return "Triton is not installed (pip install triton; torch's CUDA wheels bring it)"
+    if h.device.type == "cpu" and not interpreted():
+        return ("on CPU tensors they run only under Triton's interpreter: set "
+                "TRITON_INTERPRET=1 in the environment before fastsoftmax first uses them")
+    if h.device.type not in ("cpu", "cuda"):
+        return f"they run on CUDA (or CPU, interpreted) tensors, not {h.device.type}"
+    if linear_weight.dtype != h.dtype or (linear_bias is not None
+                                          and linear_bias.dtype != h.dtype):
+        return (f"the input, linear_weight and linear_bias must share one dtype, got "
+                f"{h.dtype}, {linear_weight.dtype} and "
+                f"{None if linear_bias is None else linear_bias.dtype}")
+    if h.dtype not in _NATIVE_DTYPES + (torch.float64,):
+        return f"they take float16, bfloat16, float32 or float64, got {h.dtype}"
+    if weight is not None and weight.requires_grad:
+        return "they give no gradient to a per-class weight that requires one"
+    if h.shape[0] == 0:
+        return "there are no rows"
+    return None
+
+
+def resolve(fused, h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor],
+            weight: Optional[Tensor] = None) -> bool:
+    """Whether this call takes the fused kernels (see the module's docstring for `fused`)."""
+    if fused is not None and not isinstance(fused, bool):
+        raise TypeError(f"fused must be None, True or False, got {fused!r}")
+    if fused is False:
+        return False
+    reason = unavailable(h, linear_weight, linear_bias, weight)
+    if reason is None and torch.are_deterministic_algorithms_enabled() and not h.is_cpu:
+        reason = ("their backward sums with float atomics, and "
+                  "torch.use_deterministic_algorithms(True) is set")
+    if fused is True:
+        if reason is not None:
+            raise ValueError(f"fused=True: the fused softmax kernels cannot run: {reason}")
+        return True
+    return reason is None and h.is_cuda and not interpreted() and h.dtype in _NATIVE_DTYPES
+
+
+__all__ = ["HAS_TRITON", "fused_softmax_stats", "fused_softmax_stats_backward", "interpreted",
+           "resolve", "unavailable"]
