@@ -4,7 +4,11 @@ V = 256,000 classes, D = 2304, N = 8192 rows, bfloat16, forward + backward, in m
     python bench/bench_cce_headline.py --device cuda     # the headline shape (GPU)
     python bench/bench_cce_headline.py                   # CPU: scaled down, see below
 
-Providers: ours (fastsoftmax.functional.full_softmax_loss, exact, streamed), the plain
+Providers: ours (fastsoftmax.functional.full_softmax_loss as a user gets it: the fused
+Triton kernels on CUDA where Triton is installed), ours_fused and ours_streamed (each path
+forced with fused=True / False; ours_fused on CUDA only: on CPU tensors the kernels run
+only under Triton's interpreter, a correctness run that tests/test_fused_softmax.py makes,
+far too slow to time), the plain
 F.cross_entropy(F.linear(...)) in float32 logits, F.linear_cross_entropy unchunked and in
 1024-row chunks, and bench/fused_peers.py's torch.compile, Liger-Kernel and Cut
 Cross-Entropy (the last two on CUDA only; skipped with the reason otherwise). Every provider is
@@ -13,7 +17,9 @@ checked against the plain loss on a small case first.
 Memory is what one forward + backward allocates beyond its inputs (the gradients of h and W
 included): on CUDA torch.cuda.max_memory_allocated above the allocation before the call; on the
 CPU the resident-set high-water mark above the resident set before it. Time: median of
---repeat runs after a warm-up (CUDA events on CUDA).
+--repeat runs after a warm-up (CUDA events on CUDA). Errors, since Cut Cross-Entropy's speed
+comes partly from its gradient filter: the loss's absolute error and the relative (Frobenius)
+errors of grad_h and grad_W against the plain loss on float32 logits of the same inputs.
 
 On the CPU the headline shape would take minutes per provider on 2 cores (29 TFLOP per step),
 so the default CPU shape is scaled down to N = 128, V = 16,000 (D = 2304 and bfloat16 kept):
@@ -34,14 +40,40 @@ import bound_model as bm  # noqa: E402
 import fused_peers  # noqa: E402
 from common import device_name, peak_extra_bytes, time_it, write_results  # noqa: E402
 from fastsoftmax import functional as FF  # noqa: E402
+from fastsoftmax.losses import fused as fused_kernels  # noqa: E402
 from peers import HAS_LCE  # noqa: E402
 
 HEADLINE = (8192, 256_000, 2304)
 CPU_SHAPE = (128, 16_000, 2304)
 
 
-def ours(h, w, b, t):
-    return FF.full_softmax_loss(h, w, t, linear_bias=b, reduction="sum")
+def ours(h, w, b, t, fused=None):
+    return FF.full_softmax_loss(h, w, t, linear_bias=b, reduction="sum", fused=fused)
+
+
+def our_paths(device, dtype):
+    """ours_streamed, and ours_fused where the fused kernels can run here."""
+    out = [("ours_streamed", lambda h, w, b, t: ours(h, w, b, t, fused=False))]
+    probe = torch.zeros(1, 16, device=device, dtype=dtype)
+    reason = ("on CPU tensors the kernels run interpreted: a test, not a timing"
+              if device.type == "cpu" else fused_kernels.unavailable(probe, probe, None, None))
+    if reason is None:
+        out.append(("ours_fused", lambda h, w, b, t: ours(h, w, b, t, fused=True)))
+    else:
+        print(f"skipped: ours_fused ({reason})")
+    return out
+
+
+def errors(fn, h, w, t, reference):
+    """(loss absolute error, grad_h and grad_W relative errors) of fn against `reference`,
+    the plain loss's (loss, grad_h, grad_w) in float64."""
+    hh, ww = (x.detach().clone().requires_grad_() for x in (h, w))
+    loss = fn(hh, ww, None, t)
+    loss.backward()
+    ref_loss, ref_h, ref_w = reference
+    return (abs(loss.double().item() - ref_loss),
+            ((hh.grad.double() - ref_h).norm() / ref_h.norm()).item(),
+            ((ww.grad.double() - ref_w).norm() / ref_w.norm()).item())
 
 
 def lce(chunk_rows=None):
@@ -52,7 +84,7 @@ def lce(chunk_rows=None):
 
 
 def providers(device, dtype, args):
-    out = [("ours", ours), ("plain", fused_peers.plain)]
+    out = [("ours", ours)] + our_paths(device, dtype) + [("plain", fused_peers.plain)]
     if HAS_LCE:
         out += [("lce", lce()), ("lce_chunked", lce(1024))]
     else:
@@ -103,6 +135,11 @@ def main(argv=None):
         keep = set(args.providers.split(","))
         chosen = [p for p in chosen if p[0] in keep]
     results = {}
+    hh, ww = (x.detach().clone().requires_grad_() for x in (h, w))
+    ref_loss = fused_peers.plain(hh, ww, None, t)
+    ref_loss.backward()
+    reference = (ref_loss.double().item(), hh.grad.double(), ww.grad.double())
+    del hh, ww, ref_loss
     for name, fn in chosen:
         check(fn, name, device, dtype)
 
@@ -119,11 +156,15 @@ def main(argv=None):
                              value=1))
             continue
         results[name] = (med, peak)
+        loss_err, h_err, w_err = errors(fn, h, w, t, reference)
         print(f"{name:14s} {med * 1e3:10.1f} ms [{lo * 1e3:.1f}, {hi * 1e3:.1f}]  "
-              f"{peak / 1e9:7.3f} GB")
+              f"{peak / 1e9:7.3f} GB  loss err {loss_err:.2e}  grad_h {h_err:.1e}  "
+              f"grad_W {w_err:.1e}")
         rows += [dict(case="cce_headline", provider=name, shape=shape, metric=m, value=x)
                  for m, x in (("median_ms", med * 1e3), ("min_ms", lo * 1e3),
-                              ("max_ms", hi * 1e3), ("peak_extra_gb", peak / 1e9))]
+                              ("max_ms", hi * 1e3), ("peak_extra_gb", peak / 1e9),
+                              ("loss_abs_error", loss_err), ("grad_h_rel_error", h_err),
+                              ("grad_w_rel_error", w_err))]
     if "ours" in results:
         for name, (med, peak) in results.items():
             if name != "ours":

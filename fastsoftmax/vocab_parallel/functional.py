@@ -26,7 +26,7 @@ from .._reduction import check_softcap, check_z_loss, finish, loss_rows
 from .._shapes import check_label_smoothing
 from .._softmax_stats import softmax_stats
 from .._streaming import CHUNK_BYTES, acc_dtype
-from ..losses.full import finish_full, loss_from_stats
+from ..losses.full import finish_full, loss_dtype, loss_from_stats
 from .mappings import (agree, copy_to_vocab_group, logsumexp_over_vocab_group,
                        reduce_from_vocab_group)
 
@@ -79,7 +79,7 @@ def vocab_parallel_full_softmax_loss(
     row_weight = None if weight is None else weight.to(lse.dtype)[safe[:, 0]]
     loss = loss_from_stats(lse, true, total, t2.shape[1], row_weight, eps, a)
     return finish_full(loss, lse, z_loss, row_weight, t2, lead, reduction, ignore_index,
-                       input.dtype, None)
+                       loss_dtype(input), None)
 
 
 def owned_logits(h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor], ids: Tensor,
