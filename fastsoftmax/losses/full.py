@@ -328,8 +328,8 @@ class FullSoftmaxLoss(LinearLayer):
         z_loss: PaLM's z-loss, z_loss * lse² per row (default 0.0; see full_softmax_loss).
         softcap: Gemma 2's cap, logits -> softcap * tanh(logits / softcap).
         fused: None (default) the fused Triton kernels on CUDA where Triton is installed,
-            True those kernels or an error, False the streamed blocks (full_softmax_loss).
-    The loss is float32 for float16 and bfloat16 input.""" + COMMON_ARGS
+            True those kernels or an error, False the streamed blocks (full_softmax_loss);
+            the loss is float32 for float16 and bfloat16 input.""" + COMMON_ARGS
 
     def __init__(self, in_features: int, num_classes: int, *, z_loss=0.0, softcap=None,
                  fused=None, **layer):
