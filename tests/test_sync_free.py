@@ -31,7 +31,8 @@ V = 40
 def layouts() -> list:
     """(head, sparse): every head dense; sparse for 'full' (its embedding only) and for every
     head with sparse gradients. A device's sparse output-layer gradient has one row per pair
-    (csrc/cuda/loss_cuda.cuh, scatter_pairs_sorted_cuda), so its size reads nothing back."""
+    (csrc/cuda/loss_cuda.cuh, scatter_pairs_sorted_cuda), so its size reads nothing back; the
+    emulated build counts a data-sized op such as masked_select as a read."""
     out = [(h, False) for h in sorted(HEADS)] + [("full", True)]
     return out + [(h, True) for h in sorted(h for h in HEADS if has_sparse_gradient(h))]
 
