@@ -7,8 +7,10 @@ import pytest
 import torch
 
 from fastsoftmax import ops
+from fastsoftmax.ops._checks import on_device
 
 import reference as R
+from sparse_layout import check_gradient
 
 
 def on(backend, fn, *tensors):
@@ -127,10 +129,14 @@ def _losses_with_grads(h, w, b, target, negatives, sampled, tq, sq, sparse):
         loss, _, _ = ops.sampled_logits_forward(hh, ww, bb, target, sampled, tq, sq, log_z,
                                                 mode, True, -100, sparse)
         (loss * _ramp(loss)).sum().backward()
+        if sparse:
+            check_gradient(ww.grad, sampled.numel() + target.numel(), on_device(w))
         out += [loss, hh.grad, ww.grad.to_dense(), bb.grad]
     hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
     loss, _ = ops.negative_sampling_forward(hh, ww, target, negatives, -100, sparse)
     loss.sum().backward()
+    if sparse:
+        check_gradient(ww.grad, target.numel() + negatives.numel(), on_device(w))
     return tuple(out + [loss, hh.grad, ww.grad.to_dense()])
 
 
@@ -172,7 +178,13 @@ def test_frequent_classes_and_shared_negatives(deterministic, sparse, cuda_backe
         hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
         loss, _ = ops.negative_sampling_forward(hh, ww, target, negatives, -100, sparse)
         (loss * _ramp(loss)).sum().backward()
-        return loss, hh.grad, ww.grad.to_dense()
+        if not sparse:
+            return loss, hh.grad, ww.grad.to_dense()
+        # On the device, a row per pair (nothing read back to size it); once coalesced,
+        # the CPU's rows.
+        check_gradient(ww.grad, target.numel() + negatives.numel(), on_device(w))
+        grad = ww.grad.coalesce()
+        return loss, hh.grad, grad.to_dense(), grad.indices()
 
     torch.use_deterministic_algorithms(deterministic)
     try:

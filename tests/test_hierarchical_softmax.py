@@ -6,9 +6,11 @@ module (HierarchicalSoftmaxLoss) in tests/test_hierarchical_layer.py."""
 import pytest
 import reference as R
 import torch
+from sparse_layout import check_gradient, coalesced_rows
 
 import fastsoftmax as fs
 from fastsoftmax import functional as FF
+from fastsoftmax.ops._checks import on_device
 
 N, D, V = 9, 12, 23
 OP = torch.ops.fastsoftmax
@@ -110,6 +112,8 @@ def test_sparse_gradient_equals_dense(device):
     g = torch.rand(N, device=device)
     _, rows, ids = bwd(g, h, w, nodes, coef, True)
     _, dense, _ = bwd(g, h, w, nodes, coef, False)
+    # A device's: a row per (row, step) pair, padding steps included (zero rows).
+    rows, ids = coalesced_rows(rows, ids, V - 1, nodes.numel())
     touched = nodes[(t != -100)].unique()
     touched = touched[touched < V - 1]
     assert torch.equal(ids, touched)  # exactly the inner nodes on a path, ascending
@@ -122,11 +126,27 @@ def test_sparse_gradient_equals_dense(device):
     m = fs.HierarchicalSoftmaxLoss(D, V, tree=tree, sparse=True).to(device)
     m.linear_weight.data.copy_(w.detach())
     m(h.detach(), t).backward()
-    assert m.linear_weight.grad.is_sparse
+    check_gradient(m.linear_weight.grad, nodes.numel(), on_device(h))
     ref = fs.HierarchicalSoftmaxLoss(D, V, tree=tree).to(device)
     ref.linear_weight.data.copy_(w.detach())
     ref(h.detach(), t).backward()
     torch.testing.assert_close(m.linear_weight.grad.to_dense(), ref.linear_weight.grad)
+
+
+def test_sparse_gradient_of_ignored_rows_only(device):
+    # Every step is padding: a device's rows are all zero, relabelled inner node 0 (its ids
+    # must stay in range), so the gradient is zero as the CPU's, which has no rows.
+    h, w, _, tree = make_case(device, torch.float32)
+    t = torch.full((N,), -100, device=device)
+    _, coef, nodes = fs.ops._op("hierarchical_softmax_forward")(
+        h, w, t, tree.links, tree.max_depth, -100, True)
+    _, rows, ids = fs.ops._op("hierarchical_softmax_backward")(
+        torch.ones(N, device=device), h, w, nodes, coef, True)
+    if on_device(h):
+        assert rows.shape[0] == nodes.numel() and bool((ids == 0).all())
+        assert bool((rows == 0).all())
+    else:
+        assert rows.shape[0] == ids.numel() == 0
 
 
 def test_deterministic_backward_bit_identical(device):

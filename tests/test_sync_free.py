@@ -26,22 +26,15 @@ from sync_counter import Counter, count_host_reads
 
 needs_emu = pytest.mark.skipif(not CUDA_EMU, reason="the emulated CUDA build is missing")
 V = 40
-# Where the output layer's gradient is sparse, its CUDA backward sizes it by the number of
-# touched rows (csrc/cuda/loss_cuda.cuh, scatter_pairs_sorted_cuda: a masked_select, a sync
-# on a GPU that the emulator does not count), and the hierarchical softmax's also reads its
-# last touched id back (hierarchical_softmax.cu, scatter_paths_sorted: counted). Both are in
-# csrc, left for a static-shape sparse layout there.
-NATIVE_READS = pytest.mark.xfail(strict=True, reason="the output layer's sparse CUDA backward "
-                                 "reads back from the device (csrc)")
 
 
-def layouts(gpu: bool = False) -> list:
+def layouts() -> list:
     """(head, sparse): every head dense; sparse for 'full' (its embedding only) and for every
-    head with sparse gradients, marked where the native backward reads back (on a GPU: all)."""
+    head with sparse gradients. A device's sparse output-layer gradient has one row per pair
+    (csrc/cuda/loss_cuda.cuh, scatter_pairs_sorted_cuda), so its size reads nothing back; the
+    emulated build counts a data-sized op such as masked_select as a read."""
     out = [(h, False) for h in sorted(HEADS)] + [("full", True)]
-    for h in sorted(h for h in HEADS if has_sparse_gradient(h)):
-        out.append(pytest.param(h, True, marks=[NATIVE_READS] if gpu or h == "hs" else []))
-    return out
+    return out + [(h, True) for h in sorted(h for h in HEADS if has_sparse_gradient(h))]
 
 
 def lm_and_step(head: str, sparse: bool = False):
@@ -150,7 +143,7 @@ def test_unique_sampling_gives_up_with_a_device_flag():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("head, sparse", layouts(gpu=True))
+@pytest.mark.parametrize("head, sparse", layouts())
 def test_steady_state_steps_on_a_gpu_make_no_sync(head, sparse):
     # torch's own view on a real device: any synchronising call in the steps (the clip and
     # SGD's sparse update included) is an error.

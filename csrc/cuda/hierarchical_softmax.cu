@@ -109,14 +109,18 @@ __global__ void hs_backward_kernel(HsParams<scalar_t, acc_t> p) {
 }
 
 // The deterministic weight gradient: loss_cuda.cuh's sorted scatter over every (row, step)
-// pair, into num_inner + 1 rows. Padding pairs carry the sentinel id num_inner, one past the
-// last inner node, so they land on an extra last row, which is cut off: a view for the dense
-// gradient, the last touched id for the sparse one (ids ascend, so it is the last).
+// pair. Padding pairs carry the sentinel id num_inner, one past the last inner node. Dense:
+// num_inner + 1 rows, the padding's last one cut off by a view. Sparse: one row per pair, the
+// padding's left zero (the scatter skips ids >= num_inner) and, as their number is not known
+// on the host, relabelled in place with the largest touched inner id (0 if none): ids stay
+// ascending and in range, and the coalesced gradient has only the CPU's rows, nothing read back.
 template <class scalar_t, class acc_t>
 std::tuple<Tensor, Tensor> scatter_paths_sorted(const HsParams<scalar_t, acc_t>& p,
                                                 const Tensor& nodes, bool sparse,
                                                 ScalarType dtype) {
   const int64_t num_inner = p.V - 1;
+  const Device device = nodes.device();
+  if (sparse && num_inner == 0) return {empty({0, p.D}, dtype, device), empty({0}, kLong, device)};
   PairGroups<scalar_t, acc_t> pairs;
   pairs.num = 1;
   pairs.g[0] = PairGroup<scalar_t, acc_t>::of(p.N, p.L, p.nodes, p.L)
@@ -125,12 +129,15 @@ std::tuple<Tensor, Tensor> scatter_paths_sorted(const HsParams<scalar_t, acc_t>&
                    .rows_of(p.input, p.D);
   Tensor grad, ids;
   std::tie(grad, ids) = scatter_pairs_sorted_cuda<scalar_t>(
-      pairs, torch::stable::reshape(nodes, {-1}), num_inner + 1, p.D, sparse, dtype);
+      pairs, torch::stable::reshape(nodes, {-1}), sparse ? num_inner : num_inner + 1, p.D,
+      sparse, dtype);
   if (!sparse) return {torch::stable::narrow(grad, 0, 0, num_inner), ids};
-  const int64_t U = ids.numel();
-  if (U > 0 && *data<int64_t>(to_cpu(torch::stable::narrow(ids, 0, U - 1, 1))) == num_inner)
-    return {torch::stable::narrow(grad, 0, 0, U - 1), torch::stable::narrow(ids, 0, 0, U - 1)};
-  return {grad, ids};
+  if (ids.numel() == 0) return {grad, ids};
+  const Tensor padding = call("aten::ge", "Tensor", ids, cpu_scalar(num_inner, kLong));
+  const Tensor last = call("aten::amax", "", call("aten::masked_fill", "Tensor", ids, padding,
+                                                  cpu_scalar(0, kLong)),
+                           std::vector<int64_t>{}, false);
+  return {grad, call("aten::minimum", "", ids, last)};
 }
 
 std::tuple<Tensor, Tensor, Tensor> hierarchical_softmax_forward_cuda(

@@ -7,10 +7,12 @@
 //  - sorted: pairs stably sorted by class id, summed in fixed-size chunks of sorted positions
 //    and then per class in chunk order (a segmented reduction: frequent classes are summed
 //    in parallel). Bit-identical run to run; used under torch.use_deterministic_algorithms
-//    and for sparse gradients (which need the touched ids anyway). No host synchronisation
-//    for a dense gradient; one (the count of touched classes) for a sparse one.
+//    and for sparse gradients (which need the touched ids anyway). No host synchronisation,
+//    dense or sparse: a sparse gradient has one row per pair (a static shape), see
+//    scatter_pairs_sorted_cuda.
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -65,13 +67,16 @@ constexpr int64_t kChunk = 64;
 
 struct SortedPairs {
   int64_t P, D;
-  const int64_t* ids;      // [P] sorted class ids
-  const int64_t* order;    // [P] pair index of each sorted position
-  const int64_t* run_row;  // [P] output row of the run at each position (sparse), or nullptr
+  const int64_t* ids;    // [P] sorted class ids
+  const int64_t* order;  // [P] pair index of each sorted position
+  // Sparse: the output has a row per sorted position, and a run's sum goes to the row of its
+  // first position (both kernels write a row only at a run's start). Dense: row = class id.
+  bool row_per_position;
+  int64_t limit;  // runs of ids >= limit are not summed (their rows keep their zeros)
 };
 
 __device__ __forceinline__ int64_t out_row(const SortedPairs& s, int64_t q) {
-  return s.run_row ? s.run_row[q] : s.ids[q];
+  return s.row_per_position ? q : s.ids[q];
 }
 
 template <class scalar_t, class acc_t>
@@ -84,6 +89,10 @@ __global__ void scatter_chunks_kernel(PairGroups<scalar_t, acc_t> groups, Sorted
       const int64_t id = s.ids[q];
       int64_t r = q + 1;
       while (r < end && s.ids[r] == id) ++r;
+      if (id >= s.limit) {  // its combine skips it too: no partial is read
+        q = r;
+        continue;
+      }
       const bool continues_run = q == begin && q > 0 && s.ids[q - 1] == id;
       const bool run_goes_on = r == end && end < s.P && s.ids[end] == id;
       acc_t* slot = continues_run ? partial + (2 * c) * s.D
@@ -115,6 +124,7 @@ __global__ void combine_chunks_kernel(SortedPairs s, const acc_t* partial, scala
     // The run of the chunk's last position goes on: this block owns it if it starts here.
     int64_t q = end - 1;
     const int64_t id = s.ids[q];
+    if (id >= s.limit) continue;
     if (c > 0 && s.ids[c * kChunk - 1] == id && s.ids[c * kChunk] == id) continue;
     while (q > c * kChunk && s.ids[q - 1] == id) --q;
     scalar_t* row = out + out_row(s, q) * s.D;
@@ -128,8 +138,12 @@ __global__ void combine_chunks_kernel(SortedPairs s, const acc_t* partial, scala
 }
 
 // keys: the class id of every pair, [P], in pair order (group 0 then group 1, row-major).
-// The dense gradient needs nothing on the host; the sparse one needs the number of touched
-// classes to size its output, which costs one device-to-host copy. dtype: scalar_t's.
+// dtype: scalar_t's. Nothing is read back to the host, dense or sparse.
+// Dense: [V, D]. Sparse: (values [P, D], ids [P]), an uncoalesced row-sparse gradient as
+// nn.Embedding(sparse=True) makes, of a size known without the data (sizing it by the
+// touched classes would read their number back): ids are the sorted keys, duplicates kept;
+// each run's sum sits in the row of its first position, its other rows are zero, so the
+// coalesced gradient has the values of the CPU's. Pairs of ids >= V are left out (rows zero).
 template <class scalar_t>
 std::tuple<Tensor, Tensor> scatter_pairs_sorted_cuda(
     const PairGroups<scalar_t, opmath_t<scalar_t>>& groups, const Tensor& keys, int64_t V,
@@ -143,25 +157,12 @@ std::tuple<Tensor, Tensor> scatter_pairs_sorted_cuda(
   const auto sort = call_n<2>("aten::sort", "stable", keys, std::optional<bool>(true),
                               int64_t{0}, false);
   const Tensor &sorted = sort[0], &order = sort[1];
-  Tensor out, ids = no_ids, run_row;
-  if (sparse) {
-    // starts: a run begins at q; run_row: cumsum(starts) - 1, the run's output row.
-    const Tensor changes = call("aten::ne", "Tensor", narrow(sorted, 0, 1, P - 1),
-                                narrow(sorted, 0, 0, P - 1));
-    Tensor starts = full({P}, 1, kBool, device), starts_tail = narrow(starts, 0, 1, P - 1);
-    torch::stable::copy_(starts_tail, changes);
-    run_row = zeros({P}, kLong, device);
-    call("aten::cumsum", "out", changes, int64_t{0}, std::optional<ScalarType>(),
-         narrow(run_row, 0, 1, P - 1));
-    ids = call("aten::masked_select", "", sorted, starts);  // the one host synchronisation
-    out = empty({ids.numel(), D}, dtype, device);
-  } else {
-    out = zeros({V, D}, dtype, device);
-  }
+  const Tensor out = zeros({sparse ? P : V, D}, dtype, device);
+  const Tensor ids = sparse ? sorted : no_ids;
   const int64_t chunks = (P + kChunk - 1) / kChunk;
   const Tensor partial = empty({2 * chunks, D}, to_opmath(dtype), device);
-  const SortedPairs s{P, D, data<int64_t>(sorted), data<int64_t>(order),
-                      sparse ? data<int64_t>(run_row) : nullptr};
+  const SortedPairs s{P, D, data<int64_t>(sorted), data<int64_t>(order), sparse,
+                      sparse ? V : std::numeric_limits<int64_t>::max()};
   const int threads = D >= 256 ? 256 : (D >= 128 ? 128 : 64);
   FS_LAUNCH((scatter_chunks_kernel<scalar_t, acc_t>), blocks_for(chunks, 1), threads, 0, groups,
             s, data<acc_t>(partial), data<scalar_t>(out));

@@ -7,7 +7,7 @@ from typing import Tuple
 import torch
 from torch import Tensor
 
-from ._checks import checked_ids
+from ._checks import checked_ids, on_device
 from ._registry import OpParts, _op
 from .losses import _acc_dtype, _sparse_rows_fake, _weight_grad
 
@@ -52,13 +52,15 @@ def _hierarchical_softmax_forward_fake(input, weight, target, links, max_depth, 
 @PARTS.fake("hierarchical_softmax_backward")
 def _hierarchical_softmax_backward_fake(grad_loss, input, weight, nodes, coef, sparse,
                                         deterministic=False):
-    grad_weight, ids = _sparse_rows_fake(weight, sparse)
+    # One row per (row, step) pair on a device, none when there is no inner node.
+    pairs = nodes.numel() if weight.shape[0] else 0
+    grad_weight, ids = _sparse_rows_fake(weight, sparse, pairs)
     return torch.empty_like(input), grad_weight, ids
 
 
 def _hierarchical_softmax_setup(ctx, inputs, output):
     input, weight, _, _, _, _, sparse = inputs
-    ctx.sparse = sparse
+    ctx.sparse, ctx.coalesced = sparse, not on_device(weight)
     ctx.save_for_backward(input, weight, output[2], output[1])
 
 
@@ -70,5 +72,5 @@ def _hierarchical_softmax_backward(backward_op, ctx, grad_loss, grad_coef, grad_
         grad_loss.contiguous(), input, weight, nodes, coef, ctx.sparse,
         torch.are_deterministic_algorithms_enabled(),
     )
-    return (grad_input, _weight_grad(grad_weight, ids, weight, ctx.sparse),
+    return (grad_input, _weight_grad(grad_weight, ids, weight, ctx.sparse, ctx.coalesced),
             None, None, None, None, None)

@@ -13,7 +13,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._checks import checked_ids
+from ._checks import checked_ids, on_device
 from ._registry import OpParts, _op
 
 MODE_SOFTMAX, MODE_NCE = 0, 1
@@ -30,23 +30,27 @@ def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _sparse_rows_fake(weight: Tensor, sparse: bool) -> Tuple[Tensor, Tensor]:
+def _sparse_rows_fake(weight: Tensor, sparse: bool, pairs: int) -> Tuple[Tensor, Tensor]:
     if not sparse:
         return torch.empty_like(weight), weight.new_empty(0, dtype=torch.int64)
-    rows = torch.library.get_ctx().new_dynamic_size()
+    # A device's sparse gradient has one row per pair (static); the CPU's, one per touched row.
+    rows = pairs if on_device(weight) else torch.library.get_ctx().new_dynamic_size()
     return (
         weight.new_empty(rows, weight.shape[1]),
         weight.new_empty(rows, dtype=torch.int64),
     )
 
 
-def _weight_grad(grad_weight: Tensor, ids: Tensor, weight: Tensor, sparse: bool) -> Tensor:
+def _weight_grad(grad_weight: Tensor, ids: Tensor, weight: Tensor, sparse: bool,
+                 coalesced: bool) -> Tensor:
+    """As nn.Embedding(sparse=True): a sparse COO gradient of weight's shape. The CPU's is
+    coalesced (ids unique and ascending); a device's (`coalesced` False) has one row per pair,
+    duplicate ids included, so that its size is known without reading anything back."""
     if not sparse:
         return grad_weight
-    # As nn.Embedding(sparse=True): a sparse COO gradient of weight's shape, here already
-    # coalesced (ids unique and ascending).
     return torch.sparse_coo_tensor(
-        ids.unsqueeze(0), grad_weight, weight.shape, is_coalesced=True, check_invariants=False
+        ids.unsqueeze(0), grad_weight, weight.shape, is_coalesced=coalesced,
+        check_invariants=False,
     )
 
 
@@ -88,13 +92,14 @@ def _negative_sampling_forward_fake(input, weight, target, negatives, ignore_ind
 def _negative_sampling_backward_fake(
     grad_loss, input, weight, target, negatives, coef, ignore_index, sparse, deterministic=False
 ):
-    grad_weight, ids = _sparse_rows_fake(weight, sparse)
+    grad_weight, ids = _sparse_rows_fake(weight, sparse, target.numel() + negatives.numel())
     return torch.empty_like(input), grad_weight, ids
 
 
 def _negative_sampling_setup(ctx, inputs, output):
     input, weight, target, negatives, ignore_index, sparse, need_grad = inputs
     ctx.ignore_index, ctx.sparse, ctx.need_grad = ignore_index, sparse, need_grad
+    ctx.coalesced = not on_device(weight)
     ctx.save_for_backward(input, weight, target, negatives, output[1])
 
 
@@ -107,7 +112,7 @@ def _negative_sampling_backward(backward_op, ctx, grad_loss, grad_coef):
         grad_loss.contiguous(), input, weight, target, negatives, coef, ctx.ignore_index,
         ctx.sparse, torch.are_deterministic_algorithms_enabled(),
     )
-    return (grad_input, _weight_grad(grad_weight, ids, weight, ctx.sparse),
+    return (grad_input, _weight_grad(grad_weight, ids, weight, ctx.sparse, ctx.coalesced),
             None, None, None, None, None)
 
 
@@ -153,7 +158,7 @@ def _sampled_logits_backward_fake(
     grad_loss, input, weight, target, sampled, grad_logits, grad_true, has_bias, ignore_index,
     sparse, deterministic=False,
 ):
-    grad_weight, ids = _sparse_rows_fake(weight, sparse)
+    grad_weight, ids = _sparse_rows_fake(weight, sparse, sampled.numel() + target.numel())
     grad_bias = input.new_empty(weight.shape[0] if has_bias else 0)
     return torch.empty_like(input), grad_weight, grad_bias, ids
 
@@ -162,7 +167,7 @@ def _sampled_logits_setup(ctx, inputs, output):
     (input, weight, bias, target, sampled, _, _, log_z, _, _, ignore_index, sparse,
      need_grad) = inputs
     ctx.ignore_index, ctx.sparse, ctx.has_bias = ignore_index, sparse, bias is not None
-    ctx.need_grad = need_grad
+    ctx.need_grad, ctx.coalesced = need_grad, not on_device(weight)
     ctx.bias_dtype = None if bias is None else bias.dtype
     ctx.log_z_meta = (log_z.shape, log_z.dtype)
     ctx.save_for_backward(input, weight, target, sampled, output[1], output[2])
@@ -188,7 +193,7 @@ def _sampled_logits_backward(backward_op, ctx, grad_loss, grad_grad_logits, grad
         grad_log_z = (-(per_row * grad_loss.to(acc)).sum()).to(dtype).reshape(shape)
     return (
         grad_input,
-        _weight_grad(grad_weight, ids, weight, ctx.sparse),
+        _weight_grad(grad_weight, ids, weight, ctx.sparse, ctx.coalesced),
         grad_bias if ctx.has_bias else None,
         None, None, None, None,
         grad_log_z,
