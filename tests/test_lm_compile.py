@@ -80,3 +80,15 @@ def test_compile_with_vocab_parallel_is_refused():
         check_options(TrainConfig(data="x", compile="default", vocab_parallel=2))
     with pytest.raises(ValueError, match="compile must be one of"):
         check_options(TrainConfig(data="x", compile="fast"))
+
+
+def test_compiled_cuda_sampler_without_generator_draws_its_seed_on_the_device():
+    """A CPU draw copied to the GPU would keep a compiled step out of CUDA graphs; eager steps
+    and explicit generators keep the CPU draw (the same ids on CPU and CUDA)."""
+    from fastsoftmax.ops.sampling import seed_device
+
+    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
+    assert seed_device(None, cuda, compiling=True) == cuda
+    assert seed_device(None, cuda, compiling=False) == cpu
+    assert seed_device(torch.Generator(), cuda, compiling=True) == cpu
+    assert seed_device(None, cpu, compiling=True) == cpu

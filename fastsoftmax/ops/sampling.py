@@ -15,12 +15,25 @@ KIND_ALIAS, KIND_UNIFORM, KIND_LOG_UNIFORM = 0, 1, 2
 PARTS = OpParts()
 
 
+def seed_device(generator: Optional[torch.Generator], device: torch.device,
+                compiling: bool) -> torch.device:
+    """Where draw_seed draws the key: on the CPU, except for a CUDA sampler without a
+    generator under torch.compile. A CPU draw copied to the GPU would keep the step out of
+    a CUDA graph (mode='reduce-overhead'), so there the key comes from torch's CUDA generator
+    on the device (seeded by torch.manual_seed, replayed by the graph's RNG offsets); the ids
+    then follow that stream rather than the CPU's."""
+    if generator is None and compiling and device.type == "cuda":
+        return device
+    return torch.device("cpu")
+
+
 def draw_seed(generator: Optional[torch.Generator], device: torch.device) -> Tensor:
     """One 64-bit Philox key from a CPU generator (the default one when None).
 
     Draws on every device are a function of this key, so the same CPU generator state gives
     the same ids on CPU and CUDA; a CUDA generator is refused rather than silently giving a
-    different stream.
+    different stream. Under torch.compile a CUDA sampler without a generator draws the key
+    on the device instead (seed_device).
     """
     if generator is not None and generator.device.type != "cpu":
         raise ValueError(
@@ -28,7 +41,9 @@ def draw_seed(generator: Optional[torch.Generator], device: torch.device) -> Ten
             "function of a seed taken from it, so CPU and CUDA give the same ids); got a "
             f"generator on {generator.device}"
         )
-    seed = torch.randint(-(2**63), 2**63 - 1, (1,), dtype=torch.int64, generator=generator)
+    where = seed_device(generator, torch.device(device), torch.compiler.is_compiling())
+    seed = torch.randint(-(2**63), 2**63 - 1, (1,), dtype=torch.int64, generator=generator,
+                         device=where)
     return seed.to(device, non_blocking=True)
 
 
