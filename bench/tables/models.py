@@ -76,17 +76,26 @@ def babi_command(row) -> str:
     return re.sub(r" --(babi-dir|out|checkpoints) \S+", "", row["command"])
 
 
-def babi_sweep(src, csv_name, mode):
-    """{task: test error %} of bench_memn2n_babi.py's rows of one mode: per task, the run of
-    lowest validation error, the first on a tie (as its --summary keeps)."""
-    rows = src.add(sourced(pick(rows_of(csv_name), mode=mode), babi_command,
-                           lambda r: r["machine"]))
-    best = {}
-    for r in rows:
-        task = int(r["task"])
-        if task not in best or float(r["valid_error"]) < float(best[task]["valid_error"]):
-            best[task] = r
-    return {task: float(r["error"]) for task, r in best.items()}
+def babi_runs(src, csv_name, mode):
+    """{task: [rows]} of bench_memn2n_babi.py's rows of one mode, in the order written."""
+    runs = {}
+    for r in src.add(sourced(pick(rows_of(csv_name), mode=mode), babi_command,
+                             lambda r: r["machine"])):
+        runs.setdefault(int(r["task"]), []).append(r)
+    return runs
+
+
+def best_by_validation(runs):
+    """{task: test error %} of the run of lowest validation error per task, the first on a
+    tie (as bench_memn2n_babi.py --summary keeps)."""
+    return {task: float(min(rows, key=lambda r: float(r["valid_error"]))["error"])
+            for task, rows in runs.items()}
+
+
+def error_range(rows) -> str:
+    errors = [float(r["error"]) for r in rows]
+    low, high = min(errors), max(errors)
+    return f"{low:.1f}" if low == high else f"{low:.1f}–{high:.1f}"
 
 
 def published(src, provider):
@@ -102,30 +111,36 @@ def published(src, provider):
 
 def babi_summary(columns):
     """The mean error and the failed tasks (error > 5 %, the paper's criterion) of each
-    column, over the tasks it has."""
-    means = [f"{statistics.mean(c.values()):.1f} ({len(c)})" for c in columns]
-    failed = [str(sum(e > 5 for e in c.values())) for c in columns]
+    column, over the tasks it has (None: a column that is not an error per task)."""
+    means = [f"{statistics.mean(c.values()):.1f} ({len(c)})" if c else "" for c in columns]
+    failed = [str(sum(e > 5 for e in c.values())) if c else "" for c in columns]
     return [["mean error (tasks)"] + means, ["failed tasks (error > 5%)"] + failed]
 
 
 @table("memn2n-babi")
 def memn2n_babi():
     src = Sources()
-    tied, separate, joint = (babi_sweep(src, "memn2n-babi-tied-cpu", "task"),
-                             babi_sweep(src, "memn2n-babi-cpu", "task"),
-                             babi_sweep(src, "memn2n-babi-tied-cpu", "joint"))
+    per_task = babi_runs(src, "memn2n-babi-defaults-cpu", "task")
+    joint = babi_runs(src, "memn2n-babi-defaults-cpu", "joint")
     matlab = published(src, "authors' Matlab code: MemN2N-babi-matlab, PE LS RN per task")
     paper = published(src, "paper: Sukhbaatar et al. 2015, PE LS RN joint")
-    columns = [tied, separate, matlab, joint, paper]  # each reference beside its like
-    body = [[task_name(t)] + [f"{c[t]:.1f}" if t in c else "not run" for c in columns]
-            for t in range(1, 21)]
-    out = markdown(["task", "ours, per task (best of 2)", "ours, per task, separate answer "
-                    "layer", "authors' Matlab code, per task", "ours, joint",
+    seeds = len(next(iter(per_task.values())))
+    restarts = len(next(iter(joint.values())))
+    columns = [best_by_validation(per_task), None, matlab, best_by_validation(joint), paper]
+    body = []
+    for t in range(1, 21):
+        cells = [f"{c[t]:.1f}" if c and t in c else "" for c in columns]
+        cells[1] = error_range(per_task[t]) if t in per_task else "not run"
+        body.append([task_name(t)] + cells)
+    joint_title = "ours, joint" + (f" (best of {restarts})" if restarts > 1 else ", 1 run")
+    out = markdown(["task", f"ours, per task (best of {seeds})", f"range over the {seeds} "
+                    "seeds", "authors' Matlab code, per task", joint_title,
                     "paper, PE LS RN joint"], body + babi_summary(columns))
     out[1] = "| --- |" + " ---: |" * 5  # figures right-aligned
-    return out + ["", src.line("Per task, of seeds 0 and 1 the run of lower validation "
-                               "error (seed 0 on a tie); the `--babi-dir`, `--out` and "
-                               "`--checkpoints` paths are left out of the commands.")]
+    return out + ["", src.line("Per task and jointly, of the runs (restart r uses seed r) "
+                               "the one of lowest validation error (the first on a tie); "
+                               "the `--babi-dir`, `--out` and `--checkpoints` paths are "
+                               "left out of the commands.")]
 
 
 # ---- docs/models/memnn.md -------------------------------------------------------------------
