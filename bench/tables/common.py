@@ -9,6 +9,7 @@ every figure from rows; a figure typed into a page by hand could drift from its 
 import csv
 import math
 import os
+import statistics
 from collections import OrderedDict
 
 RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
@@ -147,6 +148,11 @@ def signed(x: float, digits: int = 3) -> str:
 
 def mib(x: float) -> str:
     return f"+{x:,.0f} MiB"
+
+
+def mean_sd(values, digits: int) -> str:
+    """mean ± sample standard deviation (n − 1)."""
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
 def score(x: float) -> str:

@@ -9,7 +9,7 @@ carry no time stamp, so those runs read "undated" rather than a date guessed aft
 import re
 import statistics
 
-from .common import Sources, count, markdown, one, pick, rows_of, table
+from .common import Sources, count, markdown, mean_sd, one, pick, rows_of, table
 
 # The tasks as the pages name them (fastsoftmax.models.babi's names are the files' spellings).
 BABI = ["single supporting fact", "two supporting facts", "three supporting facts",
@@ -30,10 +30,6 @@ def sourced(rows, command, device):
     return [dict(r, command=command(r), device=device(r), time="") for r in rows]
 
 
-def mean_sd(values, digits: int) -> str:
-    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
-
-
 # ---- docs/models/dmn.md ---------------------------------------------------------------------
 DMN_TASKS = [(1, "10k"), (2, "10k"), (3, "1k")]  # qa3 has only the 1k file here
 
@@ -44,13 +40,24 @@ def dmn_cell(row) -> str:
 
 
 def dmn_table_rows(rows, task, size):
-    """The DMN and MemN2N runs of the table's configuration: gates trained on the supporting
-    facts, softmax gates with the temporal encoding, embeddings from scratch. The first
-    version's rows (no `temporal=` in their settings) and the ablations are left out."""
+    """The DMN runs (one per seed, by seed) and the MemN2N run of the table's configuration:
+    gates trained on the supporting facts, softmax gates with the temporal encoding,
+    embeddings from scratch. The first version's rows (no `temporal=` in their settings) and
+    the ablations are left out. Every seed must have run with the same settings."""
     at = pick(rows, task=str(task), train_size=size, supervision="strong")
-    dmn = one(at, model="dmn", settings=lambda s: "gate=softmax temporal=True" in s
-              and "init_embeddings" not in s)
+    dmn = sorted(pick(at, model="dmn", settings=lambda s: "gate=softmax temporal=True" in s
+                      and "init_embeddings" not in s), key=lambda r: int(r["seed"]))
+    if not dmn or len({r["settings"] for r in dmn}) != 1 or len({r["seed"] for r in dmn}) != len(
+            dmn):
+        raise LookupError(f"task {task} ({size}): expected one DMN run per seed, one setting")
     return dmn, one(at, model="memn2n")
+
+
+def spread(values, digits: int, unit: str = "") -> str:
+    """mean ± sample standard deviation, or the one value and "1 seed"."""
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}{unit} (1 seed)"
+    return mean_sd(values, digits) + unit
 
 
 @table("dmn-babi")
@@ -61,13 +68,21 @@ def dmn_babi():
     for task, size in DMN_TASKS:
         dmn, memn2n = dmn_table_rows(rows, task, size)
         # bench_dmn.py records the settings of a run but not its command line.
-        src.add(sourced([dmn, memn2n], lambda r: "python bench/bench_dmn.py",
+        src.add(sourced(dmn + [memn2n], lambda r: "python bench/bench_dmn.py",
                         lambda r: r["machine"]))
-        body.append([task_name(task), f"{count(float(dmn['train_questions']))} ({size})",
-                     dmn_cell(dmn), dmn_cell(memn2n)])
-    return markdown(["task", "training questions", "DMN", "MemN2N"], body) + [
+        accuracy = [float(r["accuracy"]) for r in dmn]
+        body.append([task_name(task), f"{count(float(dmn[0]['train_questions']))} ({size})",
+                     " / ".join(r["seed"] for r in dmn),
+                     " / ".join(f"{a:.1f}" for a in accuracy) + " %",
+                     spread(accuracy, 1, " %"),
+                     f"{dmn[0]['epochs']} epochs, "
+                     + " / ".join(count(float(r["seconds"])) for r in dmn) + " s",
+                     dmn_cell(memn2n)])
+    return markdown(["task", "training questions", "DMN seeds", "DMN test accuracy, per seed",
+                     "DMN mean ± sd", "DMN training, per seed", "MemN2N (seed 0)"], body) + [
         "", src.line("The flags of each run are in the commands below; its settings are in "
-                     "the rows' `settings` column.")]
+                     "the rows' `settings` column. sd: the sample standard deviation over the "
+                     "seeds (n − 1).")]
 
 
 # ---- docs/models/memn2n.md ------------------------------------------------------------------
@@ -162,7 +177,8 @@ def memnn_row(runs) -> list:
     hits = " / ".join(f"{float(h):g}" for h in first["support_hits"].split())
     seconds = [float(r["seconds"]) for r in runs]
     return [task_name(first["task"]), first["hops"],
-            " / ".join(f"{float(r['accuracy']):.1f}" for r in runs) + " %", hits + " %",
+            " / ".join(f"{float(r['accuracy']):.1f}" for r in runs) + " %",
+            mean_sd([float(r["accuracy"]) for r in runs], 1) + " %", hits + " %",
             f"{min(seconds):.1f}–{max(seconds):.1f} s"]
 
 
@@ -176,9 +192,10 @@ def memnn_babi():
         runs = sorted(pick(rows, task=task, hops=hops), key=lambda r: int(r["seed"]))
         body.append(memnn_row(runs))
     seeds = " / ".join(sorted({r["seed"] for r in rows}, key=int))
-    return markdown(["bAbI task", "κ", f"test accuracy, seeds {seeds}",
+    return markdown(["bAbI task", "κ", f"test accuracy, seeds {seeds}", "mean ± sd",
                      "supporting facts found per hop (seed 0)", "training time per run"],
-                    body) + ["", src.line()]
+                    body) + ["", src.line("sd: the sample standard deviation over the "
+                                          f"{len(seeds.split(' / '))} seeds (n − 1).")]
 
 
 # ---- docs/models/seq2seq.md -----------------------------------------------------------------
