@@ -26,7 +26,6 @@ installed one.
 import argparse
 import importlib
 import importlib.metadata
-import importlib.util
 import os
 import pkgutil
 import subprocess
@@ -40,7 +39,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 FAILED = []
 OPTIONAL = {"triton"}  # optional dependencies: a module that needs one may be absent
-HAS_TRITON = importlib.util.find_spec("triton") is not None
 if not torch.cuda.is_available():  # the fused kernels run interpreted; read at their import
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -244,7 +242,7 @@ def main() -> int:
 
         @check("fused")
         def _():
-            if not HAS_TRITON:
+            if not fs.losses.fused.HAS_TRITON:
                 return "skipped: Triton (optional) is not installed"
             device = "cuda" if torch.cuda.is_available() else "cpu"
             h = torch.randn(5, 16, device=device, requires_grad=True)
@@ -296,7 +294,8 @@ def main() -> int:
 
     @check("ops")
     def _():
-        fused = set() if HAS_TRITON else {"fused_softmax_stats", "fused_softmax_stats_backward"}
+        fused = (set() if fs.losses.fused.HAS_TRITON
+                 else {"fused_softmax_stats", "fused_softmax_stats_backward"})
         missing = sorted(registered_ops() - seen.names - fused)
         if missing:
             raise AssertionError("these registered ops did not run: " + ", ".join(missing))

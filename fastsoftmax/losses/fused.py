@@ -127,6 +127,9 @@ def unavailable(h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor],
         return f"they take float16, bfloat16, float32 or float64, got {h.dtype}"
     if weight is not None and weight.requires_grad:
         return "they give no gradient to a per-class weight that requires one"
+    if torch.are_deterministic_algorithms_enabled() and not h.is_cpu:
+        return ("their backward sums with float atomics, and "
+                "torch.use_deterministic_algorithms(True) is set")
     if h.shape[0] == 0:
         return "there are no rows"
     return None
@@ -139,15 +142,13 @@ def resolve(fused, h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tenso
         raise TypeError(f"fused must be None, True or False, got {fused!r}")
     if fused is False:
         return False
+    if fused is None:  # the default: native CUDA runs only, so the CPU path asks no more
+        return (h.is_cuda and h.dtype in _NATIVE_DTYPES and not interpreted()
+                and unavailable(h, linear_weight, linear_bias, weight) is None)
     reason = unavailable(h, linear_weight, linear_bias, weight)
-    if reason is None and torch.are_deterministic_algorithms_enabled() and not h.is_cpu:
-        reason = ("their backward sums with float atomics, and "
-                  "torch.use_deterministic_algorithms(True) is set")
-    if fused is True:
-        if reason is not None:
-            raise ValueError(f"fused=True: the fused softmax kernels cannot run: {reason}")
-        return True
-    return reason is None and h.is_cuda and not interpreted() and h.dtype in _NATIVE_DTYPES
+    if reason is not None:
+        raise ValueError(f"fused=True: the fused softmax kernels cannot run: {reason}")
+    return True
 
 
 __all__ = ["HAS_TRITON", "fused_softmax_stats", "fused_softmax_stats_backward", "interpreted",
