@@ -120,22 +120,28 @@ def test_many_workers_train_the_one_worker_loss():
     workers' moves at once and pushes the frequent words' rows past the optimum. With the
     interval shrinking as 1 / workers, 16 workers (here oversubscribing the cores) train the
     one-worker loss within 2 %; merging every 16384 steps of each worker, as before, was 3.8 %
-    above it on this corpus."""
+    above it on this corpus. How stale the rows get depends on how the OS schedules the 16
+    threads, so the 16-worker loss is the median of 3 runs: one run on a loaded CI machine
+    came out 2.4 % above, where runs here take 0.4-1.2 %."""
     sentences, _ = topic_corpus(1, sentences=20000, topics=50, per_topic=60, noise=0.3)
-    losses = []
+
+    def train_loss(workers):
+        last = {}
+        m = Word2Vec(vector_size=32, sg=0, workers=workers, seed=1, epochs=1, min_count=5)
+        m.build_vocab(sentences)
+        m.progress = last.update
+        m.train(sentences, total_examples=m.corpus_count, epochs=1)
+        return last["loss"]
+
     saved = torch.get_num_threads()
     try:
-        for workers in (1, 16):
-            torch.set_num_threads(workers)
-            last = {}
-            m = Word2Vec(vector_size=32, sg=0, workers=workers, seed=1, epochs=1, min_count=5)
-            m.build_vocab(sentences)
-            m.progress = last.update
-            m.train(sentences, total_examples=m.corpus_count, epochs=1)
-            losses.append(last["loss"])
+        torch.set_num_threads(1)
+        one = train_loss(1)
+        torch.set_num_threads(16)
+        many = sorted(train_loss(16) for _ in range(3))
     finally:
         torch.set_num_threads(saved)
-    assert losses[1] < 1.02 * losses[0], losses
+    assert many[1] < 1.02 * one, (one, many)
 
 
 def _run(seed, workers, sg=1, V=50, D=16):
