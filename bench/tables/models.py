@@ -119,10 +119,13 @@ def best_joint_run(runs):
     return {task: float(r["error"]) for task, r in best.items()}
 
 
+def low_high(values, digits: int) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.{digits}f}" if low == high else f"{low:.{digits}f}–{high:.{digits}f}"
+
+
 def error_range(rows) -> str:
-    errors = [float(r["error"]) for r in rows]
-    low, high = min(errors), max(errors)
-    return f"{low:.1f}" if low == high else f"{low:.1f}–{high:.1f}"
+    return low_high([float(r["error"]) for r in rows], 1)
 
 
 def published(src, provider):
@@ -136,11 +139,27 @@ def published(src, provider):
     return errors
 
 
-def babi_summary(columns):
+def by_seed(runs):
+    """{seed: {task: test error %}}: each restart's own errors."""
+    seeds = {}
+    for rows in runs.values():
+        for r in rows:
+            seeds.setdefault(r["seed"], {})[int(r["task"])] = float(r["error"])
+    return seeds
+
+
+def babi_summary(columns, spreads):
     """The mean error and the failed tasks (error > 5 %, the paper's criterion) of each
-    column, over the tasks it has (None: a column that is not an error per task)."""
-    means = [f"{statistics.mean(c.values()):.1f} ({len(c)})" if c else "" for c in columns]
-    failed = [str(sum(e > 5 for e in c.values())) if c else "" for c in columns]
+    column, over the tasks it has; a range column ({seed: errors}) gives the range of its
+    runs' means and failed counts."""
+    means, failed = [], []
+    for c, runs in zip(columns, spreads):
+        if runs:
+            means.append(low_high([statistics.mean(e.values()) for e in runs.values()], 1))
+            failed.append(low_high([sum(x > 5 for x in e.values()) for e in runs.values()], 0))
+        else:
+            means.append(f"{statistics.mean(c.values()):.1f} ({len(c)})")
+            failed.append(str(sum(e > 5 for e in c.values())))
     return [["mean error (tasks)"] + means, ["failed tasks (error > 5%)"] + failed]
 
 
@@ -153,17 +172,20 @@ def memn2n_babi():
     paper = published(src, "paper: Sukhbaatar et al. 2015, PE LS RN joint")
     seeds = len(next(iter(per_task.values())))
     restarts = len(next(iter(joint.values())))
-    columns = [best_by_validation(per_task), None, matlab, best_joint_run(joint), paper]
+    columns = [best_by_validation(per_task), None, matlab, best_joint_run(joint), None, paper]
+    spreads = [None, by_seed(per_task), None, None, by_seed(joint), None]
     body = []
     for t in range(1, 21):
         cells = [f"{c[t]:.1f}" if c and t in c else "" for c in columns]
         cells[1] = error_range(per_task[t]) if t in per_task else "not run"
+        cells[4] = error_range(joint[t]) if t in joint else "not run"
         body.append([task_name(t)] + cells)
     joint_title = "ours, joint" + (f" (best of {restarts})" if restarts > 1 else ", 1 run")
     out = markdown(["task", f"ours, per task (best of {seeds})", f"range over the {seeds} "
                     "seeds", "authors' Matlab code, per task", joint_title,
-                    "paper, PE LS RN joint"], body + babi_summary(columns))
-    out[1] = "| --- |" + " ---: |" * 5  # figures right-aligned
+                    f"joint, range over the {restarts} restarts", "paper, PE LS RN joint"],
+                   body + babi_summary(columns, spreads))
+    out[1] = "| --- |" + " ---: |" * 6  # figures right-aligned
     return out + ["", src.line("Restart r uses seed r. Per task, of the runs the one of "
                                "lowest validation error on that task; jointly, the run of "
                                "lowest mean validation error over the 20 tasks (one model, "
