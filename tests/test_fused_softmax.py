@@ -214,3 +214,59 @@ def test_cpu_tensors_need_the_interpreter(monkeypatch):
     with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
         FF.full_softmax_loss(h.cpu(), w.cpu(), target.cpu(), fused=True)
     assert not fused.resolve(None, h.cpu(), w.cpu(), None)
+
+
+def _count_fused_calls(monkeypatch) -> list:
+    calls, original = [], fused.fused_softmax_stats
+    monkeypatch.setattr(fused, "fused_softmax_stats", lambda *a: calls.append(1) or original(*a))
+    return calls
+
+
+def test_a_vocabulary_shard_gives_the_streamed_shard_figures(monkeypatch):
+    """The vocabulary-parallel loss computes each rank's (lse, true, total) over its rows
+    [start, start + rows) with targets shifted by start, so that a target another rank owns
+    (below 0 or past the shard) counts in no row's true: the fused shard figures and their
+    gradients equal the streamed ones, float64."""
+    from fastsoftmax.vocab_parallel.functional import shard_stats
+    h, w, b, target, cw = _case(5)
+    start, rows = 30, 25
+    local = (target.clamp(min=0) - start)[:, None]
+    assert bool((local < 0).any()) and bool((local >= rows).any())
+    shard = [w[start:start + rows], b[start:start + rows]]
+    figures, calls = {}, _count_fused_calls(monkeypatch)
+    for fused_path in (True, False):
+        stats = shard_stats(h, *shard, local, cw[start:start + rows], 1 << 12, 1.5,
+                            fused_path, None)
+        grads = torch.autograd.grad(sum((k + 1) * s.sum() for k, s in enumerate(stats)),
+                                    (h, *shard))
+        figures[fused_path] = (stats, grads)
+    assert len(calls) == 1, "fused=True did not take the fused kernels"
+    torch.testing.assert_close(figures[True], figures[False])
+
+
+def test_the_vocabulary_parallel_layer_takes_fused(tmp_path, monkeypatch):
+    """shard_layer keeps FullSoftmaxLoss's `fused`, and the sharded loss of a one-rank group
+    (gloo) then runs the fused kernels: the same loss and gradient as the single-process
+    layer. A `fused` that is not None or a bool is refused."""
+    import torch.distributed as dist
+
+    from fastsoftmax.vocab_parallel import VocabParallelLayer, shard_layer
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed has no gloo backend here")
+    h, _, _, target, _ = _case(6)
+    layer = FullSoftmaxLoss(D, V, bias=True, fused=True, dtype=torch.float64).to(DEVICE)
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1),
+                            rank=0, world_size=1)
+    try:
+        sharded = shard_layer(layer)
+        assert sharded.fused is True
+        calls = _count_fused_calls(monkeypatch)
+        got = sharded.full_loss(h, target)
+        assert calls, "the sharded loss did not take the fused kernels"
+        want = layer.full_loss(h, target)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(torch.autograd.grad(got, h), torch.autograd.grad(want, h))
+        with pytest.raises(TypeError, match="fused must be None, True or False"):
+            VocabParallelLayer(D, V, fused="yes")
+    finally:
+        dist.destroy_process_group()

@@ -3,7 +3,8 @@ embedding linear_weight [V, D] (and of linear_bias [V]) and the same input rows 
 targets as every other rank of its group. The values equal the single-process functionals'
 (fastsoftmax.functional), the only differences being the order of floating-point sums.
 
-Exact full softmax: each rank streams its shard's logits in blocks (fastsoftmax._streaming.stream)
+Exact full softmax: each rank streams its shard's logits in blocks (fastsoftmax._streaming.stream),
+or computes them tile by tile with the fused kernels (losses/fused.py, CUDA by default),
 and keeps its own log-sum-exp, target logit (0 where another rank owns the target) and,
 with label smoothing, weighted logit sum; log Z = logsumexp_over_vocab_group (all-reduce max,
 then sum) and the target logit = reduce_from_vocab_group. Backward: one all-reduce, of dL/dh.
@@ -26,6 +27,7 @@ from .._reduction import check_softcap, check_z_loss, finish, loss_rows
 from .._shapes import check_label_smoothing
 from .._softmax_stats import softmax_stats
 from .._streaming import CHUNK_BYTES, acc_dtype
+from ..losses import fused as _fused
 from ..losses.full import finish_full, loss_dtype, loss_from_stats
 from .mappings import (agree, copy_to_vocab_group, logsumexp_over_vocab_group,
                        reduce_from_vocab_group)
@@ -51,10 +53,12 @@ def vocab_parallel_full_softmax_loss(
     label_smoothing: float = 0.0, num_true: Optional[int] = None, reduction: str = "mean",
     ignore_index: int = -100, chunk_bytes: int = CHUNK_BYTES, z_loss: float = 0.0,
     softcap: Optional[float] = None, group=None, check_targets: bool = True,
+    fused: Optional[bool] = None,
 ) -> Tensor:
     """full_softmax_loss with linear_weight the rows [start, start + rows) of the [V, D]
     embedding (V = num_classes). `weight` is the whole per-class weight [V] on every rank
-    (a row's weight is its target's, wherever that class lives)."""
+    (a row's weight is its target's, wherever that class lives). `fused` picks each shard's
+    kernels as full_softmax_loss's does."""
     V, rows = num_classes, linear_weight.shape[0]
     full_shape = torch.empty(V, linear_weight.shape[1], device="meta")
     lead, t2, h, weight = loss_rows(input, full_shape, target, reduction, num_true, weight,
@@ -68,10 +72,9 @@ def vocab_parallel_full_softmax_loss(
     a = None
     if eps:  # F.cross_entropy's smoothing needs sum_c a(c) * logit_c over all V classes
         a = torch.ones(V, dtype=acc, device=h.device) if weight is None else weight.to(acc)
-    # The logit blocks are recomputed in backward, never kept (_softmax_stats.py).
-    lse, true, total = softmax_stats(h, linear_weight, linear_bias, local,
-                                     None if a is None else a[start:start + rows], chunk_bytes,
-                                     softcap)
+    lse, true, total = shard_stats(h, linear_weight, linear_bias, local,
+                                   None if a is None else a[start:start + rows], chunk_bytes,
+                                   softcap, fused, weight)
     if eps:
         total = reduce_from_vocab_group(total, group)
     lse = logsumexp_over_vocab_group(lse, group)
@@ -80,6 +83,18 @@ def vocab_parallel_full_softmax_loss(
     loss = loss_from_stats(lse, true, total, t2.shape[1], row_weight, eps, a)
     return finish_full(loss, lse, z_loss, row_weight, t2, lead, reduction, ignore_index,
                        loss_dtype(input), None)
+
+
+def shard_stats(h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor],
+                local: Tensor, class_sum: Optional[Tensor], chunk_bytes: int,
+                softcap: Optional[float], fused: Optional[bool], weight: Optional[Tensor]):
+    """(lse, true, total) [N] over this rank's classes, targets outside [0, rows) counting in
+    no row's true: the fused kernels where `fused` resolves to them, else streamed blocks.
+    Either way the logit blocks are recomputed in backward, never kept."""
+    if _fused.resolve(fused, h, linear_weight, linear_bias, weight):
+        return _fused.fused_softmax_stats(h, linear_weight, linear_bias, local, class_sum,
+                                          softcap)
+    return softmax_stats(h, linear_weight, linear_bias, local, class_sum, chunk_bytes, softcap)
 
 
 def owned_logits(h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor], ids: Tensor,

@@ -50,7 +50,7 @@ class VocabParallelLayer(OutputLayer):
                  weight: Optional[Tensor] = None, ignore_index: Optional[int] = None,
                  label_smoothing: float = 0.0, z_loss: float = 0.0, softcap=None,
                  chunk_bytes: int = CHUNK_BYTES, check_targets: bool = True,
-                 _rows: Optional[Tensor] = None):
+                 fused: Optional[bool] = None, _rows: Optional[Tensor] = None):
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("vocabulary-parallel layers need torch.distributed: call "
                                "torch.distributed.init_process_group first")
@@ -65,6 +65,9 @@ class VocabParallelLayer(OutputLayer):
         self.world, self.rank = world, rank
         self.z_loss, self.softcap, self.chunk_bytes = z_loss, softcap, chunk_bytes
         self.check_targets = bool(check_targets)
+        if fused is not None and not isinstance(fused, bool):
+            raise TypeError(f"fused must be None, True or False, got {fused!r}")
+        self.fused = fused  # the exact loss's kernels per shard (full_softmax_loss's)
         if _rows is not None:  # shard_layer's: this rank's rows of a given layer, no draw
             init = _rows.detach().clone()
         else:
@@ -103,7 +106,7 @@ class VocabParallelLayer(OutputLayer):
             label_smoothing=self.label_smoothing, ignore_index=self.ignore_index,
             reduction=self.reduction if reduction is None else reduction,
             chunk_bytes=self.chunk_bytes, z_loss=self.z_loss, softcap=self.softcap,
-            group=self.group, check_targets=self.check_targets)
+            group=self.group, check_targets=self.check_targets, fused=self.fused)
 
     def log_prob(self, input: Tensor) -> Tensor:
         raise NotImplementedError(
@@ -231,7 +234,8 @@ def shard_layer(layer: nn.Module, process_group=None) -> VocabParallelLayer:
     options = dict(_rows=w[start:start + rows], process_group=process_group, bias=layer.linear_bias is not None,
                    device=w.device, dtype=w.dtype, reduction=layer.reduction,
                    weight=layer.weight, ignore_index=layer.ignore_index,
-                   label_smoothing=layer.label_smoothing, chunk_bytes=layer.chunk_bytes)
+                   label_smoothing=layer.label_smoothing, chunk_bytes=layer.chunk_bytes,
+                   fused=layer.fused)
     if cls is VocabParallelLayer:
         options.update(z_loss=layer.z_loss, softcap=layer.softcap)
         out = cls(layer.in_features, layer.num_classes, **options)
