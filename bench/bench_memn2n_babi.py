@@ -56,6 +56,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from fastsoftmax.models import memn2n as mn  # noqa: E402
+from fastsoftmax.nn import HEADS  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 CSV = os.path.join(RESULTS, "memn2n-babi-cpu.csv")
@@ -94,6 +95,7 @@ def run(args, task: str, restart: int, folder: str) -> list:
         temporal_encoding=True, optimizer="sgd", lr=args.lr, clip=args.clip, batch_size=32,
         epochs=epochs, anneal_every=args.joint_anneal if joint else args.anneal,
         answers="vocabulary" if args.tie else "task", tie_answers=args.tie,
+        output=args.output, num_sampled=args.num_sampled,
         linear_start=linear, linear_fixed=True, noise=0.1, seed=restart, device="cpu",
         progress=False, force=True, noise_style=args.noise_style,
         position_weights=args.position_weights, empty_slots=args.empty_slots,
@@ -124,6 +126,7 @@ def variant(args, epochs: int, linear: int, joint: bool) -> str:
     """The run's settings in a few words: answer layer, schedule, then each departure set."""
     anneal = args.joint_anneal if joint else args.anneal
     parts = ["tied" if args.tie else "separate", f"e{epochs}/ls{linear}/half{anneal}"]
+    parts += [f"head={args.output}/{args.num_sampled}"] if args.output != "full" else []
     parts += [f"noise={args.noise_style}"] if args.noise_style != "memories" else []
     parts += ([f"pe={args.position_weights}"] if args.position_weights != "sentence" else [])
     parts += ["empty-slots"] if args.empty_slots else []
@@ -216,6 +219,10 @@ def main():
     p.add_argument("--joint-linear", type=int, default=30)
     p.add_argument("--joint-anneal", type=int, default=15)
     p.add_argument("--joint-dim", type=int, default=50)
+    p.add_argument("--output", default="full", choices=list(HEADS),
+                   help="the answer layer (TrainConfig.output); not 'full': variant head=...")
+    p.add_argument("--num-sampled", type=int, default=16,
+                   help="candidates or negatives of a sampled answer layer")
     p.add_argument("--tie", action="store_true",
                    help="the paper's answer layer: W^T = C^K over the vocabulary (else a "
                         "separate layer over the training answers)")
