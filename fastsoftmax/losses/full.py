@@ -222,6 +222,20 @@ def full_softmax_loss(
     eps = check_label_smoothing(label_smoothing)
     safe = torch.where(t2 == ignore_index, torch.zeros_like(t2), t2)
     safe = check_target_range(safe, linear_weight.shape[0])
+    if (t2.shape[1] == 1 and not z_loss and not return_lse and normalizer is None
+            and one_block(h.shape[0], linear_weight.shape[0], chunk_bytes)
+            and not torch.is_autocast_enabled(h.device.type)
+            and not _fused.resolve(fused, h, linear_weight, linear_bias, weight)):
+        # Few logits and nothing to add: F.cross_entropy does the weighting, ignored rows and
+        # reduction in one node, forward and backward. The rest of this function's steps
+        # cost twice plain PyTorch's whole loss at small sizes (MemN2N's 32 x 175).
+        logits = all_logits(h, linear_weight, linear_bias, softcap)
+        # The checked ids (a deferred check passes safe ones on), the ignored rows kept.
+        first = torch.where(t2[:, 0] == ignore_index, t2[:, 0], safe[:, 0])
+        loss = torch.nn.functional.cross_entropy(
+            logits, first, weight=None if weight is None else weight.to(logits.dtype),
+            ignore_index=ignore_index, label_smoothing=eps, reduction=reduction)
+        return loss.reshape(lead) if reduction == "none" else loss
     row_weight = None if weight is None else weight.to(acc_dtype(h))[safe[:, 0]]
     loss, lse = _full_rows(h, linear_weight, linear_bias, safe, weight, row_weight, eps,
                            chunk_bytes, softcap, want_lse=bool(z_loss) or return_lse,
