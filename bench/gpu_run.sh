@@ -12,6 +12,9 @@
 #   LM_MEDIUM=1 bash bench/gpu_run.sh      # adds the PTB medium-config quality run (long)
 #   W2V_ONLY=1 bash bench/gpu_run.sh       # install + CUDA tests + the word2vec rows only
 #   W2V_THREADS=1 ...                      # adds word2vec quality at 1-16 CPU threads (long)
+#   OWED=1 bash bench/gpu_run.sh           # install + the CUDA, fused and sync-free tests + the
+#                                          # rows the training-step and fused-softmax work still
+#                                          # owes (about 7 minutes, for a 15-minute loan)
 # Sent along with the checkout (all git-ignored, so name them in the device tool's `carry`):
 #   dist-cuda/     the wheel (make cuda-wheel)
 #   dist-peers/    Liger-Kernel and Cut Cross-Entropy (the machine has no network):
@@ -62,7 +65,22 @@ cd "$WORK"
 $PYTHON -c "import fastsoftmax, torch; print(fastsoftmax.__file__, fastsoftmax.build_info()); \
 assert fastsoftmax.build_info()['cuda'] and torch.cuda.is_available()" || exit 1
 PY=$PYTHON
-if [ "${ALL_TESTS:-0}" = 1 ]; then
+if [ "${OWED:-0}" = 1 ]; then
+  # The fused softmax natively, the sync-free steps, the unique sampler, then the owed rows.
+  step 150 $PY -m pytest -q -p no:cacheprovider -rfE -k "cuda or gpu" tests \
+    tests/test_fused_softmax.py tests/test_sync_free.py tests/test_unique_sampling.py
+  [ -d "$ROOT/.device-data" ] && export FASTSOFTMAX_DATA=$ROOT/.device-data
+  step 60 $PY bench/bench_cce_headline.py --device cuda
+  step 45 $PY bench/bench_cce_headline.py --device cuda --shape 8192,100000,1024
+  step 60 $PY bench/bench_cce_headline.py --device cuda --shape 8192,800000,1024
+  step 60 $PY bench/bench_sampler.py --device cuda --unique 8192 --vocab 1000000 --repeats 3 \
+    --budget 4
+  step 60 $PY bench/bench_lm.py speed --device cuda --datasets wikitext-2 synthetic-800k
+  step 45 $PY bench/bench_lm.py breakdown --device cuda --datasets synthetic-800k \
+    --heads full sampled neg --grads dense sparse --warmup 3 --steps 10
+  step 90 $PY bench/bench_losses.py --device cuda --cases eval --repeat 3 --warmup 1 --no-compile
+  SKIP_BENCH=1
+elif [ "${ALL_TESTS:-0}" = 1 ]; then
   step 540 $PY -m pytest -q -p no:cacheprovider -rfE tests
 else
   # The tests parametrized over "cuda" (tests/conftest.py DEVICES) and the CUDA-only ones.
