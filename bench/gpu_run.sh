@@ -67,8 +67,9 @@ assert fastsoftmax.build_info()['cuda'] and torch.cuda.is_available()" || exit 1
 PY=$PYTHON
 if [ "${OWED:-0}" = 1 ]; then
   # The fused softmax natively, the sync-free steps, the unique sampler, then the owed rows.
-  step 150 $PY -m pytest -q -p no:cacheprovider -rfE -k "cuda or gpu" tests \
-    tests/test_fused_softmax.py tests/test_sync_free.py tests/test_unique_sampling.py
+  step 90 $PY -m pytest -q -p no:cacheprovider -rfE -k "cuda or gpu" tests
+  step 90 $PY -m pytest -q -p no:cacheprovider -rfE tests/test_fused_softmax.py \
+    tests/test_sync_free.py tests/test_unique_sampling.py
   [ -d "$ROOT/.device-data" ] && export FASTSOFTMAX_DATA=$ROOT/.device-data
   step 60 $PY bench/bench_cce_headline.py --device cuda
   step 45 $PY bench/bench_cce_headline.py --device cuda --shape 8192,100000,1024
