@@ -65,12 +65,12 @@ cd "$WORK"
 $PYTHON -c "import fastsoftmax, torch; print(fastsoftmax.__file__, fastsoftmax.build_info()); \
 assert fastsoftmax.build_info()['cuda'] and torch.cuda.is_available()" || exit 1
 PY=$PYTHON
+[ -d "$ROOT/.device-data" ] && export FASTSOFTMAX_DATA=$ROOT/.device-data
 if [ "${OWED:-0}" = 1 ]; then
   # The fused softmax natively, the sync-free steps, the unique sampler, then the owed rows.
   step 90 $PY -m pytest -q -p no:cacheprovider -rfE -k "cuda or gpu" tests
   step 90 $PY -m pytest -q -p no:cacheprovider -rfE tests/test_fused_softmax.py \
     tests/test_sync_free.py tests/test_unique_sampling.py
-  [ -d "$ROOT/.device-data" ] && export FASTSOFTMAX_DATA=$ROOT/.device-data
   step 60 $PY bench/bench_cce_headline.py --device cuda
   step 45 $PY bench/bench_cce_headline.py --device cuda --shape 8192,100000,1024
   step 60 $PY bench/bench_cce_headline.py --device cuda --shape 8192,800000,1024
@@ -87,7 +87,6 @@ else
   # The tests parametrized over "cuda" (tests/conftest.py DEVICES) and the CUDA-only ones.
   step 90 $PY -m pytest -q -p no:cacheprovider -rfE -k "cuda or gpu" tests
 fi
-[ -d "$ROOT/.device-data" ] && export FASTSOFTMAX_DATA=$ROOT/.device-data
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   # The device's copy bandwidth and matmul rate, and every row's bound at them.
   [ "${W2V_ONLY:-0}" = 1 ] || step 25 $PY bench/bound_model.py --measure

@@ -107,14 +107,19 @@ def best_by_validation(runs):
             for task, rows in runs.items()}
 
 
-def best_joint_run(runs):
-    """{task: test error %} of the one joint run (seed) of lowest mean validation error over
-    its tasks, the first on a tie: a joint model is chosen whole, not task by task."""
+def runs_by_seed(runs):
+    """{seed: {task: row}}: each restart's own rows, in the order written."""
     seeds = {}
     for rows in runs.values():
         for r in rows:
             seeds.setdefault(r["seed"], {})[int(r["task"])] = r
-    best = min(seeds.values(), key=lambda run: statistics.mean(
+    return seeds
+
+
+def best_joint_run(runs):
+    """{task: test error %} of the one joint run (seed) of lowest mean validation error over
+    its tasks, the first on a tie: a joint model is chosen whole, not task by task."""
+    best = min(runs_by_seed(runs).values(), key=lambda run: statistics.mean(
         float(r["valid_error"]) for r in run.values()))
     return {task: float(r["error"]) for task, r in best.items()}
 
@@ -141,11 +146,8 @@ def published(src, provider):
 
 def by_seed(runs):
     """{seed: {task: test error %}}: each restart's own errors."""
-    seeds = {}
-    for rows in runs.values():
-        for r in rows:
-            seeds.setdefault(r["seed"], {})[int(r["task"])] = float(r["error"])
-    return seeds
+    return {seed: {task: float(r["error"]) for task, r in run.items()}
+            for seed, run in runs_by_seed(runs).items()}
 
 
 def babi_summary(columns, spreads):

@@ -95,24 +95,28 @@ def _class_sum(weight: Optional[Tensor], V: int, acc, device) -> Tensor:
     return torch.ones(V, dtype=acc, device=device) if weight is None else weight.to(acc)
 
 
+def _cross_entropy(logits, target, weight, eps, reduction, ignore_index=-100):
+    """F.cross_entropy of logits that fit one block: the same log-sum-exp as the streamed
+    path, fused with its gradient (about 1.5x faster than logsumexp + gather on CPU)."""
+    return torch.nn.functional.cross_entropy(
+        logits, target, weight=None if weight is None else weight.to(logits.dtype),
+        ignore_index=ignore_index, label_smoothing=eps, reduction=reduction)
+
+
 def _full_rows(h, linear_weight, linear_bias, safe, weight, row_weight, eps, chunk_bytes,
-               softcap, want_lse, fused=None):
+               softcap, want_lse, use_fused):
     """(per-row loss [N] before z_loss, lse [N] or None) by the cheapest exact path: the fused
-    kernels where `fused` resolves to them (losses/fused.py), else streamed blocks."""
+    kernels when `use_fused` (losses/fused.py resolve()), else streamed blocks."""
     V, acc = linear_weight.shape[0], acc_dtype(h)
-    if _fused.resolve(fused, h, linear_weight, linear_bias, weight) and h.shape[0]:
+    if use_fused and h.shape[0]:
         class_sum = _class_sum(weight, V, acc, h.device) if eps else None
         lse, true, total = _fused.fused_softmax_stats(h, linear_weight, linear_bias, safe,
                                                       class_sum, softcap)
         return loss_from_stats(lse, true, total, safe.shape[1], row_weight, eps,
                                class_sum), lse
     if safe.shape[1] == 1 and one_block(h.shape[0], V, chunk_bytes):
-        # All logits fit in one block: F.cross_entropy computes the same log-sum-exp, fused
-        # with its gradient (about 1.5x faster than logsumexp + gather on CPU).
         logits = all_logits(h, linear_weight, linear_bias, softcap)
-        loss = torch.nn.functional.cross_entropy(
-            logits, safe[:, 0], reduction="none", label_smoothing=eps,
-            weight=None if weight is None else weight.to(logits.dtype))
+        loss = _cross_entropy(logits, safe[:, 0], weight, eps, "none")
         return loss, torch.logsumexp(logits, 1) if want_lse else None
     check_full(h, linear_weight, linear_bias)
     if not want_lse and softcap is None and _lce_eval_applies(
@@ -220,26 +224,25 @@ def full_softmax_loss(
     if not isinstance(return_lse, bool):
         raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__}")
     eps = check_label_smoothing(label_smoothing)
-    safe = torch.where(t2 == ignore_index, torch.zeros_like(t2), t2)
-    safe = check_target_range(safe, linear_weight.shape[0])
+    ignored = t2 == ignore_index
+    safe = check_target_range(torch.where(ignored, torch.zeros_like(t2), t2),
+                              linear_weight.shape[0])
+    use_fused = _fused.resolve(fused, h, linear_weight, linear_bias, weight)
     if (t2.shape[1] == 1 and not z_loss and not return_lse and normalizer is None
-            and one_block(h.shape[0], linear_weight.shape[0], chunk_bytes)
-            and not torch.is_autocast_enabled(h.device.type)
-            and not _fused.resolve(fused, h, linear_weight, linear_bias, weight)):
+            and not use_fused and one_block(h.shape[0], linear_weight.shape[0], chunk_bytes)
+            and not torch.is_autocast_enabled(h.device.type)):
         # Few logits and nothing to add: F.cross_entropy does the weighting, ignored rows and
         # reduction in one node, forward and backward. The rest of this function's steps
         # cost twice plain PyTorch's whole loss at small sizes (MemN2N's 32 x 175).
-        logits = all_logits(h, linear_weight, linear_bias, softcap)
-        # The checked ids (a deferred check passes safe ones on), the ignored rows kept.
-        first = torch.where(t2[:, 0] == ignore_index, t2[:, 0], safe[:, 0])
-        loss = torch.nn.functional.cross_entropy(
-            logits, first, weight=None if weight is None else weight.to(logits.dtype),
-            ignore_index=ignore_index, label_smoothing=eps, reduction=reduction)
+        # The checked ids go in (a deferred check passes safe ones on), ignored rows kept.
+        first = torch.where(ignored[:, 0], t2[:, 0], safe[:, 0])
+        loss = _cross_entropy(all_logits(h, linear_weight, linear_bias, softcap), first,
+                              weight, eps, reduction, ignore_index)
         return loss.reshape(lead) if reduction == "none" else loss
     row_weight = None if weight is None else weight.to(acc_dtype(h))[safe[:, 0]]
     loss, lse = _full_rows(h, linear_weight, linear_bias, safe, weight, row_weight, eps,
                            chunk_bytes, softcap, want_lse=bool(z_loss) or return_lse,
-                           fused=fused)
+                           use_fused=use_fused)
     out = finish_full(loss, lse, z_loss, row_weight, t2, lead, reduction, ignore_index,
                       loss_dtype(input), normalizer)
     return (out, lse.reshape(lead)) if return_lse else out
@@ -349,9 +352,7 @@ class FullSoftmaxLoss(LinearLayer):
                  fused=None, **layer):
         super().__init__(in_features, num_classes, **layer)
         self.z_loss, self.softcap = check_z_loss(z_loss), check_softcap(softcap)
-        if fused is not None and not isinstance(fused, bool):
-            raise TypeError(f"fused must be None, True or False, got {fused!r}")
-        self.fused = fused
+        self.fused = _fused.check_fused(fused)
 
     def training_loss(self, input: Tensor, target: Tensor,
                       generator: Optional[torch.Generator] = None) -> Tensor:

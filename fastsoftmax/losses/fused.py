@@ -135,12 +135,17 @@ def unavailable(h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor],
     return None
 
 
+def check_fused(fused) -> Optional[bool]:
+    """`fused` as given, once it is None, True or False (a module's setting, a call's)."""
+    if fused is not None and not isinstance(fused, bool):
+        raise TypeError(f"fused must be None, True or False, got {fused!r}")
+    return fused
+
+
 def resolve(fused, h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor],
             weight: Optional[Tensor] = None) -> bool:
     """Whether this call takes the fused kernels (see the module's docstring for `fused`)."""
-    if fused is not None and not isinstance(fused, bool):
-        raise TypeError(f"fused must be None, True or False, got {fused!r}")
-    if fused is False:
+    if check_fused(fused) is False:
         return False
     if fused is None:  # the default: native CUDA runs only, so the CPU path asks no more
         return (h.is_cuda and h.dtype in _NATIVE_DTYPES and not interpreted()
@@ -151,5 +156,5 @@ def resolve(fused, h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tenso
     return True
 
 
-__all__ = ["HAS_TRITON", "fused_softmax_stats", "fused_softmax_stats_backward", "interpreted",
+__all__ = ["HAS_TRITON", "check_fused", "fused_softmax_stats", "fused_softmax_stats_backward", "interpreted",
            "resolve", "unavailable"]

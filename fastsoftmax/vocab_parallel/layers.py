@@ -25,6 +25,7 @@ from .. import nn as fsnn
 from .._layer_parts import OutputLayer, SamplerTables
 from .._shapes import target_2d
 from .._streaming import CHUNK_BYTES
+from ..losses.fused import check_fused
 from ..losses._sampling import draw_candidates, draw_negatives
 from . import functional as F
 from .mappings import check_shards, group_rank, group_size
@@ -65,9 +66,7 @@ class VocabParallelLayer(OutputLayer):
         self.world, self.rank = world, rank
         self.z_loss, self.softcap, self.chunk_bytes = z_loss, softcap, chunk_bytes
         self.check_targets = bool(check_targets)
-        if fused is not None and not isinstance(fused, bool):
-            raise TypeError(f"fused must be None, True or False, got {fused!r}")
-        self.fused = fused  # the exact loss's kernels per shard (full_softmax_loss's)
+        self.fused = check_fused(fused)  # the exact loss's kernels per shard
         if _rows is not None:  # shard_layer's: this rank's rows of a given layer, no draw
             init = _rows.detach().clone()
         else:
