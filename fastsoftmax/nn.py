@@ -29,7 +29,6 @@ vocabulary in any other order.
 from typing import Optional
 
 from ._layer_parts import OutputLayer, constructor_keywords, make_sampler, migrate_state_dict
-from ._shapes import check_size
 from .losses.full import FullSoftmaxLoss
 from .losses.hierarchical import HierarchicalSoftmaxLoss
 from .losses.in_batch import InBatchSoftmaxLoss
@@ -59,7 +58,8 @@ _SHARED_OPTIONS = {"sampler": None, "counts": None, "vocab": None, "power": 0.75
 def register_head(name: str, cls: type) -> None:
     """Make `cls` (an OutputLayer subclass built as cls(in_features, num_classes, ...)) the
     head called `name` for make_head and every model. A class attribute `num_samples_arg`
-    names its sample-count argument (None when it draws no samples)."""
+    names its constructor's sample-count argument, which make_head fills from its
+    `num_sampled` (None when it draws no samples)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"a head name must be a non-empty string, got {name!r}")
     if not (isinstance(cls, type) and issubclass(cls, OutputLayer)):
@@ -74,14 +74,17 @@ def _unset(value, default) -> bool:
 
 
 def make_head(name: str, in_features: int, num_classes: int, *,
-              num_samples: Optional[int] = None, **options) -> OutputLayer:
+              num_sampled: Optional[int] = None, **options) -> OutputLayer:
     """The registered head `name` ('full', 'sampled', 'nce', 'neg', 'hs', ...) over
-    `num_classes` classes. `num_samples` is its sample count (num_sampled / num_negatives;
-    ignored by heads that draw none). sampler, counts, vocab, power, bias, sparse and tree go
-    to the heads that take them; a head that does not take one accepts it only unset (None,
+    `num_classes` classes. `num_sampled` is its sample count, given to the head under its own
+    name (`num_samples_arg`: num_sampled, or num_negatives for 'neg'; ignored by heads that
+    draw none), which checks it. sampler, counts, vocab, power, bias, sparse and tree go to
+    the heads that take them; a head that does not take one accepts it only unset (None,
     power 0.75, bias and sparse False), and refuses any other value with a ValueError. Any
     other option (linear_weight, weight, label_smoothing, reduction, ignore_index, device,
     dtype, ...) must be one the head takes, or None."""
+    if "num_samples" in options:  # the old name: refused, not silently passed on
+        raise TypeError("make_head: num_samples= was renamed: use num_sampled=")
     if name not in HEADS:
         raise ValueError(f"output must be one of {tuple(HEADS)}, got {name!r}")
     cls = HEADS[name]
@@ -96,15 +99,11 @@ def make_head(name: str, in_features: int, num_classes: int, *,
                              f"not take {key}: it would be ignored")
     arg = getattr(cls, "num_samples_arg", None)
     if arg is not None:
-        if num_samples is None:
-            raise ValueError(f"output {name!r} needs a sample count ({arg})")
-        num_samples = check_size(arg, num_samples)
-        if num_samples >= num_classes:
-            raise ValueError(
-                f"{arg} ({num_samples}) must be smaller than the number of classes "
-                f"({num_classes}); use output 'full' for so few classes"
-            )
-        kwargs[arg] = num_samples
+        if num_sampled is None:
+            raise ValueError(f"output {name!r} needs a sample count (num_sampled)")
+        # Its size and its bound against num_classes are the layer's to check (a sampled
+        # layer's candidates are distinct, negative sampling's need not be).
+        kwargs[arg] = num_sampled
     return cls(in_features, num_classes, **kwargs)
 
 

@@ -42,7 +42,7 @@ def case(seed=0, dtype=torch.float64, num_true=1, ignore=True, hits=True):
 def test_eval_matches_cross_entropy_with_weight_and_smoothing(name, chunk, reduction):
     h, _, _, t, _, class_weight = case()
     eps = 0.2 if name in ("full", "sampled") else 0.0
-    head = fs.make_head(name, D, V, num_samples=5, weight=class_weight, label_smoothing=eps,
+    head = fs.make_head(name, D, V, num_sampled=5, weight=class_weight, label_smoothing=eps,
                         reduction=reduction, dtype=torch.float64).eval()
     if chunk is not None:
         head.chunk_bytes = chunk  # streams blocks of 16 classes: the logaddexp path
@@ -198,7 +198,7 @@ def test_nce_and_negative_sampling_weight_scales_each_row(reduction):
 def test_label_smoothing_is_refused_where_it_has_no_meaning(name):
     counts = torch.arange(V, 0, -1).double()
     with pytest.raises(ValueError, match="does not support label_smoothing"):
-        fs.make_head(name, D, V, num_samples=5, counts=counts, label_smoothing=0.1)
+        fs.make_head(name, D, V, num_sampled=5, counts=counts, label_smoothing=0.1)
     h, t = torch.randn(2, D), torch.zeros(2, dtype=torch.int64)
     call = {  # the functionals have no such keyword at all
         "nce": lambda: FF.nce_loss(h, torch.randn(V, D), t, num_sampled=3, label_smoothing=0.1),

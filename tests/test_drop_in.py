@@ -224,7 +224,7 @@ def test_to_cuda_draws_what_the_cpu_drew():
 def test_make_head_refuses_an_option_it_would_drop(head, option):
     (key,) = option
     with pytest.raises(ValueError) as refused:
-        make_head(head, D, V, num_samples=S, **({"counts": COUNTS} if head == "hs" else {}),
+        make_head(head, D, V, num_sampled=S, **({"counts": COUNTS} if head == "hs" else {}),
                   **option)
     text = str(refused.value)  # names the option and the head
     assert key in text and fs.nn.HEADS[head].__name__ in text, text
@@ -243,7 +243,7 @@ def test_numpy_integers_everywhere():
     for loss in (fs.functional.sampled_softmax_loss, fs.functional.nce_loss):
         loss(x, w, t, num_sampled=np.int64(S), num_true=np.int64(1))
     fs.functional.negative_sampling_loss(x, w, t, num_negatives=np.int32(S))
-    make_head("sampled", D, V, num_samples=np.int64(S))
+    make_head("sampled", D, V, num_sampled=np.int64(S))
     fs.UnigramSampler(COUNTS, num_reserved_ids=np.int64(1))
     with pytest.raises((TypeError, ValueError), match="num_sampled"):
         fs.functional.sampled_softmax_loss(x, w, t, num_sampled=True)

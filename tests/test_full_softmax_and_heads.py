@@ -105,17 +105,17 @@ def test_head_registry_builds_every_model_head():
     common = dict(sampler=None, counts=None, power=0.75, bias=True, sparse=False)  # unset
     for name, cls in (("full", fs.FullSoftmaxLoss), ("sampled", fs.SampledSoftmaxLoss),
                       ("nce", fs.NCELoss), ("neg", fs.NegativeSamplingLoss)):
-        head = fs.make_head(name, D, V, num_samples=6, bias=name != "neg",
+        head = fs.make_head(name, D, V, num_sampled=6, bias=name != "neg",
                             **(sampling if name != "full" else {}))
         assert type(head) is cls and head.linear_weight.shape == (V, D)
         assert (head.linear_bias is None) == (name == "neg")
-    assert fs.make_head("neg", D, V, num_samples=6, **sampling).num_negatives == 6
+    assert fs.make_head("neg", D, V, num_sampled=6, **sampling).num_negatives == 6
     with pytest.raises(ValueError, match="output must be one of"):
         fs.make_head("no-such-head", D, V)
     with pytest.raises(ValueError, match="needs a sample count"):
         fs.make_head("nce", D, V)
-    with pytest.raises(ValueError, match="smaller than the number of classes"):
-        fs.make_head("sampled", D, V, num_samples=V)
+    with pytest.raises(ValueError, match="must be smaller than num_classes"):
+        fs.make_head("sampled", D, V, num_sampled=V)
     with pytest.raises(TypeError, match="frobnicate"):
         fs.make_head("full", D, V, frobnicate=1)
 

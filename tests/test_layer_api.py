@@ -168,16 +168,16 @@ def test_every_constructor_parameter_is_documented(name):
 def test_counts_as_counter_with_vocab(name):
     vocab = [f"w{i}" for i in range(V)]
     counter = collections.Counter({w: int(c) for w, c in zip(vocab, COUNTS)})
-    from_counter = make_head(name, D, V, num_samples=5, counts=counter, vocab=vocab,
+    from_counter = make_head(name, D, V, num_sampled=5, counts=counter, vocab=vocab,
                              sampler=None if name == "hs" else "unigram")
-    from_tensor = make_head(name, D, V, num_samples=5, counts=COUNTS,
+    from_tensor = make_head(name, D, V, num_sampled=5, counts=COUNTS,
                             sampler=None if name == "hs" else "unigram")
     if name == "hs":
         assert torch.equal(from_counter.tree_links, from_tensor.tree_links)
     else:
         assert torch.equal(from_counter.sampler.probs, from_tensor.sampler.probs)
     with pytest.raises(ValueError, match="give vocab="):
-        make_head(name, D, V, num_samples=5, counts=dict(counter))
+        make_head(name, D, V, num_sampled=5, counts=dict(counter))
 
 
 def test_numpy_sizes_and_counts():

@@ -27,10 +27,10 @@ def test_heads_are_registered():
     assert fs.nn.HEADS["warp"] is fs.WARPLoss
     for name in ("MultiMarginLoss", "SampledMarginRankingLoss", "WARPLoss"):
         assert getattr(fs.nn, name) is getattr(fs, name) and name in fs.nn.__all__
-    head = fs.make_head("margin_ranking", D, V, num_samples=K, margin=0.5, bias=True)
+    head = fs.make_head("margin_ranking", D, V, num_sampled=K, margin=0.5, bias=True)
     assert isinstance(head, fs.SampledMarginRankingLoss) and head.num_sampled == K
     assert head.margin == 0.5 and head.linear_bias is not None
-    assert isinstance(fs.make_head("warp", D, V, num_samples=K), fs.WARPLoss)
+    assert isinstance(fs.make_head("warp", D, V, num_sampled=K), fs.WARPLoss)
     assert isinstance(fs.make_head("multi_margin", D, V, p=2), fs.MultiMarginLoss)
     with pytest.raises(ValueError, match="needs a sample count"):
         fs.make_head("margin_ranking", D, V)

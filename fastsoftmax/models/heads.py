@@ -24,7 +24,7 @@ def model_head(output: str, in_features: int, num_classes: int, *, num_sampled=N
     given = {key: value for key, value in options.items() if key in takes}
     if "bias" in takes and getattr(head, "has_bias", True):
         given["bias"] = bias
-    return make_head(output, in_features, num_classes, num_samples=num_sampled, **given)
+    return make_head(output, in_features, num_classes, num_sampled=num_sampled, **given)
 
 
 def has_sparse_gradient(output: str) -> bool:

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from .. import nn as fsnn
 from .._layer_parts import OutputLayer, SamplerTables
-from .._shapes import target_2d
+from .._shapes import check_size, target_2d
 from .._streaming import CHUNK_BYTES
 from ..losses.fused import check_fused
 from ..losses._sampling import draw_candidates, draw_negatives
@@ -134,11 +134,22 @@ class VocabParallelLayer(OutputLayer):
 
 class VocabParallelSampledLayer(VocabParallelLayer):
     """Shared parts of the sampled layers: the sampler over the global V (whole on every rank),
-    its sample count, and how the candidates are drawn (as the single-process layer draws)."""
+    its sample count, and how the candidates are drawn (as the single-process layer draws).
+    The count has its single-process twin's name (`num_samples_arg`): num_sampled, or
+    num_negatives for negative sampling, whose negatives may repeat (so K may exceed V)."""
 
-    def __init__(self, in_features, num_classes, num_samples, *, sampler, **layer):
+    num_samples_arg = "num_sampled"
+    distinct_samples = True
+
+    def __init__(self, in_features, num_classes, num_sampled, *, sampler, **layer):
         super().__init__(in_features, num_classes, **layer)
-        self.num_samples = int(num_samples)
+        name = self.num_samples_arg
+        count = check_size(name, num_sampled)  # checked here, where it is owned
+        if self.distinct_samples and count >= self.num_classes:
+            raise ValueError(f"{name} ({count}) must be smaller than num_classes "
+                             f"({self.num_classes}): the candidates are distinct classes; use "
+                             f"VocabParallelFullSoftmaxLoss, the exact softmax, instead")
+        setattr(self, name, count)
         if sampler.num_classes != num_classes:
             raise ValueError(f"the sampler draws from {sampler.num_classes} classes, the layer "
                              f"has {num_classes}: it must sample the global vocabulary")
@@ -153,7 +164,7 @@ class VocabParallelSampledLayer(VocabParallelLayer):
         t2 = target_2d(target, lead, None)
         safe = torch.where(t2 == self.ignore_index, torch.zeros_like(t2), t2)
         safe = safe.clamp(0, self.num_classes - 1)  # bad ids are refused by the loss
-        return draw_candidates(self.sampler, safe, self.num_samples, generator)
+        return draw_candidates(self.sampler, safe, self.num_sampled, generator)
 
 
 class VocabParallelSampledSoftmaxLoss(VocabParallelSampledLayer):
@@ -174,8 +185,8 @@ class VocabParallelNCELoss(VocabParallelSampledLayer):
     kind = "nce"
     remove_accidental_hits = False
 
-    def __init__(self, in_features, num_classes, num_samples, *, log_z: float = 0.0, **layer):
-        super().__init__(in_features, num_classes, num_samples, **layer)
+    def __init__(self, in_features, num_classes, num_sampled, *, log_z: float = 0.0, **layer):
+        super().__init__(in_features, num_classes, num_sampled, **layer)
         like = self.linear_weight
         self.register_buffer("log_z", torch.tensor(float(log_z), device=like.device, dtype=(
             torch.float64 if like.dtype == torch.float64 else torch.float32)))
@@ -193,10 +204,14 @@ class VocabParallelNCELoss(VocabParallelSampledLayer):
 class VocabParallelNegativeSamplingLoss(VocabParallelSampledLayer):
     kind = "neg"
     shared = False
+    num_samples_arg, distinct_samples = "num_negatives", False  # as NegativeSamplingLoss
+
+    def __init__(self, in_features, num_classes, num_negatives, **layer):
+        super().__init__(in_features, num_classes, num_negatives, **layer)
 
     def training_loss(self, input, target, generator=None, negatives=None):
         if negatives is None:
-            negatives = draw_negatives(self.sampler, input, self.num_samples, self.shared,
+            negatives = draw_negatives(self.sampler, input, self.num_negatives, self.shared,
                                        generator)
         return F.vocab_parallel_negative_sampling_loss(
             input, self.linear_weight, target, num_classes=self.num_classes, start=self.start,
@@ -243,8 +258,8 @@ def shard_layer(layer: nn.Module, process_group=None) -> VocabParallelLayer:
             raise ValueError(f"shard_layer: {type(layer).__name__} with a per-class weight or "
                              f"label smoothing is not supported vocabulary-parallel (only "
                              f"its eval path would honour them); FullSoftmaxLoss supports both")
-        out = cls(layer.in_features, layer.num_classes, layer.num_samples,
-                  sampler=layer.sampler, **options)
+        count = getattr(layer, layer.num_samples_arg)  # num_sampled or num_negatives
+        out = cls(layer.in_features, layer.num_classes, count, sampler=layer.sampler, **options)
         if cls is VocabParallelSampledSoftmaxLoss:
             out.remove_accidental_hits = layer.remove_accidental_hits
         elif cls is VocabParallelNegativeSamplingLoss:
