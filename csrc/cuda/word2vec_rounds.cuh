@@ -21,13 +21,24 @@ using cuda::kFullMask;
 using w2v::TrainParams;
 
 // Fixed point: 2^-32 resolution, far below a float32 weight's last bit, and sums up to
-// 2^31. A single update of 2^20 or more (a diverged run, or NaN) cannot be summed exactly:
-// it poisons its row, which the apply step sets to NaN, as float sums would propagate it.
+// 2^31. Sums that cannot be kept exactly poison their row, which the apply step sets to NaN
+// (the run has diverged: deterministic mode says so rather than return wrapped-around sums):
+//  - a single update of 2^20 or more, or NaN;
+//  - updates that together could leave the range: 2^11 updates of 2^20 would wrap a sum
+//    silently. So each row also counts its size in the round, the sum over its updates of
+//    ceil(the largest |value| the update adds, to a coordinate or to the bound), and is
+//    poisoned when that reaches 2^29: every sum of the row then stays below 2^29 in value.
+//    The count bounds the sums whatever their signs, and grows in integers, so which rows
+//    are poisoned does not depend on the order of the warps. (Ceil makes each update count
+//    at least 1: a healthy row would need 2^29 updates in one round to reach the limit.)
 constexpr float kFixedOne = 4294967296.0f;  // 2^32
 constexpr float kFixedStep = 1.0f / kFixedOne;
 constexpr float kFixedLimit = 1048576.0f;    // 2^20
 constexpr float kBoundLimit = 65536.0f;      // a bound beyond this leaves the row still anyway
-constexpr unsigned kTouched = 1, kPoisoned = 2;
+// The mark of a row: two flags, and above them (bits 2..31) the row's size, which stays below
+// 2^29 + 2^20 until the row is poisoned, so it never carries into the flags or wraps first.
+constexpr unsigned kTouched = 1, kPoisoned = 2, kSizeShift = 2;
+constexpr unsigned kSizeLimit = 1u << 29;
 constexpr double kLossOne = 16777216.0;      // the loss: 2^-24, sums of up to 2^39
 
 // Global rows: [0, V) syn0, then syn1neg (negative > 0), then the V - 1 rows of syn1 (hs).
@@ -35,7 +46,7 @@ template <class Acc>
 struct RoundState {
   Acc* delta;                 // [rows, D] summed updates of the round
   Acc* bound;                 // [rows] summed bounds L
-  unsigned* mark;             // [rows] kTouched | kPoisoned
+  unsigned* mark;             // [rows] kTouched | kPoisoned | size << kSizeShift
   int64_t* touched;           // [rows] the touched rows of the round, in arrival order
   unsigned long long* count;  // [2] touched rows of the even and the odd rounds
   unsigned long long* stats;  // [2] loss (fixed point) and positive predictions
@@ -67,15 +78,38 @@ __device__ __forceinline__ void warp_sum2(float& a, float& b) {
   }
 }
 
+// Float sums need no size (they overflow to inf by themselves).
+__device__ __forceinline__ void add_size(float*, unsigned*, float, int) {}
+// Fixed point: the row's size grows by ceil(largest), the largest |value| of the update over
+// the lanes (called by the whole warp); the add that takes it to kSizeLimit poisons the row.
+// An update of kFixedLimit or more (or NaN) has poisoned the row already and is not counted.
+__device__ __forceinline__ void add_size(unsigned long long*, unsigned* mark, float largest,
+                                         int lane) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    largest = fmaxf(largest, __shfl_xor_sync(kFullMask, largest, o));
+  if (lane != 0 || !(largest < kFixedLimit)) return;
+  const unsigned size = static_cast<unsigned>(ceilf(largest));
+  const unsigned before = atomicAdd(mark, size << kSizeShift) >> kSizeShift;
+  if (before < kSizeLimit && before + size >= kSizeLimit) atomicOr(mark, kPoisoned);
+}
+
 // delta[row] += c * x (x lane-strided, length D); the row's bound grows by `bound`, and its
 // first update of the round lists it.
 template <class Acc>
 __device__ void add_row(const RoundState<Acc>& st, int64_t D, int parity, int64_t row,
                         const float* x, float c, float bound, int lane) {
   Acc* delta = st.delta + row * D;
-  for (int64_t d = lane; d < D; d += 32) accumulate(delta + d, c * x[d], st.mark + row);
+  bound = fminf(bound, kBoundLimit);
+  float largest = bound;
+  for (int64_t d = lane; d < D; d += 32) {
+    const float v = c * x[d];
+    accumulate(delta + d, v, st.mark + row);
+    largest = fmaxf(largest, fabsf(v));
+  }
+  add_size(st.delta, st.mark + row, largest, lane);
   if (lane == 0) {
-    accumulate(st.bound + row, fminf(bound, kBoundLimit), st.mark + row);
+    accumulate(st.bound + row, bound, st.mark + row);
     if (!(atomicOr(st.mark + row, kTouched) & kTouched))
       st.touched[atomicAdd(st.count + parity, 1ull)] = row;
   }
