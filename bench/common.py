@@ -10,6 +10,9 @@ Every benchmark appends rows of one schema to bench/results/<name>-<cpu|cuda>.cs
     shape    the sizes, as "N=... D=... V=..." or a short setting
     metric   the quantity (unit in the name: median_ms, draws_per_s, test_ppl, ...)
     value    its value
+    commit   the checkout's commit, where $FASTSOFTMAX_COMMIT gives it (bench/gpu_run.sh does:
+             its rows run from a copy without .git); a file without the column gains it, blank
+             in its older rows
 """
 
 import csv
@@ -143,9 +146,22 @@ def append_rows(path: str, rows: list, fields=None) -> str:
     if not new:
         with open(path, "rb") as f:
             old = f.read()
+    fields = list(fields or rows[0])
+    if not new:
+        # The file's own columns, in its order, so that new rows line up with old ones; a
+        # column it lacks (commit) is added at the end, blank in the older rows.
+        with open(path, newline="", encoding="utf8") as f:
+            header = next(csv.reader(f), [])
+        wider = header + [k for k in fields if k not in header]
+        if wider != header:
+            with open(path, newline="", encoding="utf8") as f:
+                old_rows = list(csv.DictReader(f))
+            new, old = True, b""
+            rows = old_rows + list(rows)
+        fields = wider
     with atomic_open(path, "w", newline="") as f:
         f.buffer.write(old)
-        writer = csv.DictWriter(f, fieldnames=list(fields or rows[0]), restval="")
+        writer = csv.DictWriter(f, fieldnames=fields, restval="")
         if new:
             writer.writeheader()
         writer.writerows(rows)
@@ -174,10 +190,13 @@ def write_results(name: str, device, rows: list, path=None) -> str:
     the command line. A key outside the schema is an error, so no figure is silently lost."""
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     extra = dict(time=stamp, device=device_name(device), command=command_line())
+    schema = SCHEMA
+    if os.environ.get("FASTSOFTMAX_COMMIT"):
+        extra["commit"], schema = os.environ["FASTSOFTMAX_COMMIT"], SCHEMA + ["commit"]
     out = []
     for row in rows:
         unknown = set(row) - set(SCHEMA)
         if unknown:
             raise ValueError(f"result row has keys outside the schema: {sorted(unknown)}")
         out.append(dict({k: format_value(v) for k, v in row.items()}, **extra))
-    return append_rows(path or result_path(name, device), out, SCHEMA)
+    return append_rows(path or result_path(name, device), out, schema)
