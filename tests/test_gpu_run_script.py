@@ -22,13 +22,14 @@ PART_LINE = re.compile(r"^part (\d+) +~ *(\d+) s expected, +(\d+) s at every lim
                        r"(fits|over) 4 min \((\d+) of (\d+) steps untimed\): (.+)$")
 
 
+OLD_MODES = ("OWED", "SKIP_BENCH", "ALL_TESTS", "W2V_ONLY", "W2V_THREADS", "LM_MEDIUM")
+
+
 def run(*args, **env):
-    # PYTHON=false: if --list ran Python (or anything past the listing), it would fail.
-    full_env = dict(os.environ, PYTHON="false", **env)
-    for old in ("OWED", "SKIP_BENCH", "ALL_TESTS", "W2V_ONLY", "W2V_THREADS", "LM_MEDIUM",
-                "LIMIT_SCALE"):
-        full_env.pop(old, None)
-    full_env.update(env)
+    # PYTHON=false: if --list ran Python (or anything past the listing), it would fail. The
+    # caller's own switches are dropped, so that only `env` chooses the parts.
+    full_env = {k: v for k, v in os.environ.items() if k not in OLD_MODES + ("LIMIT_SCALE",)}
+    full_env.update(PYTHON="false", **env)
     return subprocess.run(["bash", SCRIPT, *args], capture_output=True, text=True, timeout=60,
                           env=full_env)
 
@@ -52,7 +53,8 @@ def test_list_names_every_part_and_the_short_ones_fit_four_minutes():
         assert parts[n].group(4) == "fits" and expected <= limit <= 240, parts[n].group(0)
     for n in (9, 10, 11):
         assert "only when named" in parts[n].group(7)
-    assert "test_sync_free" in "".join(open(SCRIPT)) and "sync-free" in parts[1].group(7)
+    with open(SCRIPT) as f:
+        assert "tests/test_sync_free.py" in f.read() and "sync-free" in parts[1].group(7)
     assert "Cut Cross-Entropy" in parts[2].group(7) and "word2vec" in parts[3].group(7)
     assert "--compile" in parts[4].group(7)
 
