@@ -117,7 +117,7 @@ def test_cli_bad_files_are_one_sentence(ckpt, tmp_path, capsys):
         (["eval", "--checkpoint", str(tmp_path / "missing.pt")], "no such checkpoint"),
         (train_args("--checkpoint", str(blocker / "m.pt")), "is not a folder"),
         (train_args("--checkpoint", str(tmp_path)), "is a directory"),
-        (train_args("--output", "sampled"), "use output 'full' for so few classes"),
+        (train_args("--output", "sampled"), "num_sampled (16) must be smaller than num_classes"),
     ]
     for argv, message in cases:
         capsys.readouterr()
