@@ -93,7 +93,7 @@ MODELS = dict(
     memnn=(memnn_cli, write_babi, ["--embed-dim", "8", "--batch-size", "8", "--device", "cpu",
                                    "--no-progress"], memnn.load_checkpoint),
     dmn=(dmn_cli, lambda folder, seed: write_task(Path(folder), train=60, test=10, seed=seed),
-         ["--task", "1", "--size", "1k", "--hidden", "6", "--batch-size", "10", "--device",
+         ["--babi-task", "1", "--size", "1k", "--hidden", "6", "--batch-size", "10", "--device",
           "cpu", "--no-progress"], dmn.load_checkpoint),
     treernn=(treernn_cli, None,
              ["--train-size", "60", "--test-size", "10", "--max-depth", "3", "--hidden-size",
@@ -144,7 +144,8 @@ def main(work: str, kills: int = 20, seed: int = 0, model: str = "lm") -> dict:
     global cli, load
     cli, write_data, options, load = MODELS[model]
     rng = random.Random(seed)
-    data = [] if write_data is None else ["--data", write_data(os.path.join(work, "data"), seed)]
+    flag = "--babi-dir" if model in ("memnn", "dmn") else "--data"  # the bAbI folder's flag
+    data = [] if write_data is None else [flag, write_data(os.path.join(work, "data"), seed)]
     ckpt = os.path.join(work, "killed.pt")
     fresh = ["train", *data, "--checkpoint", ckpt, *options]
     resume = ["train", "--resume", ckpt, "--checkpoint", ckpt, "--no-progress"]

@@ -199,13 +199,20 @@ ROWS = [
                   ["eval", "--checkpoint", "{in}/runs_code.pt"], "could run code"),
           command("eval of a language-model checkpoint", prog,
                   ["eval", "--checkpoint", "{in}/lm.pt"], "language-model"))],
-    command("a missing --data folder", "fastsoftmax-memnn",
-            ["train", "--data", "{in}/nowhere", "--task", "1", "--no-progress"],
+    command("a missing --babi-dir folder", "fastsoftmax-memnn",
+            ["train", "--babi-dir", "{in}/nowhere", "--babi-task", "1", "--no-progress"],
             "does not exist"),
-    command("a missing --data folder", "fastsoftmax-dmn",
-            ["train", "--data", "{in}/nowhere", "--task", "1", "--no-progress"],
+    command("a missing --babi-dir folder", "fastsoftmax-dmn",
+            ["train", "--babi-dir", "{in}/nowhere", "--babi-task", "1", "--no-progress"],
             "does not exist"),
-    command("--task 21", "fastsoftmax-dmn", ["train", "--task", "21"], "1 to 20"),
+    command("--babi-task 21", "fastsoftmax-dmn", ["train", "--babi-task", "21"], "1 to 20"),
+    # The bAbI flags' old spellings: refused, naming the flag to use instead.
+    *[command(f"{cmd} with the old {old}", prog, [cmd, *extra, old, "1"], f"{old} was renamed: use {new}")
+      for prog in ("fastsoftmax-memnn", "fastsoftmax-dmn")
+      for cmd, extra, old, new in (("train", [], "--data", "--babi-dir"),
+                                   ("train", [], "--task", "--babi-task"),
+                                   ("eval", ["--checkpoint", "{in}/none.pt"], "--data",
+                                    "--babi-dir"))],
     command("--hidden-size -1", "fastsoftmax-treernn", ["train", "--hidden-size", "-1"],
             "must be a positive integer"),
     # --- fastsoftmax-word2vec --------------------------------------------------------------

@@ -22,7 +22,7 @@ def babi(tmp_path, monkeypatch):
 
 
 def train_args(babi, *extra):
-    return ["train", "--data", babi, "--task", "1", "--size", "1k", "--hidden", "6",
+    return ["train", "--babi-dir", babi, "--babi-task", "1", "--size", "1k", "--hidden", "6",
             "--epochs", "1", "--batch-size", "20", "--no-progress", *extra]
 
 
@@ -33,7 +33,7 @@ def test_help_shows_every_default(capsys):
         assert shown in text, shown
     with pytest.raises(SystemExit) as exit_:
         cli.main(["--help"])
-    assert exit_.value.code == 0 and "fastsoftmax-dmn train --data BABI" in capsys.readouterr().out
+    assert exit_.value.code == 0 and "fastsoftmax-dmn train --babi-dir BABI" in capsys.readouterr().out
 
 
 def test_train_checkpoints_resumes_and_evaluates(babi, tmp_path, monkeypatch, capsys):
@@ -101,7 +101,8 @@ def test_bad_input_is_one_sentence(babi, tmp_path, capsys):
         (train_args(str(broken)), "qa1_single-supporting-fact_train.txt:3: line id 7"),
         (train_args(babi, "--lr", "nan"), "lr must be a positive number"),
         (train_args(babi, "--init-embeddings", str(tmp_path / "none.txt")), "none.txt"),
-        (train_args(babi, "--output", "sampled"), "use output 'full' for so few classes"),
+        (train_args(babi, "--output", "sampled"),
+         "num_sampled (16) must be smaller than num_classes"),
         (["eval", "--checkpoint", other], "holds a language-model model"),
         (["eval", "--checkpoint", str(tmp_path / "missing.pt")], "no such checkpoint"),
     ]
@@ -112,7 +113,7 @@ def test_bad_input_is_one_sentence(babi, tmp_path, capsys):
         assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
         assert "Traceback" not in err
     with pytest.raises(SystemExit):
-        cli.main(train_args(babi, "--task", "21"))
+        cli.main(train_args(babi, "--babi-task", "21"))
     assert "bAbI tasks are numbered 1 to 20" in capsys.readouterr().err
 
 

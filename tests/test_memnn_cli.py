@@ -20,7 +20,7 @@ def babi_root(tmp_path_factory):
 
 
 def train_args(root, *extra):
-    return ["train", "--data", root, "--task", "1", "--embed-dim", "8", "--epochs", "1",
+    return ["train", "--babi-dir", root, "--babi-task", "1", "--embed-dim", "8", "--epochs", "1",
             "--no-progress", *extra]
 
 
@@ -87,7 +87,7 @@ def test_bad_input_is_one_sentence(babi_root, tmp_path, capsys, monkeypatch):
         (["eval", "--checkpoint", other], "holds a language-model model"),
         (["eval", "--checkpoint", str(garbage)], "cannot be read"),
         (["eval", "--checkpoint", str(tmp_path / "missing.pt")], "no such checkpoint"),
-        (["train", "--task", "1", "--no-progress"], "no bAbI folder given"),
+        (["train", "--babi-task", "1", "--no-progress"], "no bAbI folder given"),
         (train_args(str(tmp_path)), "does not exist"),
         (train_args(str(tmp_path / "broken")), "qa1_single-supporting-fact_train.txt:2:"),
         (train_args(babi_root, "--margin", "-1"), "margin must be a positive number"),
@@ -101,7 +101,7 @@ def test_bad_input_is_one_sentence(babi_root, tmp_path, capsys, monkeypatch):
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["train", "--task", "21"])
+        cli.main(["train", "--babi-task", "21"])
     assert exit_.value.code == 2 and "invalid choice: 21" in capsys.readouterr().err
 
 

@@ -90,6 +90,35 @@ def positive_int(text: str) -> int:
     return value
 
 
+def heads_in(doc: str) -> str:
+    """`doc` with each "{HEADS}" written as the names of fastsoftmax.nn.HEADS when the parser
+    is built ({full,sampled,...}): usage lines list what --output takes, registered heads
+    included, and cannot drift from it."""
+    from ..nn import HEADS
+
+    return doc.replace("{HEADS}", "{" + ",".join(HEADS) + "}")
+
+
+class _Renamed(argparse.Action):
+    """A flag that was renamed: using it is a usage error naming the new flag, where argparse
+    alone would say 'unrecognized arguments' and leave the user to guess the new spelling."""
+
+    def __init__(self, option_strings, dest, *, new: str, **kwargs):
+        super().__init__(option_strings, argparse.SUPPRESS, nargs="?",
+                         default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} was renamed: use {self.new}")
+
+
+def refuse_renamed(parser: argparse.ArgumentParser, *renamed: tuple) -> None:
+    """Refuse each old flag of the (old, new) pairs `renamed`, naming the new one; the old
+    flags are hidden from --help."""
+    for old, new in renamed:
+        parser.add_argument(old, action=_Renamed, new=new)
+
+
 def add_threads(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=positive_int, default=None,
                         help="torch intra-op threads (None: torch's choice); 1 is often fastest "

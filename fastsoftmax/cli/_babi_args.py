@@ -7,7 +7,8 @@ import os
 
 from ..models.babi import SIZES
 from ..nn import HEADS
-from . import bind_commands, given_options, new_parser, non_negative_int, positive_int
+from . import (bind_commands, given_options, new_parser, non_negative_int, positive_int,
+               refuse_renamed)
 
 DATA_HELP = "folder holding bAbI's en/ and en-10k/ (None: $FASTSOFTMAX_BABI)"
 
@@ -46,10 +47,14 @@ def add_sizes(parser: argparse.ArgumentParser, d, *sizes) -> None:
 
 def add_babi_files(t: argparse.ArgumentParser, d, *, task: dict, size_help: str,
                    limit: bool = False) -> None:
-    """--data, --task (`task`: its type or choices, and help), --size, --limit (if `limit`)
-    and --valid-fraction, the defaults those of `d` (a TrainConfig)."""
-    t.add_argument("--data", default=d.data, help=DATA_HELP)
-    t.add_argument("--task", default=d.task, **task)
+    """--babi-dir, --babi-task (`task`: its type or choices, and help), --size, --limit (if
+    `limit`) and --valid-fraction, the defaults those of `d` (a TrainConfig, whose fields
+    `data` and `task` they fill). The spelling is memn2n's, whose --task names its generated
+    stories; the old --data and --task are refused naming the new flags."""
+    t.add_argument("--babi-dir", dest="data", metavar="BABI_DIR", default=d.data,
+                   help=DATA_HELP)
+    t.add_argument("--babi-task", dest="task", default=d.task, **dict({"metavar": "N"}, **task))
+    refuse_renamed(t, ("--data", "--babi-dir"), ("--task", "--babi-task"))
     t.add_argument("--size", choices=tuple(SIZES), default=d.size, help=size_help)
     if limit:
         t.add_argument("--limit", type=positive_int, default=d.limit,
@@ -102,8 +107,9 @@ def command_parser(prog: str, description: str, train: tuple, *commands: tuple
 
 
 def add_data(parser: argparse.ArgumentParser, then: str) -> None:
-    """--data of a command that rereads a run's bAbI files: None, the run's folder, `then`
-    $FASTSOFTMAX_BABI."""
-    parser.add_argument("--data", default=None,
+    """--babi-dir of a command that rereads a run's bAbI files: None, the run's folder,
+    `then` $FASTSOFTMAX_BABI (the old --data refused naming it)."""
+    parser.add_argument("--babi-dir", dest="data", metavar="BABI_DIR", default=None,
                         help=f"folder holding bAbI's en/ and en-10k/ (None: the run's, {then} "
                              f"$FASTSOFTMAX_BABI)")
+    refuse_renamed(parser, ("--data", "--babi-dir"))

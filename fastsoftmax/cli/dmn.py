@@ -1,9 +1,9 @@
 """Train and evaluate dynamic memory networks on the real bAbI tasks.
 
-    fastsoftmax-dmn train --data BABI --task 1 [--size 10k] [--supporting-facts]
+    fastsoftmax-dmn train --babi-dir BABI --babi-task 1 [--size 10k] [--supporting-facts]
         [--init-embeddings vectors.txt] [--checkpoint CKPT]
     fastsoftmax-dmn train --resume CKPT [--epochs N]
-    fastsoftmax-dmn eval --checkpoint CKPT [--data BABI]
+    fastsoftmax-dmn eval --checkpoint CKPT [--babi-dir BABI]
 
 (or python -m fastsoftmax.cli.dmn). BABI is the folder holding bAbI v1.2's en/ and en-10k/
 (default: $FASTSOFTMAX_BABI); the last --valid-fraction of the task's training file is held

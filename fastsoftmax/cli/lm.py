@@ -1,6 +1,6 @@
 """Train, evaluate, sample and compare recurrent language models.
 
-    fastsoftmax-lm train --data DIR --output {full,sampled,nce,neg} [...]
+    fastsoftmax-lm train --data DIR --output {HEADS} [...]
     fastsoftmax-lm train --resume CKPT [--epochs N] [...]
     fastsoftmax-lm eval --checkpoint CKPT --data DIR
     fastsoftmax-lm generate --checkpoint CKPT --prompt "..."
@@ -29,7 +29,7 @@ import torch
 from .._atomic import atomic_open, check_writable
 from ..models import lm
 from ..nn import HEADS
-from . import (add_run_options, bind_commands, given_options, main_of, new_parser,
+from . import (add_run_options, bind_commands, given_options, heads_in, main_of, new_parser,
                non_negative_int, positive_int)
 
 OOV_WARNING = 0.05
@@ -170,7 +170,7 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p, command = new_parser("fastsoftmax-lm", __doc__)
+    p, command = new_parser("fastsoftmax-lm", heads_in(__doc__))
     t = command("train", "train (or resume) a language model")
     _train_parser(t)
     e = command("eval", "exact perplexity of a checkpoint")

@@ -1,10 +1,10 @@
 """Train and evaluate the strongly supervised memory network on the real bAbI tasks.
 
-    fastsoftmax-memnn train --task {1..20} [--data BABI] [--hops 2] [--checkpoint CKPT]
+    fastsoftmax-memnn train --babi-task {1..20} [--babi-dir BABI] [--hops 2] [--checkpoint CKPT]
     fastsoftmax-memnn train --resume CKPT [--epochs N]
-    fastsoftmax-memnn eval --checkpoint CKPT [--data BABI] [--explain N]
+    fastsoftmax-memnn eval --checkpoint CKPT [--babi-dir BABI] [--explain N]
 
-(or python -m fastsoftmax.cli.memnn). --data names the folder holding bAbI's en/ (1k) and
+(or python -m fastsoftmax.cli.memnn). --babi-dir names the folder holding bAbI's en/ (1k) and
 en-10k/ (default: $FASTSOFTMAX_BABI); the last tenth of the training questions is held out
 for validation. Training always checkpoints, after every epoch, to --checkpoint or to a new
 memnn-task<N>-<time>.pt here, and prints the path.

@@ -1,7 +1,7 @@
 """Train, evaluate and run attention seq2seq models.
 
     fastsoftmax-seq2seq train --data FILE --task {pairs,chars} \\
-        --attention {dot,general,concat,none} --output {full,sampled,...} [--checkpoint CKPT]
+        --attention {dot,general,concat,none} --output {HEADS} [--checkpoint CKPT]
     fastsoftmax-seq2seq train ... --attention-mode hard [--baseline {none,mean,value}] \\
         [--entropy-bonus 0.01]
     fastsoftmax-seq2seq train ... --alignment {local-m,local-p} [--window 10]
@@ -29,7 +29,7 @@ from .._atomic import check_writable
 from ..models import seq2seq as s2s
 from ..models.checkpoints import refuse_overwrite
 from ..nn import HEADS
-from . import (add_run_options, bind_commands, given_options, main_of, new_parser,
+from . import (add_run_options, bind_commands, given_options, heads_in, main_of, new_parser,
                positive_int)
 
 
@@ -164,7 +164,7 @@ def _train_parser(t: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p, command = new_parser("fastsoftmax-seq2seq", __doc__)
+    p, command = new_parser("fastsoftmax-seq2seq", heads_in(__doc__))
     t = command("train", "train (or resume) a model on a pair file")
     _train_parser(t)
     r = command("translate", "translate lines read from stdin")
