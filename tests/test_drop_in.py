@@ -23,6 +23,12 @@ LINEAR_LAYERS = {  # the class name changed, and the sampling options added
     "neg": lambda *a, **kw: fs.NegativeSamplingLoss(*a, num_negatives=S, **kw),
 }
 SAMPLING = ["sampled", "nce", "neg"]
+# They load torch's state dict as well, but train and evaluate a hinge loss: no drop-in.
+MARGIN_LAYERS = {
+    "multi_margin": lambda *a, **kw: fs.MultiMarginLoss(*a, **kw),
+    "margin_ranking": lambda *a, **kw: fs.SampledMarginRankingLoss(*a, num_sampled=S, **kw),
+    "warp": lambda *a, **kw: fs.WARPLoss(*a, num_sampled=S, **kw),
+}
 
 
 def batch(seed=0, dtype=torch.float32, n=12):
@@ -75,6 +81,41 @@ def test_state_dicts_interchange_with_torch(name, bias):
     assert result.missing_keys == []
     assert all(k.startswith(("sampler_tables.", "log_z")) for k in result.unexpected_keys)
     torch.testing.assert_close(back(x, t), ours(x, t))
+
+
+@pytest.mark.parametrize("name", list(MARGIN_LAYERS))
+@pytest.mark.parametrize("bias", [False, True])
+def test_margin_layers_load_torch_s_state_dict(name, bias):
+    theirs = torch_layer(bias=bias)
+    torch.nn.init.normal_(theirs.linear.weight)
+    ours = MARGIN_LAYERS[name](D, V, bias=bias)
+    ours.load_state_dict(theirs.state_dict())  # strict
+    assert torch.equal(ours.linear.weight, theirs.linear.weight)
+    if bias:
+        assert torch.equal(ours.linear.bias, theirs.linear.bias)
+    x, t = batch()
+    # The same weights score the classes alike: the layer predicts torch's argmax logit.
+    assert torch.equal(ours.eval().predict(x), theirs.linear(x).argmax(-1))
+    back = torch_layer(bias=bias)
+    result = back.load_state_dict(ours.state_dict(), strict=False)
+    assert result.missing_keys == []
+    assert all(k.startswith("sampler_tables.") for k in result.unexpected_keys)
+    assert torch.equal(back.linear.weight, ours.linear.weight)
+
+
+def test_the_layers_listed_in_the_api_guide_are_the_ones_that_load_torch_s_state_dict():
+    # docs/api.md names the layers that load it: the drop-ins (LINEAR_LAYERS) and the margin
+    # layers. Every other built-in head refuses it, so a new head must be placed in a list.
+    listed = {type(make(D, V)) for make in [*LINEAR_LAYERS.values(), *MARGIN_LAYERS.values()]}
+    state = torch_layer().state_dict()
+    for cls in set(fs.nn.HEADS.values()) - listed:
+        if not cls.__module__.startswith("fastsoftmax."):
+            continue  # a head another test registered
+        layer = make_head(next(k for k, v in fs.nn.HEADS.items() if v is cls), D, V,
+                          num_sampled=S, counts=COUNTS)
+        with pytest.raises(ValueError):
+            layer.load_state_dict(state)
+    assert fs.HierarchicalSoftmaxLoss not in listed
 
 
 def test_full_softmax_state_dict_is_torch_s_exactly():
