@@ -5,7 +5,9 @@ that finishes the rounds' work; the give-up; and no read back to the host when t
 deferred. The small sets of the single block are in test_cuda_kernels.py.
 
 The rounds start at num_sampled = 4096 and take 4 S, 16 S and 64 S draws (constants below,
-mirroring kMultiBlockFrom and plan_rounds): each case's num_tries says which it reached.
+mirroring kMultiBlockFrom and plan_rounds): each case's num_tries says which it reached. They
+are not the default until a GPU has run them (test_unique_sampling_default.py): every test
+here asks for them with FASTSOFTMAX_UNIQUE_ROUNDS=1.
 """
 
 import pytest
@@ -19,6 +21,11 @@ MULTI_BLOCK_FROM = 4096
 ROUND_ENDS = (4, 4 + 16, 4 + 16 + 64)  # cumulative draws per candidate after each round
 KINDS = {"alias": ops.KIND_ALIAS, "uniform": ops.KIND_UNIFORM, "log_uniform": ops.KIND_LOG_UNIFORM}
 needs_emu = pytest.mark.skipif(not CUDA_EMU, reason="the emulated CUDA build is missing")
+
+
+@pytest.fixture(autouse=True)
+def rounds_asked_for(monkeypatch):
+    monkeypatch.setenv("FASTSOFTMAX_UNIQUE_ROUNDS", "1")
 
 
 def zipf_table(num_classes: int):

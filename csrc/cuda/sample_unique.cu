@@ -4,13 +4,15 @@
 // Draw i of the unique stream is a pure function of i (philox.h), so the loop's result is a
 // property of the sequence: draw i is kept iff no earlier draw has its class, at the position
 // given by the number of kept draws before it; num_tries is the index of the draw of position
-// num_sampled - 1, plus one. Two schemes compute it, chosen from num_sampled alone:
-//  - one block (num_sampled < kMultiBlockFrom): 1024 draws a round, a shared hash finds each
-//    class's first draw in the round, a bitmap the classes kept before, a block scan the
-//    positions. One launch, but one round at a time: S = 8192 log-uniform candidates over
-//    10^6 classes need about 16 rounds, each a chain of global reads and block barriers.
-//  - many blocks (unique_rounds.cuh): rounds of 4 S, 16 S and 64 S draws over the whole grid,
-//    three kernels each. S = 8192 over 10^6 classes needs about 1.9 S draws for log-uniform,
+// num_sampled - 1, plus one. Two schemes compute it:
+//  - one block (the default, and the only one below kMultiBlockFrom): 1024 draws a round, a
+//    shared hash finds each class's first draw in the round, a bitmap the classes kept
+//    before, a block scan the positions. One launch, but one round at a time: S = 8192
+//    log-uniform candidates over 10^6 classes need about 16 rounds, each a chain of global
+//    reads and block barriers.
+//  - many blocks (unique_rounds.cuh), from kMultiBlockFrom candidates when asked for
+//    (rounds_requested): rounds of 4 S, 16 S and 64 S draws over the whole grid, three
+//    kernels each. S = 8192 over 10^6 classes needs about 1.9 S draws for log-uniform,
 //    1.2 S for unigram^0.75 and S for uniform, so the first round almost always completes
 //    the set and the rest exit at once. Any draws still needed (84 S draws were not enough:
 //    barely S classes of non-negligible probability) are the single block's, from the
@@ -19,6 +21,7 @@
 // read back unless the give-up check is immediate (checks_read_back()).
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 
 #include "../common/philox.h"
 #include "../common/sampler_host.h"
@@ -104,9 +107,10 @@ __global__ void __launch_bounds__(kUniqueThreads)
 
 // ---- many blocks ----------------------------------------------------------------------------
 
-// The crossover is static (num_sampled only), as a CUDA graph needs. Below 4 rounds of the
-// single block its one launch wins; from there on, its chain of rounds (more for a skewed
-// distribution) costs more than the rounds' dozen launches. Not yet tuned on a GPU.
+// The crossover is static (num_sampled, and the switch of rounds_requested), as a CUDA graph
+// needs. Below 4 rounds of the single block its one launch wins; from there on, its chain of
+// rounds (more for a skewed distribution) is expected to cost more than the rounds' dozen
+// launches. Not yet measured on a GPU: hence the switch.
 constexpr int64_t kMultiBlockFrom = 4 * kUniqueThreads;
 constexpr int kRounds = 3;
 constexpr int64_t kFirstRoundPerSample = 4;  // draws of round 1 per candidate
@@ -163,6 +167,16 @@ void unique_in_rounds(const DrawSource& src, int64_t num_sampled, int64_t* out,
 
 // ---- the op ---------------------------------------------------------------------------------
 
+// A new CUDA path replaces a measured one as the default only once a GPU run has committed its
+// rows (docs/samplers.md). The single block ran on an H200 (it drew the S = 8192 candidates
+// of the sampled softmax rows of 2026-11-26); the rounds have not run on a GPU, so they are
+// taken only when asked for, from kMultiBlockFrom candidates: FASTSOFTMAX_UNIQUE_ROUNDS=1
+// (read at each call, so a benchmark or a test can time or check both).
+bool rounds_requested() {
+  const char* value = std::getenv("FASTSOFTMAX_UNIQUE_ROUNDS");
+  return value != nullptr && value[0] == '1' && value[1] == '\0';
+}
+
 std::tuple<Tensor, Tensor> sample_unique_cuda(const Tensor& prob, const Tensor& alias,
                                               const Tensor& seed, int64_t num_classes,
                                               int64_t kind, int64_t num_sampled) {
@@ -178,7 +192,7 @@ std::tuple<Tensor, Tensor> sample_unique_cuda(const Tensor& prob, const Tensor& 
   int64_t* nt = data<int64_t>(tries);
   with_kind(kind, [&](auto k) {
     constexpr int64_t K = decltype(k)::value;
-    if (num_sampled >= kMultiBlockFrom) {
+    if (num_sampled >= kMultiBlockFrom && rounds_requested()) {
       unique_in_rounds<K>(src, num_sampled, o, nt, device);
       return;
     }
