@@ -74,6 +74,7 @@ class _Patch:
     softcaps: bool
     positional: tuple  # the original forward's positional parameter names, self left out
     output_class: type
+    output_fields: tuple  # its field names, read once (torch.compile traces a tuple)
     samplers: Dict[torch.device, Sampler] = dataclasses.field(default_factory=dict)
 
 
@@ -134,7 +135,8 @@ def patch(model, loss: str = "exact", *, return_logits: bool = False, **head_opt
     if not isinstance(output_class, type):  # a string annotation: the forward's module has it
         output_class = inspect.getmodule(forward).__dict__[output_class]
     setattr(target, _STATE, _Patch(loss, return_logits, dict(head_options), decoder, softcaps,
-                                   positional, output_class))
+                                   positional, output_class,
+                                   tuple(f.name for f in dataclasses.fields(output_class))))
     # A function made per patch carries the original's name and signature (inspect follows
     # __wrapped__): generate() and the Trainer read the forward's parameters. Bound with
     # MethodType, copy.deepcopy(model) rebinds it to the copy.
@@ -220,8 +222,7 @@ def _patched_forward(self, *args, **kwargs):
         cap = _softcap(self, state)
         if cap is not None:  # the order of operations of Gemma's forward, for equal bits
             logits = torch.tanh(logits / cap) * cap
-    fields = {f.name: getattr(outputs, f.name, None)
-              for f in dataclasses.fields(state.output_class)}
+    fields = {name: getattr(outputs, name, None) for name in state.output_fields}
     fields.update(loss=loss, logits=logits)
     output = state.output_class(**fields)
     return output if return_dict else output.to_tuple()
