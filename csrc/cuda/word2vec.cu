@@ -208,12 +208,20 @@ std::vector<Tensor> keep_tokens(TrainParams& p, const Tensor& tokens, const Tens
   return {kept_ids, kept_win, kept_pos, kept_sent, kept_end};
 }
 
-// Per-warp scratch (work and h, 2 D floats): shared memory, or global memory beyond what a
-// launch may take without an opt-in. Returns the dynamic shared bytes of a block.
+// Dynamic shared bytes of a block of `warps_per_block` warps: each warp's scratch (work and
+// h, 2 D floats), or 0 when that is more than a launch may take without an opt-in and the
+// scratch lives in global memory (warp_scratch).
+size_t scratch_smem(const TrainParams& p, int warps_per_block) {
+  const size_t smem = static_cast<size_t>(warps_per_block) * 2 * p.D * sizeof(float);
+  return smem <= kSharedLimit ? smem : 0;
+}
+
+// Allocates the global-memory scratch of `warps` warps when the launch takes none in shared
+// memory. Returns the dynamic shared bytes of a block.
 size_t warp_scratch(TrainParams& p, int64_t warps, int warps_per_block, Tensor& scratch,
                     const Device& device) {
-  const size_t smem = static_cast<size_t>(warps_per_block) * 2 * p.D * sizeof(float);
-  if (smem <= kSharedLimit) return smem;
+  const size_t smem = scratch_smem(p, warps_per_block);
+  if (smem > 0 || p.D == 0) return smem;
   scratch = empty({warps, 2, p.D}, kFloat, device);
   p.scratch = data<float>(scratch);
   return 0;
@@ -244,10 +252,11 @@ void train_rounds(TrainParams& p, int64_t total, int64_t num_workers, const Tens
   // Work items: a CBOW centre, or a skip-gram (centre, context slot).
   const int64_t items = p.round_size * (p.sg ? 2 * p.window : 1);
   const int warps_per_block = static_cast<int>(std::min<int64_t>(kWarpsPerBlock, num_workers));
+  // Occupancy of the launch made: with the scratch in global memory, no shared memory.
   const int64_t resident_warps =
       int64_t{cuda::multiprocessor_count()} * warps_per_block *
       cuda::resident_blocks_per_sm(round_kernel<Acc>, warps_per_block * 32,
-                                   static_cast<size_t>(warps_per_block) * 2 * p.D * sizeof(float));
+                                   scratch_smem(p, warps_per_block));
   const int64_t warps = std::max<int64_t>(1, std::min({items, num_workers, resident_warps}));
   const int blocks = static_cast<int>((warps + warps_per_block - 1) / warps_per_block);
   Tensor scratch;
