@@ -208,6 +208,14 @@ def test_small_blocks_stream_the_same_loss(models):
     _assert_same(ref, ours, input_ids=ids, labels=labels)
 
 
+def test_every_label_ignored_is_nan_as_transformers(models):
+    ref, ours = _pair(models, "Qwen2ForCausalLM", chunk_bytes=4 * 8 * 7)
+    ids, labels = _batch(16)
+    labels[:] = -100
+    assert torch.isnan(ref(input_ids=ids, labels=labels).loss)
+    assert torch.isnan(ours(input_ids=ids, labels=labels).loss)
+
+
 def test_sampled_loss_trains_and_evaluates_exactly(models):
     ref, ours = _pair(models, "LlamaForCausalLM", loss="sampled", num_sampled=16,
                       generator=torch.Generator().manual_seed(0))

@@ -154,6 +154,7 @@ def unpatch(model):
 
 
 def is_patched(model) -> bool:
+    """Whether `model` (or the transformers model inside a PEFT model) is patched."""
     return _STATE in _inner_model(model).__dict__
 
 
