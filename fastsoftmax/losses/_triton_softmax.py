@@ -20,8 +20,14 @@ grad_w, block by block of D, with float32 (float64) atomics. No [N, V] block eve
 memory; the cost is one extra matrix product (the recomputed logits) and atomic traffic of
 (BN + BV)·D per tile. Float atomics make the order of the sums, and so the last bits of the
 gradients, vary from run to run on a GPU.
+
+Launches: Triton launches on the current CUDA device and its current stream, so each launch
+runs under torch.cuda.device(h.device) (_on_device). CUDA caps a grid at 2^31 - 1 programs
+in x and 65,535 in y and z: the backward's class tiles, along y, would pass y's limit once
+V > 65,535·BV (8,388,480 with BV = 128), so those past it fold into z (_backward_grid).
 """
 
+import contextlib
 import os
 
 import torch
@@ -120,8 +126,11 @@ def _backward_kernel(h, w, b, targets, class_sum, lse, g_lse, g_true, g_total,
                      ACC: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
                     HAS_BIAS: tl.constexpr,
                      HAS_CAP: tl.constexpr, HAS_SUM: tl.constexpr):
+    # Row blocks along x, class tiles along y and then z (_backward_grid): a class tile of
+    # the last z past the last one holds no class below V, so all its columns are masked.
+    col_tile = tl.program_id(2) * tl.num_programs(1) + tl.program_id(1)
     rows = (tl.program_id(0) * BN + tl.arange(0, BN)).to(tl.int64)
-    cols = (tl.program_id(1) * BV + tl.arange(0, BV)).to(tl.int64)
+    cols = (col_tile * BV + tl.arange(0, BV)).to(tl.int64)
     row_ok, col_ok = rows < N, cols < V
     x = _logit_tile(h, w, b, softcap, rows, cols, row_ok, col_ok, D, BN, BV, BD, ACC,
                     PRECISION, UPCAST, HAS_BIAS, HAS_CAP)
@@ -155,11 +164,23 @@ def _backward_kernel(h, w, b, targets, class_sum, lse, g_lse, g_true, g_total,
                       mask=col_ok[:, None] & d_ok[None, :])
 
 
+def tf32_allowed() -> bool:
+    """Whether torch lets float32 matmuls on CUDA use TF32, read with the fp32_precision API
+    (torch >= 2.9): once a user sets that API, reading the legacy allow_tf32 raises
+    ("mix of the legacy and new APIs"), while the new getter also reflects the legacy
+    setters. "none" inherits torch.backends.fp32_precision; "none" there too is torch's
+    default, IEEE."""
+    precision = torch.backends.cuda.matmul.fp32_precision
+    if precision == "none":
+        precision = torch.backends.fp32_precision
+    return precision == "tf32"
+
+
 def _plan(h: torch.Tensor, V: int) -> dict:
     """Block sizes and warps: 16-wide tiles under the interpreter (numpy does the work; tl.dot
     needs 16 at least), tensor-core tiles on a GPU (64 × 128, wider for 16-bit inputs)."""
     acc = tl.float64 if h.dtype == torch.float64 else tl.float32
-    tf32 = h.dtype == torch.float32 and h.is_cuda and torch.backends.cuda.matmul.allow_tf32
+    tf32 = h.dtype == torch.float32 and h.is_cuda and tf32_allowed()
     plan = dict(ACC=acc, PRECISION="tf32" if tf32 else "ieee",
                 UPCAST=not h.is_cuda and h.dtype == torch.bfloat16)
     if not h.is_cuda:
@@ -175,6 +196,44 @@ def _flags(linear_bias, class_sum, softcap) -> dict:
                 HAS_SUM=class_sum is not None)
 
 
+# CUDA's limits on a launch grid, programs along x, y and z.
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+
+
+def _checked(grid: tuple, N: int, V: int) -> tuple:
+    for axis, (size, limit) in enumerate(zip(grid, GRID_LIMITS)):
+        if size > limit:
+            raise ValueError(f"the fused softmax kernels cannot launch N = {N} rows by V = {V} "
+                             f"classes: {size} programs along grid axis {'xyz'[axis]}, past "
+                             f"CUDA's {limit}; use fused=False (the streamed path)")
+    return grid
+
+
+def _forward_grid(N: int, V: int, BN: int, BV: int, programs: int) -> tuple:
+    """((row blocks, splits), tiles per split) of the forward. Row blocks go in x; with few
+    of them the class tiles are split so that about `programs` programs run, and splits, at
+    most `programs`, stay far below y's limit."""
+    row_blocks, num_tiles = triton.cdiv(N, BN), triton.cdiv(V, BV)
+    splits = max(1, min(num_tiles, triton.cdiv(programs, row_blocks)))
+    tiles_per_split = triton.cdiv(num_tiles, splits)
+    splits = triton.cdiv(num_tiles, tiles_per_split)  # every split holds at least one tile
+    return _checked((row_blocks, splits), N, V), tiles_per_split
+
+
+def _backward_grid(N: int, V: int, BN: int, BV: int) -> tuple:
+    """(row blocks, class tiles, 1), one program per [BN, BV] tile, with the class tiles
+    past y's limit folded into z: the kernel's class tile is z * (programs along y) + y."""
+    col_tiles = triton.cdiv(V, BV)
+    y = min(col_tiles, GRID_LIMITS[1])
+    return _checked((triton.cdiv(N, BN), y, triton.cdiv(col_tiles, y)), N, V)
+
+
+def _on_device(h: torch.Tensor):
+    """torch.cuda.device(h.device) for CUDA tensors: Triton launches on the current device
+    and its current stream, which need not be the input's (cuda:1 while cuda:0 is current)."""
+    return torch.cuda.device(h.device) if h.is_cuda else contextlib.nullcontext()
+
+
 def forward(h, linear_weight, linear_bias, targets, class_sum, softcap):
     """(lse, true, total), each [N] in the accumulation dtype (zeros for total without
     class_sum). h [N, D] and linear_weight [V, D] contiguous, of one dtype; targets [N, T]
@@ -182,17 +241,15 @@ def forward(h, linear_weight, linear_bias, targets, class_sum, softcap):
     (N, D), V, T = h.shape, linear_weight.shape[0], targets.shape[1]
     plan = _plan(h, V)
     acc = torch.float64 if h.dtype == torch.float64 else torch.float32
-    row_blocks, num_tiles = triton.cdiv(N, plan["BN"]), triton.cdiv(V, plan["BV"])
-    splits = max(1, min(num_tiles, triton.cdiv(plan["programs"], row_blocks)))
-    tiles_per_split = triton.cdiv(num_tiles, splits)
-    splits = triton.cdiv(num_tiles, tiles_per_split)  # every split holds at least one tile
-    parts = torch.empty(4, splits, N, dtype=acc, device=h.device)
-    _forward_kernel[(row_blocks, splits)](
-        h, linear_weight, linear_bias, targets, class_sum, parts[0], parts[1], parts[2],
-        parts[3], N, V, D, 1.0 if softcap is None else float(softcap), tiles_per_split,
-        num_tiles, T=T, BN=plan["BN"], BV=plan["BV"], BD=plan["BD"], ACC=plan["ACC"],
-        PRECISION=plan["PRECISION"], UPCAST=plan["UPCAST"], num_warps=plan["num_warps"],
-        **_flags(linear_bias, class_sum, softcap))
+    grid, tiles_per_split = _forward_grid(N, V, plan["BN"], plan["BV"], plan["programs"])
+    parts = torch.empty(4, grid[1], N, dtype=acc, device=h.device)
+    with _on_device(h):
+        _forward_kernel[grid](
+            h, linear_weight, linear_bias, targets, class_sum, parts[0], parts[1], parts[2],
+            parts[3], N, V, D, 1.0 if softcap is None else float(softcap), tiles_per_split,
+            triton.cdiv(V, plan["BV"]), T=T, BN=plan["BN"], BV=plan["BV"], BD=plan["BD"],
+            ACC=plan["ACC"], PRECISION=plan["PRECISION"], UPCAST=plan["UPCAST"],
+            num_warps=plan["num_warps"], **_flags(linear_bias, class_sum, softcap))
     lse = torch.logsumexp(parts[0] + parts[1].log(), 0)
     return lse, parts[2].sum(0), parts[3].sum(0)
 
@@ -204,14 +261,15 @@ def backward(h, linear_weight, linear_bias, targets, class_sum, softcap, lse, g_
     (N, D), V, T = h.shape, linear_weight.shape[0], targets.shape[1]
     plan = _plan(h, V)
     acc = torch.float64 if h.dtype == torch.float64 else torch.float32
+    grid = _backward_grid(N, V, plan["BN"], plan["BV"])
     grad_h = torch.zeros(N, D, dtype=acc, device=h.device)
     grad_w = torch.zeros(V, D, dtype=acc, device=h.device)
     grad_b = None if linear_bias is None else torch.zeros(V, dtype=acc, device=h.device)
-    grid = (triton.cdiv(N, plan["BN"]), triton.cdiv(V, plan["BV"]))
-    _backward_kernel[grid](
-        h, linear_weight, linear_bias, targets, class_sum, lse, g_lse, g_true, g_total,
-        grad_h, grad_w, grad_b, N, V, D, 1.0 if softcap is None else float(softcap),
-        T=T, BN=plan["BN"], BV=plan["BV"], BD=plan["BD"], ACC=plan["ACC"],
-        PRECISION=plan["PRECISION"], UPCAST=plan["UPCAST"], num_warps=plan["num_warps"],
-        **_flags(linear_bias, class_sum, softcap))
+    with _on_device(h):
+        _backward_kernel[grid](
+            h, linear_weight, linear_bias, targets, class_sum, lse, g_lse, g_true, g_total,
+            grad_h, grad_w, grad_b, N, V, D, 1.0 if softcap is None else float(softcap),
+            T=T, BN=plan["BN"], BV=plan["BV"], BD=plan["BD"], ACC=plan["ACC"],
+            PRECISION=plan["PRECISION"], UPCAST=plan["UPCAST"], num_warps=plan["num_warps"],
+            **_flags(linear_bias, class_sum, softcap))
     return grad_h, grad_w, grad_b
