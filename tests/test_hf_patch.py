@@ -202,6 +202,18 @@ def test_bfloat16_model_gets_float32_statistics(models):
     torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
 
 
+def test_bfloat16_autocast(models):
+    ref = copy.deepcopy(models["LlamaForCausalLM"]).float()
+    ours = patch(copy.deepcopy(ref))
+    ids, labels = _batch(17)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want, got = ref(input_ids=ids, labels=labels).loss, ours(input_ids=ids, labels=labels).loss
+    assert got.dtype == want.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
+    got.backward()
+    assert ours.lm_head.weight.grad.dtype == torch.float32
+
+
 def test_small_blocks_stream_the_same_loss(models):
     ref, ours = _pair(models, "LlamaForCausalLM", chunk_bytes=4 * 8 * 7)  # 7 classes a block
     ids, labels = _batch(11)

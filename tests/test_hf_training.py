@@ -10,7 +10,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from fastsoftmax.integrations.transformers import is_patched, patch  # noqa: E402
+from fastsoftmax.integrations.transformers import is_patched, patch, unpatch  # noqa: E402
 
 V = 53
 TOL = dict(rtol=2e-5, atol=2e-6)
@@ -70,7 +70,7 @@ class Rows(torch.utils.data.Dataset):
         return {"input_ids": self.ids[i], "labels": self.labels[i]}
 
 
-def train(model, tmp_path):
+def train(model, tmp_path, trainer_out=None):
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path), per_device_train_batch_size=2, gradient_accumulation_steps=2,
         max_steps=2, learning_rate=1e-2, logging_steps=1, save_strategy="no", report_to="none",
@@ -78,6 +78,8 @@ def train(model, tmp_path):
     trainer = transformers.Trainer(model=model, args=args, train_dataset=Rows())
     assert trainer.model_accepts_loss_kwargs  # so it passes num_items_in_batch
     trainer.train()
+    if trainer_out is not None:
+        trainer_out.append(trainer)
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     return losses, {n: p.detach().clone() for n, p in model.named_parameters()}
 
@@ -97,6 +99,22 @@ def test_trainer_with_gradient_accumulation_matches_unpatched(tmp_path):
                                rtol=1e-5, atol=1e-5)
     for name in want:
         torch.testing.assert_close(got[name], want[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_trainer_with_the_sampled_loss_evaluates_exactly(tmp_path):
+    trainers = []
+    model = patch(tiny_llama(torch.float32), loss="sampled", num_sampled=8,
+                  generator=torch.Generator().manual_seed(0))
+    losses, _ = train(model, tmp_path, trainers)
+    assert len(losses) == 2 and all(0 < loss < 10 for loss in losses)
+    # Trainer.evaluate puts the model in eval mode: the exact loss, as the unpatched model's.
+    trainer = trainers[0]
+    got = trainer.evaluate(eval_dataset=Rows())["eval_loss"]
+    plain = copy.deepcopy(model)
+    unpatch(plain)
+    trainer.model = trainer.model_wrapped = plain
+    want = trainer.evaluate(eval_dataset=Rows())["eval_loss"]
+    assert got == pytest.approx(want, rel=1e-5)
 
 
 @pytest.mark.parametrize("order", ["patch_then_lora", "lora_then_patch"])
