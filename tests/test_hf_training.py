@@ -71,6 +71,7 @@ class Rows(torch.utils.data.Dataset):
 
 
 def train(model, tmp_path, trainer_out=None):
+    pytest.importorskip("accelerate")  # transformers' Trainer needs it
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path), per_device_train_batch_size=2, gradient_accumulation_steps=2,
         max_steps=2, learning_rate=1e-2, logging_steps=1, save_strategy="no", report_to="none",
