@@ -4,9 +4,9 @@ V = 256,000 classes, D = 2304, N = 8192 rows, bfloat16, forward + backward, in m
     python bench/bench_cce_headline.py --device cuda     # the headline shape (GPU)
     python bench/bench_cce_headline.py                   # CPU: scaled down, see below
 
-Providers: ours (fastsoftmax.functional.full_softmax_loss as a user gets it: the fused
-Triton kernels on CUDA where Triton is installed), ours_fused and ours_streamed (each path
-forced with fused=True / False; ours_fused on CUDA only: on CPU tensors the kernels run
+Providers: ours (fastsoftmax.functional.full_softmax_loss as a user gets it: the streamed
+path, until a GPU run puts the fused kernels on the default), ours_fused and ours_streamed
+(each path forced with fused=True / False; ours_fused on CUDA only: on CPU tensors the kernels run
 only under Triton's interpreter, a correctness run that tests/test_fused_softmax.py makes,
 far too slow to time), the plain
 F.cross_entropy(F.linear(...)) in float32 logits, F.linear_cross_entropy unchunked and in

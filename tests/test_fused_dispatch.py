@@ -1,9 +1,11 @@
-"""What a GPU launch of the fused softmax kernels would be given (losses/_triton_softmax.py),
-checked without a GPU.
+"""How the exact losses choose between the fused Triton kernels and the streamed path
+(fastsoftmax/losses/fused.py resolve(), unavailable()), and what a GPU launch of the kernels
+would be given (losses/_triton_softmax.py), checked without a GPU.
 
 CUDA inputs are torch's fake tensors (FakeTensorMode, device="cuda:N"): real CUDA tensors
 to every check (is_cuda, device), with no memory and no driver. Where the kernels would
-launch, they are swapped for recorders."""
+launch, they are swapped for recorders. `interpreted` is set to False where a test stands for
+a GPU machine, whose kernels are compiled, not interpreted."""
 
 import ast
 import contextlib
@@ -21,6 +23,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 from fastsoftmax import functional as FF  # noqa: E402
 from fastsoftmax.losses import fused  # noqa: E402
+from fastsoftmax.losses import full  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # CUDA's grid limits, programs along x, y, z (CUDA C programming guide, "Thread hierarchy"),
@@ -31,6 +34,123 @@ NATIVE = (torch.float16, torch.bfloat16, torch.float32)
 
 def _cuda(*shape, dtype=torch.bfloat16, device="cuda:0"):
     return torch.empty(*shape, dtype=dtype, device=device)
+
+
+@pytest.fixture
+def on_a_gpu_machine(monkeypatch):
+    """The kernels as a GPU machine has them: compiled (not interpreted), Triton present."""
+    monkeypatch.setattr(fused, "interpreted", lambda: False)
+    monkeypatch.setattr(fused, "HAS_TRITON", True)
+
+
+@pytest.mark.parametrize("dtype", NATIVE)
+def test_on_cuda_the_default_takes_the_streamed_path(on_a_gpu_machine, dtype):
+    with FakeTensorMode():
+        h, w, b = _cuda(32, 16, dtype=dtype), _cuda(100, 16, dtype=dtype), _cuda(100, dtype=dtype)
+        assert fused.resolve(None, h, w, b) is False
+        assert fused.resolve(True, h, w, b) is True
+        assert fused.resolve(False, h, w, b) is False
+
+
+class _Reached(Exception):
+    """Raised where full_softmax_loss hands its rows to a path."""
+
+
+def test_the_loss_on_cuda_takes_the_kernels_only_with_fused_true(on_a_gpu_machine,
+                                                                  monkeypatch):
+    """Through full_softmax_loss on CUDA input: the path it hands _full_rows. The call stops
+    there, since fake CUDA tensors cannot be sliced without CUDA. z_loss keeps the call off
+    the one-block F.cross_entropy shortcut. The target-id check reads the ids back, which
+    fake tensors cannot; the ids here are in range anyway."""
+    def reached(*args, use_fused, **kwargs):
+        raise _Reached(use_fused)
+
+    monkeypatch.setattr(full, "check_target_range", lambda safe, num_classes: safe)
+    monkeypatch.setattr(full, "_full_rows", reached)
+    with FakeTensorMode():
+        h, w = _cuda(32, 16), _cuda(100, 16)
+        target = torch.zeros(32, dtype=torch.int64, device="cuda:0")
+        for fused_arg in (None, False, True):
+            with pytest.raises(_Reached) as path:
+                FF.full_softmax_loss(h, w, target, z_loss=1e-4, fused=fused_arg)
+            assert path.value.args[0] is (fused_arg is True), f"fused={fused_arg}"
+
+
+@pytest.fixture
+def autocast_on_cuda():
+    """torch's CUDA autocast flag on (torch.autocast('cuda') turns itself off without CUDA)."""
+    before = torch.is_autocast_enabled("cuda")
+    torch.set_autocast_enabled("cuda", True)
+    try:
+        yield
+    finally:
+        torch.set_autocast_enabled("cuda", before)
+
+
+def test_a_dtype_on_the_default_list_takes_the_kernels_where_they_can_run(on_a_gpu_machine,
+                                                                          monkeypatch):
+    """Once a GPU run puts a dtype on DEFAULT_ON_CUDA, the default takes the kernels for it,
+    and still not for other dtypes, for mixed devices (the streamed path then says what is
+    wrong) or under deterministic algorithms."""
+    monkeypatch.setattr(fused, "DEFAULT_ON_CUDA", frozenset({torch.bfloat16}))
+    with FakeTensorMode():
+        h, w = _cuda(32, 16), _cuda(100, 16)
+        assert fused.resolve(None, h, w, None) is True
+        assert fused.resolve(None, h.float(), w.float(), None) is False
+        assert fused.resolve(None, h, _cuda(100, 16, device="cuda:1"), None) is False
+        previous = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(True)
+        try:
+            assert fused.resolve(None, h, w, None) is False
+        finally:
+            torch.use_deterministic_algorithms(previous)
+
+
+def test_under_autocast_the_default_keeps_the_streamed_path(on_a_gpu_machine, monkeypatch,
+                                                            autocast_on_cuda):
+    """The fused op is opaque to autocast: float32 input would reach the kernels as float32.
+    So the default never takes them under autocast; fused=True still does."""
+    monkeypatch.setattr(fused, "DEFAULT_ON_CUDA", frozenset(NATIVE))
+    with FakeTensorMode():
+        for dtype in NATIVE:
+            h, w = _cuda(32, 16, dtype=dtype), _cuda(100, 16, dtype=dtype)
+            assert fused.resolve(None, h, w, None) is False
+            assert fused.resolve(True, h, w, None) is True
+
+
+# ---------------------------------------------------------------------------------------
+# Devices
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["linear_weight", "linear_bias", "targets", "weight"])
+def test_unavailable_names_a_tensor_on_another_device(on_a_gpu_machine, where):
+    with FakeTensorMode():
+        args = dict(h=_cuda(8, 16), linear_weight=_cuda(40, 16), linear_bias=_cuda(40),
+                    weight=_cuda(40, dtype=torch.float32),
+                    targets=torch.zeros(8, 1, dtype=torch.int64, device="cuda:0"))
+        args[where] = args[where].to("cuda:1")
+        reason = fused.unavailable(**args)
+        assert reason is not None and f"{where} on cuda:1" in reason, reason
+        assert "input is on cuda:0" in reason
+        with pytest.raises(ValueError, match=f"fused=True.*one device.*{where} on cuda:1"):
+            fused.resolve(True, **args)
+        assert fused.resolve(None, **args) is False
+
+
+def test_the_fused_op_refuses_tensors_of_two_devices():
+    """Called directly, the op checks too: a kernel handed pointers of two devices would read
+    the wrong memory. FakeTensorMode would answer with the op's fake kernel, so the real
+    implementation (custom_op keeps it as _init_fn) is called; it stops at the check."""
+    with FakeTensorMode():
+        h, w = _cuda(8, 16), _cuda(40, 16)
+        targets = torch.zeros(8, 1, dtype=torch.int64, device="cuda:1")
+        with pytest.raises(ValueError, match="one device.*targets on cuda:1"):
+            fused.fused_softmax_stats._init_fn(h, w, None, targets, None, None)
+        lse = _cuda(8, dtype=torch.float32)
+        with pytest.raises(ValueError, match="one device.*g_true on cuda:1"):
+            fused.fused_softmax_stats_backward._init_fn(
+                h, w, None, targets.to("cuda:0"), None, None, lse, lse, lse.to("cuda:1"), lse)
 
 
 # ---------------------------------------------------------------------------------------

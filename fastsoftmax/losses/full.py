@@ -213,11 +213,12 @@ def full_softmax_loss(
     micro-batch the whole batch's `mean_normalizer` and the micro-batch losses sum to the
     whole batch's 'mean' loss (gradient accumulation).
 
-    `fused` picks the path: None (default) the fused Triton kernels on CUDA where Triton is
-    installed (no logits in memory, forward or backward), else the streamed blocks; True the
-    fused kernels or a ValueError saying why they cannot run; False the streamed blocks.
-    Both give the same loss to rounding. The loss is float32 for float16 and bfloat16 input
-    (the input's dtype otherwise); the gradients are in the input's dtype."""
+    `fused` picks the path: None (default) the streamed blocks, the path measured on a GPU
+    (losses/fused.py states when the default will take the kernels); True the fused Triton
+    kernels (no logits in memory, forward or backward) or a ValueError saying why they
+    cannot run; False the streamed blocks. Both give the same loss to rounding. The loss is
+    float32 for float16 and bfloat16 input (the input's dtype otherwise); the gradients are
+    in the input's dtype."""
     lead, t2, h, weight = loss_rows(input, linear_weight, target, reduction, num_true, weight,
                                     normalizer)
     z_loss, softcap = check_z_loss(z_loss), check_softcap(softcap)
@@ -227,7 +228,7 @@ def full_softmax_loss(
     ignored = t2 == ignore_index
     safe = check_target_range(torch.where(ignored, torch.zeros_like(t2), t2),
                               linear_weight.shape[0])
-    use_fused = _fused.resolve(fused, h, linear_weight, linear_bias, weight)
+    use_fused = _fused.resolve(fused, h, linear_weight, linear_bias, weight, targets=safe)
     if (t2.shape[1] == 1 and not z_loss and not return_lse and normalizer is None
             and not use_fused and one_block(h.shape[0], linear_weight.shape[0], chunk_bytes)
             and not torch.is_autocast_enabled(h.device.type)):
@@ -344,9 +345,9 @@ class FullSoftmaxLoss(LinearLayer):
             spreads eps uniformly over all V classes (default 0.0).
         z_loss: PaLM's z-loss, z_loss * lse² per row (default 0.0; see full_softmax_loss).
         softcap: Gemma 2's cap, logits -> softcap * tanh(logits / softcap).
-        fused: None (default) the fused Triton kernels on CUDA where Triton is installed,
-            True those kernels or an error, False the streamed blocks (full_softmax_loss);
-            the loss is float32 for float16 and bfloat16 input.""" + COMMON_ARGS
+        fused: None (default) or False the streamed blocks, True the fused Triton kernels
+            or an error (full_softmax_loss); the loss is float32 for float16 and bfloat16
+            input.""" + COMMON_ARGS
 
     def __init__(self, in_features: int, num_classes: int, *, z_loss=0.0, softcap=None,
                  fused=None, **layer):

@@ -8,16 +8,33 @@ schema file): autograd, fake tensors and torch.compile see one opaque op each, a
 torch.library.opcheck checks them.
 
 `fused=` of the exact losses picks the path (resolve()):
-- None (default): the fused kernels where they run natively (CUDA tensors, Triton
-  installed, float16/bfloat16/float32, the input and the weight of one dtype), else the
-  streamed path, unchanged;
+- None (default): the streamed path, on CUDA too. The fused kernels have run only under
+  Triton's interpreter so far, and the streamed path is the one measured on a GPU (an H200,
+  bench/results/cce-headline-cuda.csv). DEFAULT_ON_CUDA lists the dtypes for which the
+  default takes the kernels on CUDA: none yet (see the rule below);
 - True: the fused kernels, or a ValueError that says why they cannot run. On CPU tensors they
   run under Triton's interpreter only (TRITON_INTERPRET=1 in the environment before
   fastsoftmax first runs them): that is how CI tests them, float64 included;
 - False: the streamed path.
-Under torch.use_deterministic_algorithms(True) the GPU's float atomics are refused, so the
-default takes the streamed path there (on the CPU the interpreter's atomics run in program
-order and are deterministic).
+
+The rule for defaults: a new CUDA path replaces a measured one as the default only once a
+real GPU run has committed its rows to bench/results/*-cuda.csv. The first GPU run of the
+kernels adds a dtype to DEFAULT_ON_CUDA only if, in that dtype, ours_fused is faster than
+ours_streamed at Cut Cross-Entropy's headline shape (N = 8192, V = 256,000, D = 2304) and at
+Liger-Kernel's shapes (bench_cce_headline.py --shape 8192,100000,1024 and 8192,800000,1024),
+and its loss, grad_h and grad_W errors against the float32-logit reference are no larger
+than the streamed path's at each of them. A dtype that wins at some shapes only stays off
+the list until the default can tell those shapes apart (a predicate instead of a set).
+
+Even then the default keeps the streamed path:
+- under autocast: the op is opaque to autocast, so float32 inputs would reach the kernels as
+  float32 (float32 dots: TF32 where torch allows it, else IEEE on CUDA cores) where the
+  streamed path's matmuls are autocast to 16 bits; fused=True runs them all the same;
+- under torch.use_deterministic_algorithms(True): the backward sums with float atomics, so
+  the last bits of the gradients vary from run to run on a GPU (fused=True is refused; on
+  the CPU the interpreter's atomics run in program order and are deterministic);
+- where unavailable() gives a reason (Triton missing, mixed dtypes or devices, ...), and
+  the streamed path then gives its own error if the call cannot run at all.
 """
 
 import importlib.util
@@ -40,6 +57,9 @@ def interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 _NATIVE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# The dtypes whose fused kernels the default takes on CUDA: none until a GPU run commits rows
+# that meet the module's rule.
+DEFAULT_ON_CUDA: frozenset = frozenset()
 
 
 def _acc(h: Tensor) -> torch.dtype:
@@ -52,6 +72,8 @@ def fused_softmax_stats(h: Tensor, linear_weight: Tensor, linear_bias: Optional[
                         ) -> Tuple[Tensor, Tensor, Tensor]:
     """(lse, true, total) [N] in the accumulation dtype over every class of linear_weight, as
     _softmax_stats.softmax_stats (total is zeros without class_sum)."""
+    _check_devices(h, linear_weight=linear_weight, linear_bias=linear_bias, targets=targets,
+                   class_sum=class_sum)
     from . import _triton_softmax
     return _triton_softmax.forward(h.contiguous(), linear_weight.contiguous(),
                                    _contiguous(linear_bias), targets.contiguous(),
@@ -70,6 +92,8 @@ def fused_softmax_stats_backward(h: Tensor, linear_weight: Tensor,
                                  lse: Tensor, g_lse: Tensor, g_true: Tensor, g_total: Tensor
                                  ) -> Tuple[Tensor, Tensor, Tensor]:
     """(grad_h, grad_w, grad_b) in the inputs' dtypes (grad_b empty without a bias)."""
+    _check_devices(h, linear_weight=linear_weight, linear_bias=linear_bias, targets=targets,
+                   class_sum=class_sum, lse=lse, g_lse=g_lse, g_true=g_true, g_total=g_total)
     from . import _triton_softmax
     acc = _acc(h)
     grad_h, grad_w, grad_b = _triton_softmax.backward(
@@ -84,6 +108,22 @@ def fused_softmax_stats_backward(h: Tensor, linear_weight: Tensor,
 def _(h, linear_weight, linear_bias, targets, class_sum, softcap, lse, g_lse, g_true, g_total):
     grad_b = h.new_empty(0) if linear_bias is None else torch.empty_like(linear_bias)
     return torch.empty_like(h), torch.empty_like(linear_weight), grad_b
+
+
+def device_mismatch(h: Tensor, **others: Optional[Tensor]) -> Optional[str]:
+    """Which of `others` (None skipped) lie on another device than the input, or None. A
+    kernel given pointers of two devices reads the wrong memory instead of failing."""
+    away = [f"{name} on {t.device}" for name, t in others.items()
+            if t is not None and t.device != h.device]
+    if not away:
+        return None
+    return f"the input is on {h.device} but " + ", ".join(away)
+
+
+def _check_devices(h: Tensor, **others: Optional[Tensor]) -> None:
+    reason = device_mismatch(h, **others)
+    if reason is not None:
+        raise ValueError(f"the fused softmax ops take tensors of one device: {reason}")
 
 
 def _contiguous(t: Optional[Tensor]) -> Optional[Tensor]:
@@ -109,10 +149,14 @@ fused_softmax_stats.register_autograd(_backward, setup_context=_setup_context)
 
 
 def unavailable(h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor],
-                weight: Optional[Tensor]) -> Optional[str]:
+                weight: Optional[Tensor], targets: Optional[Tensor] = None) -> Optional[str]:
     """Why the fused kernels cannot compute this call, or None when they can."""
     if not HAS_TRITON:
         return "Triton is not installed (pip install triton; torch's CUDA wheels bring it)"
+    mismatch = device_mismatch(h, linear_weight=linear_weight, linear_bias=linear_bias,
+                               targets=targets, weight=weight)
+    if mismatch is not None:
+        return f"they take tensors of one device: {mismatch}"
     if h.device.type == "cpu" and not interpreted():
         return ("on CPU tensors they run only under Triton's interpreter: set "
                 "TRITON_INTERPRET=1 in the environment before fastsoftmax first uses them")
@@ -142,19 +186,27 @@ def check_fused(fused) -> Optional[bool]:
     return fused
 
 
+def _default_takes_kernels(h: Tensor) -> bool:
+    """Whether fused=None may take the kernels for this input, before unavailable() asks:
+    native CUDA runs of a dtype on DEFAULT_ON_CUDA, outside autocast (module docstring)."""
+    return (h.is_cuda and h.dtype in DEFAULT_ON_CUDA and not interpreted()
+            and not torch.is_autocast_enabled(h.device.type))
+
+
 def resolve(fused, h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor],
-            weight: Optional[Tensor] = None) -> bool:
+            weight: Optional[Tensor] = None, targets: Optional[Tensor] = None) -> bool:
     """Whether this call takes the fused kernels (see the module's docstring for `fused`)."""
     if check_fused(fused) is False:
         return False
-    if fused is None:  # the default: native CUDA runs only, so the CPU path asks no more
-        return (h.is_cuda and h.dtype in _NATIVE_DTYPES and not interpreted()
-                and unavailable(h, linear_weight, linear_bias, weight) is None)
-    reason = unavailable(h, linear_weight, linear_bias, weight)
+    if fused is None:
+        return (_default_takes_kernels(h)
+                and unavailable(h, linear_weight, linear_bias, weight, targets) is None)
+    reason = unavailable(h, linear_weight, linear_bias, weight, targets)
     if reason is not None:
         raise ValueError(f"fused=True: the fused softmax kernels cannot run: {reason}")
     return True
 
 
-__all__ = ["HAS_TRITON", "check_fused", "fused_softmax_stats", "fused_softmax_stats_backward", "interpreted",
-           "resolve", "unavailable"]
+__all__ = ["DEFAULT_ON_CUDA", "HAS_TRITON", "check_fused", "device_mismatch",
+           "fused_softmax_stats", "fused_softmax_stats_backward", "interpreted", "resolve",
+           "unavailable"]

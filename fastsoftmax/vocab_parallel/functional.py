@@ -4,7 +4,7 @@ targets as every other rank of its group. The values equal the single-process fu
 (fastsoftmax.functional), the only differences being the order of floating-point sums.
 
 Exact full softmax: each rank streams its shard's logits in blocks (fastsoftmax._streaming.stream),
-or computes them tile by tile with the fused kernels (losses/fused.py, CUDA by default),
+or computes them tile by tile with the fused kernels (losses/fused.py, with fused=True),
 and keeps its own log-sum-exp, target logit (0 where another rank owns the target) and,
 with label smoothing, weighted logit sum; log Z = logsumexp_over_vocab_group (all-reduce max,
 then sum) and the target logit = reduce_from_vocab_group. Backward: one all-reduce, of dL/dh.
