@@ -29,8 +29,8 @@ using DeviceGuard = emu::DeviceGuard;
 inline cudaStream_t current_stream() { return emu::current_stream(); }
 inline int multiprocessor_count() { return emu::multiprocessor_count(); }
 template <class Kernel>
-int resident_blocks_per_sm(Kernel, int, size_t) {
-  return 2;
+int resident_blocks_per_sm(Kernel kernel, int threads, size_t smem) {
+  return emu::resident_blocks_per_sm(emu::kernel_id(kernel), threads, smem);
 }
 #else
 // Makes the device of `device` (a stable Device) current for the guard's lifetime.
@@ -73,7 +73,7 @@ int resident_blocks_per_sm(Kernel kernel, int threads, size_t smem) {
 // FS_LAUNCH((k<float, double>), grid, block, 0, p).
 #ifdef FASTSOFTMAX_EMULATE_CUDA
 #define FS_LAUNCH(kernel, grid, block, smem, ...) \
-  ::fastsoftmax::emu::launch(kernel, grid, block, smem, __VA_ARGS__)
+  ::fastsoftmax::emu::launch(#kernel, kernel, grid, block, smem, __VA_ARGS__)
 #define FS_CUDA_IMPL(m) STABLE_TORCH_LIBRARY_IMPL(fastsoftmax_emu, CPU, m)
 #define FS_DYNAMIC_SHARED(type, name) \
   type* name = ::fastsoftmax::emu::dynamic_shared<type>()

@@ -72,7 +72,8 @@ __global__ void memory_kernel(int* counter, int* per_block, int* dynamic_first) 
   __shared__ int block_id;
   FS_DYNAMIC_SHARED(int, scratch);
   if (threadIdx.x == 0) {
-    *dynamic_first = scratch[0];  // never written: the poison pattern
+    // Never written: the poison pattern. One block reports it (several would race).
+    if (blockIdx.x == 0) *dynamic_first = scratch[0];
     block_id = static_cast<int>(blockIdx.x);
   }
   __syncthreads();
