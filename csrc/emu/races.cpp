@@ -46,15 +46,15 @@ void RaceDetector::begin(const char* kernel, dim3 grid, unsigned warps_per_block
   report_.clear();
   for (auto& [key, page] : pages_) std::memset(static_cast<void*>(page), 0, sizeof(Page));
   pages_.clear();
-  last_key_ = ~uintptr_t{0};
-  last_page_ = nullptr;
+  for (auto& entry : page_cache_) entry = {~uintptr_t{0}, nullptr};
   shared_reads_.clear();
   sync_.clear();
 }
 
 RaceDetector::Cell& RaceDetector::cell(uintptr_t granule) {
   const uintptr_t key = granule / kPageGranules;
-  if (key != last_key_) {
+  auto& cached = page_cache_[key % kPageCache];
+  if (cached.first != key) {
     Page*& page = pages_[key];
     if (page == nullptr) {
       // Pages are reused across launches (begin zeroes the ones in use).
@@ -62,10 +62,9 @@ RaceDetector::Cell& RaceDetector::cell(uintptr_t granule) {
       if (used == pool_.size()) pool_.push_back(std::make_unique<Page>());
       page = pool_[used].get();
     }
-    last_key_ = key;
-    last_page_ = page;
+    cached = {key, page};
   }
-  return last_page_->cells[granule % kPageGranules];
+  return cached.second->cells[granule % kPageGranules];
 }
 
 RaceDetector::Stamp RaceDetector::stamp(const Who& who) const {
@@ -116,20 +115,30 @@ void RaceDetector::read(Cell& c, const Who& who, uint8_t mask, uintptr_t address
     return;
   }
   if (c.more == 0) {  // a second read with no order to the first: keep both
-    shared_reads_.emplace_back();
+    shared_reads_.push_back(SharedReads{});
     c.more = static_cast<uint32_t>(shared_reads_.size());
   }
-  auto& entry = shared_reads_[c.more - 1][me.gid];
-  entry = {me, static_cast<uint8_t>(entry.second | mask)};
+  SharedReads& more = shared_reads_[c.more - 1];
+  const int n = static_cast<int>(std::min<uint32_t>(more.count, kSharedReads));
+  int slot = -1;  // this warp's entry, or one ordered before this read, or the oldest
+  for (int i = 0; i < n && slot < 0; ++i)
+    if (more.stamp[i].gid == me.gid) slot = i;
+  for (int i = 0; i < n && slot < 0; ++i)
+    if (ordered(more.stamp[i], who)) slot = i;
+  if (slot < 0) slot = static_cast<int>(more.count++ % kSharedReads);
+  const bool same = more.stamp[slot].gid == me.gid && slot < n;
+  more.mask[slot] = same ? static_cast<uint8_t>(more.mask[slot] | mask) : mask;
+  more.stamp[slot] = me;
 }
 
 void RaceDetector::write(Cell& c, const Who& who, uint8_t mask, uintptr_t address) {
   if (c.wmask & mask) check(c.w, true, who, true, address);
   if (c.rmask & mask) check(c.r, false, who, true, address);
   if (c.more != 0) {
-    for (const auto& [gid, read] : shared_reads_[c.more - 1])
-      if (read.second & mask) check(read.first, false, who, true, address);
-    shared_reads_[c.more - 1].clear();
+    SharedReads& more = shared_reads_[c.more - 1];
+    for (uint32_t i = 0; i < std::min<uint32_t>(more.count, kSharedReads); ++i)
+      if (more.mask[i] & mask) check(more.stamp[i], false, who, true, address);
+    more.count = 0;
   }
   // Reads before this write are ordered before it (or were reported), so they are dropped:
   // a later access that races with one of them races with this write too.

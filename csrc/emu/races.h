@@ -90,10 +90,18 @@ class RaceDetector {
   std::string report_;
   std::unordered_map<uintptr_t, Page*> pages_;
   std::vector<std::unique_ptr<Page>> pool_;
-  uintptr_t last_key_ = ~uintptr_t{0};
-  Page* last_page_ = nullptr;
-  // Reads of one granule by several warps with no order among them.
-  std::vector<std::unordered_map<uint32_t, std::pair<Stamp, uint8_t>>> shared_reads_;
+  // Reads of one granule by several warps with no order among them: the last few (a write
+  // racing with a read dropped here goes unreported; nothing unreal is reported).
+  static constexpr int kSharedReads = 8;
+  struct SharedReads {
+    Stamp stamp[kSharedReads];
+    uint8_t mask[kSharedReads];
+    uint32_t count;
+  };
+  std::vector<SharedReads> shared_reads_;
+  // Pages of the shadow recently used, by page number modulo kPageCache.
+  static constexpr size_t kPageCache = 64;
+  std::pair<uintptr_t, Page*> page_cache_[kPageCache];
   std::unordered_map<uintptr_t, Knowledge> sync_;  // what atomics on an address carry
 };
 

@@ -13,7 +13,7 @@
 namespace fastsoftmax {
 namespace emu {
 
-thread_local Current t_current;
+thread_local Current t_current __attribute__((tls_model("initial-exec")));
 
 namespace {
 
@@ -198,11 +198,11 @@ void on_access(uintptr_t address, unsigned bytes, bool write) {
   const Current& c = t_current;
   if (address - c.stack_low < Fiber::kStackBytes) return;  // the thread's own locals
   if (address - c.dynamic_low < c.dynamic_size) return;
-  if (c.grid->track_shared && t_shared.contains(address)) {
-    t_shared.touch(address, bytes);
+  if (c.grid->track_shared && c.shared->contains(address)) {
+    c.shared->touch(address, bytes);
     return;
   }
-  t_races.access(who(c.fiber->state), address, bytes, write);
+  c.races->access(who(c.fiber->state), address, bytes, write);
 }
 
 void fiber_entry(void* fiber) {
@@ -239,6 +239,8 @@ void run_grid(const char* name, const void* kernel, dim3 grid, dim3 block, size_
     std::iota(sequence.begin(), sequence.end(), uint64_t{0});
     arrange(sequence, g.order, g.rng);
     t_current = Current{&g};
+    t_current.races = &t_races;
+    t_current.shared = &t_shared;
     run_blocks(g, sequence);
     t_current = Current{};
     check_launch(name, kernel, grid, block, dynamic_smem, t_shared.touched_bytes());

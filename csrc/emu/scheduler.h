@@ -64,8 +64,12 @@ struct Current {
   Fiber* fiber = nullptr;
   uintptr_t stack_low = 0, dynamic_low = 0;
   size_t dynamic_size = 0;
+  RaceDetector* races = nullptr;  // this thread's (cached: a thread_local object costs a call)
+  StaticShared* shared = nullptr;
 };
-extern thread_local Current t_current;
+// Initial-exec: the hooks read it at every load and store, and a dynamic TLS access costs a
+// call of __tls_get_addr each time.
+extern thread_local Current t_current __attribute__((tls_model("initial-exec")));
 RaceDetector& races();
 StaticShared& static_shared();
 // Whether the kernels' library carries the instrumentation (its constructor says so).
