@@ -270,4 +270,7 @@ TORCH_LIBRARY_FRAGMENT(fastsoftmax_emu, m) {
   // Order of threads and blocks between synchronisation points for the launches that
   // follow, on this OS thread; resets the launch counter (so a test replays exactly).
   m.def("set_schedule(str policy, int seed) -> ()", &fastsoftmax::emu::set_schedule);
+  // Whether the kernels were built with the instrumentation: without it (an ASan build)
+  // there is no race check, and blocks run one after another.
+  m.def("instrumented() -> bool", [] { return fastsoftmax::emu::instrumented(); });
 }
