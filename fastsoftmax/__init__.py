@@ -6,7 +6,7 @@ kernels, registered as torch ops.
 """
 
 # ops is imported for its registrations; fastsoftmax.ops is public.
-from . import _loader, functional, ops  # noqa: F401
+from . import _loader, _version, functional, ops  # noqa: F401
 from .frequency import FrequencyEstimator
 from .functional import (
     full_margin_ranking_loss,
@@ -47,7 +47,7 @@ from .samplers import (
 )
 from .tree import ClassTree
 
-__version__ = "0.1.0"
+__version__ = _version.version()  # pyproject.toml's, through the package metadata
 
 
 def build_info() -> dict:

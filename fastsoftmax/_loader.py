@@ -28,6 +28,29 @@ def build_info() -> dict:
     return dict(BUILD_INFO)
 
 
+def _check_cuda_torch(info: dict) -> None:
+    """A CUDA build (the +cuXYZ wheel) links torch's CUDA libraries and the CUDA runtime of its
+    major version, which a CPU-only torch or one of another CUDA major lacks: the loader would
+    say "libtorch_cuda.so: cannot open shared object file". Say which wheel fits instead."""
+    from fastsoftmax._version import version
+
+    built = info["cuda_version"] or "?"
+    have = torch.version.cuda
+    if have is not None and have.split(".")[0] == built.split(".")[0]:
+        return
+    base = version().split("+")[0]
+    torch_is = "a CPU-only build" if have is None else f"built for CUDA {have}"
+    fits = (f"the CPU wheel: `pip install --force-reinstall --no-deps fastsoftmax=={base}`"
+            if have is None else
+            f"the wheel for CUDA {have} (from the cu{have.replace('.', '')} index), or build from "
+            f"source: `pip install --no-build-isolation fastsoftmax=={base} --no-binary "
+            "fastsoftmax`")
+    raise ImportError(
+        f"fastsoftmax {version()} carries CUDA {built} kernels and needs torch's CUDA "
+        f"{built.split('.')[0]} build, but torch {torch.__version__} is {torch_is}: install {fits}."
+    )
+
+
 def load():
     info = build_info()  # a missing build record means a broken install: say how to build
     # The oldest torch whose stable ABI the build targets (TORCH_TARGET_VERSION in setup.py).
@@ -38,6 +61,8 @@ def load():
             f"installed: its compiled extension is built on LibTorch's stable ABI as of torch "
             f"{target}. Upgrade torch (`pip install 'torch>={target}'`)."
         )
+    if info["cuda"]:
+        _check_cuda_torch(info)
     try:
         from fastsoftmax import _C
     except ImportError as exc:

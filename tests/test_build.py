@@ -32,6 +32,48 @@ def test_a_later_torch_is_accepted(monkeypatch):
     assert _loader.load() is fastsoftmax.ops._C
 
 
+CUDA_BUILD = {"cuda": True, "cuda_version": "13.0", "cuda_arch_list": "8.0;9.0",
+              "torch_version": "2.14.1+cu130", "torch_target_version": "2.11"}
+
+
+def test_cuda_build_under_cpu_only_torch_names_the_cpu_wheel(monkeypatch):
+    """The cu130 wheel under a CPU-only torch: one sentence naming the wheel that fits, raised
+    before the library is loaded (that would fail on libtorch_cuda.so)."""
+    monkeypatch.setattr(_loader, "build_info", lambda: dict(CUDA_BUILD))
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.raises(ImportError, match=r"carries CUDA 13.0 kernels .* is a CPU-only build: "
+                       r"install the CPU wheel: `pip install --force-reinstall --no-deps "
+                       r"fastsoftmax==\d+\.\d+\.\d+`\.$"):
+        _loader.load()
+
+
+def test_cuda_build_under_another_cuda_major_names_that_wheel(monkeypatch):
+    monkeypatch.setattr(_loader, "build_info", lambda: dict(CUDA_BUILD))
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    with pytest.raises(ImportError, match=r"is built for CUDA 12.8: install the wheel for "
+                       r"CUDA 12.8 \(from the cu128 index\)"):
+        _loader.load()
+
+
+def test_cuda_build_under_same_cuda_major_loads(monkeypatch):
+    monkeypatch.setattr(_loader, "build_info", lambda: dict(CUDA_BUILD))
+    monkeypatch.setattr(torch.version, "cuda", "13.2")
+    assert _loader.load() is fastsoftmax.ops._C
+
+
+def test_version_is_pyprojects():
+    """One source: pyproject.toml's [project] version (the metadata's, once installed)."""
+    import pathlib
+    import re
+    root = pathlib.Path(__file__).resolve().parents[1]
+    text = (root / "pyproject.toml").read_text()
+    if pathlib.Path(fastsoftmax.__file__).resolve().parent == root / "fastsoftmax":
+        declared = re.search(r'^version = "(.+)"', text, re.MULTILINE).group(1)
+        assert fastsoftmax.__version__ == declared
+    else:  # an installed copy (make cuda-wheel-check): its metadata, perhaps with a +cuXYZ tag
+        assert re.fullmatch(r"\d+\.\d+\.\d+(\+cu\d+)?", fastsoftmax.__version__)
+
+
 def test_missing_build_record_says_how_to_build(monkeypatch):
     monkeypatch.setitem(sys.modules, "fastsoftmax._build_info", None)
     with pytest.raises(ImportError, match="_build_info.py is missing.*--no-build-isolation"):
