@@ -32,6 +32,7 @@ def rules(which, threads=64, blocks=1, variant=0, policy="forward", seed=0):
     (1, 1, r"warp \d of block \(0,0,0\).*warp \d of block \(0,0,0\)"),  # read vs write
     (3, 6, r"warp 0 of block \(\d,0,0\).*warp 0 of block \(\d,0,0\)"),  # across blocks
     (5, 3, r"warp 0 of block \(\d,0,0\).*warp 0 of block \(\d,0,0\)"),  # same value, still
+    (6, 1, r"warp \d of block \(0,0,0\).*warp \d of block \(0,0,0\)"),  # many readers, a write
 ])
 def test_emulator_catches_racy_toy_kernel(policy, kind, blocks, who):
     with pytest.raises(RuntimeError, match=r"data race in kernel race_kernel at global address "
@@ -45,6 +46,8 @@ def test_ordered_or_atomic_sharing_is_no_race(policy):
     out = rules("race", threads=64, blocks=1, variant=2, policy=policy, seed=1)
     t = torch.arange(64)
     assert torch.equal(out[64:128], ((t + 32) % 64).int())  # read after the barrier
+    out = rules("race", threads=256, blocks=1, variant=7, policy=policy, seed=1)
+    assert out[0] == 5 and (out[1:257] == 0).all()  # 8 warps read, then one writes
     out = rules("race", threads=64, blocks=5, variant=4, policy=policy, seed=1)
     assert out[0] == 5 * 64 and out[2] == 0  # atomics only, and reads of data[1] only
     # One warp may write and read its own lanes' data (lanes are not told apart).

@@ -14,7 +14,9 @@ namespace {
 // kind 0: every thread writes data[0] (warps race); 1: each thread writes data[t], then reads
 // the slot of the next warp's thread (races with its write); 2: as 1 with a barrier between;
 // 3: block b writes data[b] and reads data[b + 1] (blocks race); 4: atomics on data[0] and
-// reads of data[1] only (no race); 5: every block writes the same data[0] (blocks race).
+// reads of data[1] only (no race); 5: every block writes the same data[0] (blocks race);
+// 6: every warp reads data[0], then warp 1 writes it (races with the other warps' reads);
+// 7: as 6 with a barrier between.
 __global__ void race_kernel(int* data, int kind) {
   const int t = static_cast<int>(threadIdx.x), n = static_cast<int>(blockDim.x);
   const int b = static_cast<int>(blockIdx.x), blocks = static_cast<int>(gridDim.x);
@@ -33,6 +35,11 @@ __global__ void race_kernel(int* data, int kind) {
     if (data[1] != 0) atomicAdd(data + 2, 1);
   }
   if (kind == 5 && t == 0) data[0] = 7;
+  if (kind == 6 || kind == 7) {
+    data[1 + t] = data[0];
+    if (kind == 7) __syncthreads();
+    if (t == 32) data[0] = 5;
+  }
 }
 
 // The last-block hand-off of unique sampling's count kernel (threadFenceReduction's pattern):
