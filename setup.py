@@ -18,8 +18,16 @@ import glob
 import os
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:
+    # pip's default build isolation builds in a fresh environment without torch (pyproject's
+    # build requires leave torch out so that pip does not download one there): stop at once.
+    sys.exit("fastsoftmax builds against the torch installed in your environment: install "
+             "torch, then build with `pip install --no-build-isolation fastsoftmax` (or "
+             "`pip install --no-build-isolation fastsoftmax-<version>.tar.gz`).")
 from setuptools import setup
+from setuptools.command.egg_info import egg_info
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -108,9 +116,26 @@ class BuildInfoExtension(BuildExtension):
             f.write(text)
 
 
+def cuda_tag() -> str:
+    """The CUDA build's local version tag, as torch's wheels have it: "+cu130" for a torch
+    built for CUDA 13.0, whose runtime libraries the extension links. The version itself stays
+    pyproject.toml's; the CPU build has no tag."""
+    return "+cu" + torch.version.cuda.replace(".", "") if CUDA and torch.version.cuda else ""
+
+
+class TaggedEggInfo(egg_info):
+    """The metadata's version is pyproject.toml's plus cuda_tag(). Set here rather than as an
+    option: an sdist's setup.cfg says `tag_build =` and would override the option."""
+
+    def finalize_options(self):
+        self.tag_build = cuda_tag()
+        super().finalize_options()
+
+
 setup(
     ext_modules=[extension()],
-    cmdclass={"build_ext": BuildInfoExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": BuildInfoExtension.with_options(use_ninja=True),
+              "egg_info": TaggedEggInfo},
     # FASTSOFTMAX_BUILD_BASE keeps a second build's objects apart (make cuda-wheel); given as
     # `setup.py build -b DIR bdist_wheel` instead, bdist_wheel reinitializes build and
     # compiles everything twice.
