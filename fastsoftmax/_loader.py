@@ -38,9 +38,11 @@ def _check_cuda_torch(info: dict) -> None:
     have = torch.version.cuda
     if have is not None and have.split(".")[0] == built.split(".")[0]:
         return
-    base = version().split("+")[0]
+    base, _, tag = version().partition("+")
     torch_is = "a CPU-only build" if have is None else f"built for CUDA {have}"
-    fits = (f"the CPU wheel: `pip install --force-reinstall --no-deps fastsoftmax=={base}`"
+    # pip takes 0.1.0+cu130 over 0.1.0 whenever it sees both: the CUDA index must be left out.
+    fits = (f"the CPU wheel with `pip install --force-reinstall --no-deps fastsoftmax=={base}` "
+            f"from the main index, not the {tag or 'CUDA'} one"
             if have is None else
             f"the wheel for CUDA {have} (from the cu{have.replace('.', '')} index), or build from "
             f"source: `pip install --no-build-isolation fastsoftmax=={base} --no-binary "

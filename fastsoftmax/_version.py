@@ -1,8 +1,10 @@
 """fastsoftmax's version, from one source: the [project] version of pyproject.toml.
 
 An installed fastsoftmax reports its package metadata's version (a CUDA wheel's carries its
-local tag, as torch's do: "0.1.0+cu130"); a source checkout that is imported without being
-installed reads the pyproject.toml beside it.
+local tag, as torch's do: "0.1.0+cu130"). A source checkout reads the pyproject.toml beside
+it instead, even where metadata is found: a build leaves fastsoftmax.egg-info in the checkout
+(its version that of the last build, +cu130 after make cuda-wheel), which importlib.metadata
+finds whenever the checkout's root is on sys.path.
 """
 
 import importlib.metadata
@@ -32,9 +34,11 @@ def _checkout():
     except OSError:
         return None
     project = re.search(r"^\[project\]\n(.*?)(?=^\[|\Z)", text, re.MULTILINE | re.DOTALL)
-    found = project and re.search(r'^version\s*=\s*"([^"]+)"', project.group(1), re.MULTILINE)
+    if not project or not re.search(r'^name\s*=\s*"fastsoftmax"', project.group(1), re.MULTILINE):
+        return None  # not our checkout: a pyproject.toml that happens to sit above the package
+    found = re.search(r'^version\s*=\s*"([^"]+)"', project.group(1), re.MULTILINE)
     return found.group(1) if found else None
 
 
 def version() -> str:
-    return _installed() or _checkout() or "0+unknown"
+    return _checkout() or _installed() or "0+unknown"

@@ -42,8 +42,8 @@ def test_cuda_build_under_cpu_only_torch_names_the_cpu_wheel(monkeypatch):
     monkeypatch.setattr(_loader, "build_info", lambda: dict(CUDA_BUILD))
     monkeypatch.setattr(torch.version, "cuda", None)
     with pytest.raises(ImportError, match=r"carries CUDA 13.0 kernels .* is a CPU-only build: "
-                       r"install the CPU wheel: `pip install --force-reinstall --no-deps "
-                       r"fastsoftmax==\d+\.\d+\.\d+`\.$"):
+                       r"install the CPU wheel with `pip install --force-reinstall --no-deps "
+                       r"fastsoftmax==\d+\.\d+\.\d+` from the main index, not the \w+ one\.$"):
         _loader.load()
 
 
