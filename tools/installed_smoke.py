@@ -7,6 +7,8 @@ status is 1 if any failed:
   location  fastsoftmax is the installed one, not the checkout's (with --tree)
   packaging every package and module of the tree's fastsoftmax/ is installed, and the
             installed console scripts are pyproject's [project.scripts] (with --tree)
+  version   __version__ is the installed metadata's version, the tree's pyproject version
+            with a CUDA wheel's local tag or none (with --tree)
   imports   every module of the installed package imports (pkgutil.walk_packages); a module
             that needs an optional dependency which is not installed (Triton) is listed
   scripts   every console script answers -h
@@ -149,6 +151,18 @@ def main() -> int:
                 raise AssertionError(f"pyproject's [project.scripts] {declared} but the wheel "
                                      f"installs {installed}")
             return f"{len(tree_modules(tree))} modules, {len(installed)} console scripts"
+
+        @check("version")
+        def _():
+            # One source: pyproject's version, through the metadata (+cuXYZ on a CUDA wheel).
+            meta = importlib.metadata.version("fastsoftmax")
+            if fastsoftmax.__version__ != meta:
+                raise AssertionError(f"__version__ {fastsoftmax.__version__}, metadata {meta}")
+            with open(os.path.join(tree, "pyproject.toml"), encoding="utf-8") as f:
+                declared = f'version = "{meta.split("+")[0]}"\n'
+                if declared not in f.read():
+                    raise AssertionError(f"{meta} is not the tree's pyproject version")
+            return meta
 
     @check("imports")
     def _():
