@@ -7,7 +7,7 @@ kernels, registered as torch ops.
 
 # ops is imported for its registrations; fastsoftmax.ops is public.
 from . import _loader, _version, functional, ops  # noqa: F401
-from .frequency import FrequencyEstimator
+from .samplers.frequency import FrequencyEstimator
 from .functional import (
     full_margin_ranking_loss,
     full_softmax_loss,

@@ -10,7 +10,7 @@ computed per row in float32 (float64 for float64 input) and returned in the inpu
 is empty, as F.cross_entropy); 'sum' of an empty batch is 0 and 'none' returns shape [*].
 """
 
-from ._reduction import mean_normalizer
+from .losses._reduction import mean_normalizer
 from .losses._sampling import draw_candidates
 from .losses.full import (CHUNK_BYTES, full_argmax, full_log_softmax, full_softmax_loss,
                           streaming_logsumexp)

@@ -22,13 +22,14 @@ functionals of fastsoftmax.functional (streaming_logsumexp): no block of logits 
 The default sampler of SampledSoftmaxLoss and NCELoss is log-uniform, which assumes class ids
 sorted by falling frequency (id 0 the most frequent). In training the layer checks its first
 targets against that assumption and warns once when they contradict it
-(fastsoftmax.sampler_fit); give `counts=` (a unigram sampler) or `sampler='uniform'` for a
+(fastsoftmax.samplers.fit); give `counts=` (a unigram sampler) or `sampler='uniform'` for a
 vocabulary in any other order.
 """
 
 from typing import Optional
 
-from ._layer_parts import OutputLayer, constructor_keywords, make_sampler, migrate_state_dict
+from .losses._layer_parts import OutputLayer, constructor_keywords, make_sampler, migrate_state_dict
+from .losses._shapes import check_size
 from .losses.full import FullSoftmaxLoss
 from .losses.hierarchical import HierarchicalSoftmaxLoss
 from .losses.in_batch import InBatchSoftmaxLoss
@@ -119,6 +120,8 @@ __all__ = [
     "SampledMarginRankingLoss",
     "SampledSoftmaxLoss",
     "WARPLoss",
+    "check_size",
+    "constructor_keywords",
     "make_head",
     "make_sampler",
     "migrate_state_dict",

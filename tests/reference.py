@@ -203,7 +203,7 @@ def candidate_smoothing_reference(input, weight, bias, target, sampled, true_exp
                                   class_weight=None, label_smoothing=0.0, ignore_index=-100,
                                   dtype=torch.float64):
     """Sampled softmax with a per-class weight and label smoothing over each row's candidates
-    (the definition in fastsoftmax/_smoothing.py), written out on the [N, T + S] logits: the
+    (the definition in fastsoftmax/losses/_smoothing.py), written out on the [N, T + S] logits: the
     row's candidates are its T true classes and the sampled classes it keeps; log q is the
     log-softmax over them; loss = (1 - eps) a(y) mean_t(-log q(y_t)) + eps / n sum_j a(j)
     (-log q(j)), n the number of candidates kept, a = class_weight (1 without)."""

@@ -1,6 +1,7 @@
 """Per-class `weight` and `label_smoothing`, as in nn.CrossEntropyLoss: exact F.cross_entropy in
-eval (every head, the streamed path too), the candidate semantics of fastsoftmax/_smoothing.py
-in training (against tests/reference.py, float64 and gradcheck), and clear refusals."""
+eval (every head, the streamed path too), the candidate semantics of
+fastsoftmax/losses/_smoothing.py in training (against tests/reference.py, float64 and
+gradcheck), and clear refusals."""
 
 import pytest
 import torch

@@ -166,7 +166,7 @@ def test_tying_and_old_keys_still_work():
 # -- one HierarchicalSoftmaxLoss ----------------------------------------------------------
 
 def test_one_hierarchical_softmax_class():
-    from fastsoftmax import hierarchical
+    from fastsoftmax.losses import hierarchical
     assert fs.HierarchicalSoftmaxLoss is fs.nn.HierarchicalSoftmaxLoss
     assert fs.HierarchicalSoftmaxLoss is hierarchical.HierarchicalSoftmaxLoss
     assert fs.nn.HEADS["hs"] is fs.HierarchicalSoftmaxLoss

@@ -12,7 +12,7 @@ from conftest import random_batch
 from reference import full_softmax_reference, reduce_reference
 
 import fastsoftmax as fs
-from fastsoftmax import full_softmax
+from fastsoftmax.losses import _streaming
 from fastsoftmax import functional as FF
 
 D, V = 16, 64
@@ -46,7 +46,7 @@ def test_full_softmax_loss_is_cross_entropy_in_training_and_eval(device, reducti
 def test_streaming_logsumexp_matches_one_shot(rows, classes, chunk):
     """Blocks of classes and (when few classes fit) of rows give the one-shot value, also for
     logits large enough that a naive sum of exponentials overflows."""
-    row_step, class_step = full_softmax._blocks(rows, classes, chunk)
+    row_step, class_step = _streaming.blocks(rows, classes, chunk)
     assert row_step * class_step <= max(chunk // 4, class_step)
     g = torch.Generator().manual_seed(rows * classes)
     h = torch.randn(rows, 6, generator=g) * 30

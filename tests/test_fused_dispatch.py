@@ -1,6 +1,6 @@
 """How the exact losses choose between the fused Triton kernels and the streamed path
 (fastsoftmax/losses/fused.py resolve(), unavailable()), and what a GPU launch of the kernels
-would be given (losses/_triton_softmax.py), checked without a GPU.
+would be given (ops/_triton_softmax.py), checked without a GPU.
 
 CUDA inputs are torch's fake tensors (FakeTensorMode, device="cuda:N"): real CUDA tensors
 to every check (is_cuda, device), with no memory and no driver. Where the kernels would
@@ -23,6 +23,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 from fastsoftmax import functional as FF  # noqa: E402
 from fastsoftmax.losses import fused  # noqa: E402
+from fastsoftmax.ops import fused_softmax as fused_op  # noqa: E402
 from fastsoftmax.losses import full  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -146,10 +147,10 @@ def test_the_fused_op_refuses_tensors_of_two_devices():
         h, w = _cuda(8, 16), _cuda(40, 16)
         targets = torch.zeros(8, 1, dtype=torch.int64, device="cuda:1")
         with pytest.raises(ValueError, match="one device.*targets on cuda:1"):
-            fused.fused_softmax_stats._init_fn(h, w, None, targets, None, None)
+            fused_op.fused_softmax_stats._init_fn(h, w, None, targets, None, None)
         lse = _cuda(8, dtype=torch.float32)
         with pytest.raises(ValueError, match="one device.*g_true on cuda:1"):
-            fused.fused_softmax_stats_backward._init_fn(
+            fused_op.fused_softmax_stats_backward._init_fn(
                 h, w, None, targets.to("cuda:0"), None, None, lse, lse, lse.to("cuda:1"), lse)
 
 
@@ -160,10 +161,10 @@ def test_the_fused_op_refuses_tensors_of_two_devices():
 
 @pytest.fixture
 def kernels(monkeypatch):
-    """losses/_triton_softmax.py, with torch.cuda's device query answered for an H100-sized
+    """ops/_triton_softmax.py, with torch.cuda's device query answered for an H100-sized
     part (132 SMs), as the GPU plan reads it."""
     pytest.importorskip("triton")
-    from fastsoftmax.losses import _triton_softmax
+    from fastsoftmax.ops import _triton_softmax
     props = types.SimpleNamespace(multi_processor_count=132)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda *a, **k: props)
     return _triton_softmax
@@ -332,7 +333,7 @@ def test_the_backward_tiles_cover_every_row_block_and_class_tile(monkeypatch, y_
     if device == "cpu" and not fused.interpreted():
         pytest.skip("the kernels were imported for a GPU; CPU tensors need the interpreter")
     pytest.importorskip("triton")
-    from fastsoftmax.losses import _triton_softmax
+    from fastsoftmax.ops import _triton_softmax
     if y_limit is not None:
         monkeypatch.setattr(_triton_softmax, "GRID_LIMITS", (2**31 - 1, y_limit, 65535))
     g = torch.Generator().manual_seed(0)

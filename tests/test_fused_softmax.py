@@ -1,5 +1,5 @@
-"""The fused exact softmax (fastsoftmax/losses/fused.py, Triton kernels in
-losses/_triton_softmax.py) against tests/reference.py: every option of full_softmax_loss in
+"""The fused exact softmax (fastsoftmax/losses/fused.py; its ops in ops/fused_softmax.py, Triton
+kernels in ops/_triton_softmax.py) against tests/reference.py: every option of full_softmax_loss in
 float64 (losses, lse, gradients, gradcheck), float16/bfloat16 within stated tolerances and
 returning a float32 loss, the forward's class splits, the ops under opcheck and
 torch.compile, and the refusals. Without a GPU the kernels run under Triton's interpreter,
@@ -20,6 +20,7 @@ import reference as R  # noqa: E402
 from fastsoftmax import FullSoftmaxLoss  # noqa: E402
 from fastsoftmax import functional as FF  # noqa: E402
 from fastsoftmax.losses import fused  # noqa: E402
+from fastsoftmax.ops import fused_softmax as fused_op  # noqa: E402
 
 pytest.importorskip("triton")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -152,10 +153,10 @@ def test_opcheck_both_ops():
     h, w, b, target, cw = _case(7)
     args = (h.detach().requires_grad_(), w.detach().requires_grad_(),
             b.detach().requires_grad_(), target.clamp(min=0)[:, None], cw, 2.0)
-    torch.library.opcheck(fused.fused_softmax_stats, args)
-    lse = fused.fused_softmax_stats(*args)[0].detach()
+    torch.library.opcheck(fused_op.fused_softmax_stats, args)
+    lse = fused_op.fused_softmax_stats(*args)[0].detach()
     g = torch.randn(3, N, dtype=torch.float64, device=DEVICE)
-    torch.library.opcheck(fused.fused_softmax_stats_backward,
+    torch.library.opcheck(fused_op.fused_softmax_stats_backward,
                           tuple(a.detach() if torch.is_tensor(a) else a for a in args)
                           + (lse, g[0], g[1], g[2]))
 
@@ -217,8 +218,9 @@ def test_cpu_tensors_need_the_interpreter(monkeypatch):
 
 
 def _count_fused_calls(monkeypatch) -> list:
-    calls, original = [], fused.fused_softmax_stats
-    monkeypatch.setattr(fused, "fused_softmax_stats", lambda *a: calls.append(1) or original(*a))
+    calls, original = [], fused_op.fused_softmax_stats
+    monkeypatch.setattr(fused_op, "fused_softmax_stats",
+                        lambda *a: calls.append(1) or original(*a))
     return calls
 
 

@@ -194,3 +194,113 @@ def test_no_import_loops():
     found = cycles(graph)
     assert not found, "import loops in fastsoftmax/:\n" + "\n".join(
         describe(c, graph) for c in found)
+
+
+# The layers, top to bottom: a module may import its own layer and those below it, never one
+# above. Every module of the tree but the package itself belongs to exactly one layer (a new
+# module needs one here). fastsoftmax/__init__.py gathers the public face of every layer and
+# stands outside the order; a module importing it back is test_no_import_loops's business.
+LAYERS = (
+    ("cli", ("fastsoftmax.cli", "fastsoftmax.demo")),
+    ("models", ("fastsoftmax.models",)),
+    ("nn/functional", ("fastsoftmax.nn", "fastsoftmax.functional", "fastsoftmax.optim",
+                       "fastsoftmax.vocab_parallel", "fastsoftmax.integrations")),
+    ("losses", ("fastsoftmax.losses", "fastsoftmax.samplers", "fastsoftmax.tree")),
+    ("ops", ("fastsoftmax.ops",)),
+    ("base", ("fastsoftmax._loader", "fastsoftmax._errors", "fastsoftmax._atomic",
+              "fastsoftmax._version", "fastsoftmax._build_info", "fastsoftmax._C")),
+)
+# Private modules outside models/ that models/ may import: the atomic-write helper that every
+# file writer uses (models and command lines alike); not a part of any loss.
+MODELS_MAY_IMPORT = ("fastsoftmax._atomic",)
+
+
+def layer_of(module: str):
+    """(rank, name) of module's layer, rank 0 the top; None for the package itself."""
+    if module == PACKAGE:
+        return None
+    for rank, (name, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank, name
+    raise AssertionError(f"{module} is in no layer of LAYERS")
+
+
+def upward_imports(graph: dict) -> list:
+    """'A (line n) -> B' for every import of a module from a layer above its own."""
+    found = []
+    for module in sorted(graph):
+        own = layer_of(module)
+        for target, line in sorted(graph[module].items()):
+            theirs = layer_of(target)
+            if own is not None and theirs is not None and theirs[0] < own[0]:
+                found.append(f"{module} ({own[1]}, line {line}) -> {target} ({theirs[1]})")
+    return found
+
+
+def private_imports_of_models(root: str = ROOT) -> list:
+    """'module line n: name' for every private module or name that a module under
+    fastsoftmax/models/ imports from outside models/ (MODELS_MAY_IMPORT aside)."""
+    modules = module_files(root)
+    found = []
+    for module, path in sorted(modules.items()):
+        if path is None or not module.startswith(PACKAGE + ".models"):
+            continue
+        tree = ast.parse(open(path, encoding="utf8").read(), path)
+        package = module if os.path.basename(path) == "__init__.py" else \
+            module.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                pairs = [(alias.name, None) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split(".")[:len(package.split(".")) - (node.level - 1)] \
+                    if node.level else []
+                source = ".".join(base + ([node.module] if node.module else []))
+                pairs = [(source, alias.name) for alias in node.names]
+            else:
+                continue
+            for source, name in pairs:
+                if not source.startswith(PACKAGE) or source.startswith(PACKAGE + ".models"):
+                    continue
+                dotted = source if name is None else f"{source}.{name}"
+                if dotted in MODELS_MAY_IMPORT or source in MODELS_MAY_IMPORT:
+                    continue
+                parts = dotted.split(".")[1:]
+                if any(p.startswith("_") and not p.startswith("__") for p in parts):
+                    found.append(f"{module} line {node.lineno}: {dotted}")
+    return found
+
+
+def test_the_layers_cover_every_module():
+    for module in import_graph():
+        layer_of(module)  # raises for a module of no layer
+
+
+def test_no_layer_imports_a_layer_above_it():
+    """cli -> models -> nn/functional -> losses -> ops, each importing only downwards."""
+    found = upward_imports(import_graph())
+    assert not found, "imports from a higher layer:\n" + "\n".join(found)
+
+
+def test_an_upward_import_is_found():
+    graph = {"fastsoftmax.losses.full": {"fastsoftmax.nn": 3},
+             "fastsoftmax.nn": {"fastsoftmax.losses.full": 1}}
+    assert upward_imports(graph) == [
+        "fastsoftmax.losses.full (losses, line 3) -> fastsoftmax.nn (nn/functional)"]
+
+
+def test_models_import_only_public_names_from_outside_models():
+    found = private_imports_of_models()
+    assert not found, "private names imported into models/:\n" + "\n".join(found)
+
+
+def test_a_private_import_of_a_model_is_found(tmp_path):
+    package = tmp_path / PACKAGE
+    (package / "models" / "lm").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "models" / "__init__.py").write_text("from .lm import _own\n")
+    (package / "models" / "lm" / "__init__.py").write_text(
+        "from ...losses._shapes import check_size\nfrom ...nn import _SHARED, HEADS\n"
+        "from ... import _atomic\nfrom ..._atomic import atomic_path\n")
+    assert private_imports_of_models(str(tmp_path)) == [
+        "fastsoftmax.models.lm line 1: fastsoftmax.losses._shapes.check_size",
+        "fastsoftmax.models.lm line 2: fastsoftmax.nn._SHARED"]

@@ -13,8 +13,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(ROOT, "docs", "reference")
 PUBLIC_MODULES = [
     "fastsoftmax", "fastsoftmax.nn", "fastsoftmax.functional", "fastsoftmax.samplers",
-    "fastsoftmax.hierarchical", "fastsoftmax.retrieval", "fastsoftmax.margin",
-    "fastsoftmax.optim", "fastsoftmax.vocab_parallel", "fastsoftmax.models",
+    "fastsoftmax.samplers.fit", "fastsoftmax.samplers.frequency", "fastsoftmax.losses.full",
+    "fastsoftmax.losses.sampled", "fastsoftmax.losses.negative_sampling",
+    "fastsoftmax.losses.hierarchical", "fastsoftmax.losses.in_batch", "fastsoftmax.losses.margin",
+    "fastsoftmax.tree", "fastsoftmax.optim", "fastsoftmax.vocab_parallel", "fastsoftmax.models",
     "fastsoftmax.models.lm", "fastsoftmax.models.seq2seq", "fastsoftmax.models.memn2n",
     "fastsoftmax.models.memnn", "fastsoftmax.models.dmn", "fastsoftmax.models.treernn",
     "fastsoftmax.models.word2vec",

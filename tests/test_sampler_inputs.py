@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import fastsoftmax as fs
-from fastsoftmax.sampler_fit import LogUniformFitCheck
+from fastsoftmax.samplers.fit import LogUniformFitCheck
 
 
 def test_counter_and_dict_counts_with_vocab():

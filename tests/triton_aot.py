@@ -3,7 +3,7 @@ without one (tests/test_triton_compiles.py runs them; `python tests/triton_aot.p
 prints the resource table of docs/ci.md).
 
 The launches are not written out by hand: forward() and backward() of
-fastsoftmax/losses/_triton_softmax.py run on fake CUDA tensors (torch's FakeTensorMode, no
+fastsoftmax/ops/_triton_softmax.py run on fake CUDA tensors (torch's FakeTensorMode, no
 memory, no device) with their kernels swapped for recorders, so every argument, constexpr,
 block size, num_warps and num_stages is the one the GPU dispatch would choose for that
 dtype, flag combination and precision setting. Each recorded launch is compiled with
@@ -244,7 +244,7 @@ def budget_breaches(record: dict) -> list:
 def _jobs(archs, dtypes, shapes, cases):
     """The distinct launches, as (arch, dtype, shape, case, tf32, index of the launch) a
     worker can record again: fake tensors do not cross processes."""
-    from fastsoftmax.losses import _triton_softmax as kernels
+    from fastsoftmax.ops import _triton_softmax as kernels
     jobs, seen = [], set()
     for arch, dtype, shape, case, tf32 in itertools.product(archs, dtypes, shapes, cases,
                                                            (True, False)):
@@ -259,7 +259,7 @@ def _jobs(archs, dtypes, shapes, cases):
 
 
 def _compile_job(job) -> dict:
-    from fastsoftmax.losses import _triton_softmax as kernels
+    from fastsoftmax.ops import _triton_softmax as kernels
     arch, dtype, shape, case, tf32, i = job
     fn, args, kwargs = record_launches(kernels, dtype, arch, case, shape, tf32)[i]
     return dict(compile_launch(fn, args, kwargs, arch, cuobjdump()), dtype=dtype, shape=shape,
@@ -269,7 +269,7 @@ def _compile_job(job) -> dict:
 def compile_all(archs, dtypes, shapes, cases, workers=1) -> list:
     """Every distinct launch of the dispatch compiled for each arch: [record]."""
     from concurrent.futures import ProcessPoolExecutor
-    from fastsoftmax.losses import _triton_softmax as kernels
+    from fastsoftmax.ops import _triton_softmax as kernels
     if kernels.INTERPRETED:
         raise RuntimeError("the kernels were imported for the interpreter")
     if cuobjdump() is None:
@@ -300,7 +300,7 @@ def interpret_at_gpu_tiles() -> list:
     import torch
     import reference as R
     from fastsoftmax import functional as FF
-    from fastsoftmax.losses import _triton_softmax as kernels
+    from fastsoftmax.ops import _triton_softmax as kernels
     if not kernels.INTERPRETED:
         raise RuntimeError("the kernels were imported for a GPU: set TRITON_INTERPRET=1 first")
     cpu_plan = kernels._plan

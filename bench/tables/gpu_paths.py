@@ -74,7 +74,7 @@ PATHS = [
      [("word2vec-runs-cuda", dict(provider="fastsoftmax",
                                   time=_after(RACING_WORD2VEC_UNTIL)))], False),
     ("word2vec, deterministic mode", "csrc/cuda/word2vec.cu", [], False),
-    ("exact softmax, fused Triton kernels", "fastsoftmax/losses/_triton_softmax.py",
+    ("exact softmax, fused Triton kernels", "fastsoftmax/ops/_triton_softmax.py",
      [("cce-headline-cuda", dict(case="cce_headline", provider="ours_fused"))], False),
     ("exact softmax, streamed on CUDA", "fastsoftmax/losses/full.py, _softmax_stats.py",
      [("cce-headline-cuda", dict(case="cce_headline", provider="ours_streamed")),

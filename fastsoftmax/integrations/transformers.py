@@ -32,7 +32,7 @@ from typing import Any, Dict, Optional
 import torch
 import torch.nn.functional as F
 
-from .._layer_parts import make_sampler
+from ..losses._layer_parts import make_sampler
 from ..losses.full import CHUNK_BYTES, full_softmax_loss
 from ..losses.sampled import sampled_softmax_loss
 from ..samplers import Sampler

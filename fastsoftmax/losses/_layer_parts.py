@@ -11,8 +11,8 @@ from torch import Tensor, nn
 
 from ._shapes import (check_class_weight, check_generator, check_label_smoothing,
                       check_reduction, check_size)
-from .sampler_fit import check_log_uniform_fit
-from .samplers import (LogUniformSampler, Sampler, UniformSampler, UnigramSampler,
+from ..samplers.fit import check_log_uniform_fit
+from ..samplers import (LogUniformSampler, Sampler, UniformSampler, UnigramSampler,
                        interleaved_table)
 
 _SAMPLERS = ("unigram", "log_uniform", "uniform")

@@ -23,7 +23,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from . import ops
+from .. import ops
 from ._streaming import acc_dtype, logit_blocks, one_block
 
 
@@ -79,14 +79,13 @@ class StreamedHinge(torch.autograd.Function):
         grad_w = torch.zeros_like(wc)
         grad_b = torch.zeros(V, dtype=acc, device=h.device)
         grad_t = torch.zeros_like(s_t)
-        backward_op = ops._op("margin_rank_backward")
         blocks = logit_blocks(h, linear_weight, linear_bias, chunk_bytes) if kept is None else \
             [(slice(0, h.shape[0]), 0, kept)]
         for rows, c0, logits in blocks:
             c1 = c0 + logits.shape[1]
             classes = torch.arange(c0, c1, device=h.device)
-            g, g_t = backward_op(grad[rows], logits, s_t[rows], t[rows], classes, margin, p,
-                                 ops.MODE_HINGE, V, ignore_index)
+            g, g_t = ops.margin_rank_backward(grad[rows], logits, s_t[rows], t[rows], classes,
+                                              margin, p, ops.MODE_HINGE, V, ignore_index)
             grad_t[rows] += g_t
             grad_h[rows] += g @ wc[c0:c1]
             grad_w[c0:c1] += g.T @ hc[rows]

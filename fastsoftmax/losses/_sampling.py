@@ -9,8 +9,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from .._layer_parts import SamplerTables, make_sampler
-from .._shapes import check_count, check_size
+from ._layer_parts import SamplerTables, make_sampler
+from ._shapes import check_count, check_size
 from ..samplers import SampledValues, Sampler
 from .full import LinearLayer
 

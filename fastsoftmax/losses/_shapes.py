@@ -11,7 +11,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from .ops import _checks
+from ..ops import _checks
 
 REDUCTIONS = ("mean", "sum", "none")
 

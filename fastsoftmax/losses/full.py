@@ -1,6 +1,6 @@
 """The exact full softmax, streamed over the classes: loss, log-sum-exp, log-probabilities and
 argmax of input.linear_weightᵀ + linear_bias without ever holding the [N, V] logits (blocks of
-at most `chunk_bytes`, fastsoftmax._streaming), and its module FullSoftmaxLoss.
+at most `chunk_bytes`, fastsoftmax.losses._streaming), and its module FullSoftmaxLoss.
 
 LinearLayer, the base of every layer that holds its output embedding as an nn.Linear (the
 sampled, negative-sampling and margin layers too), lives here because its exact paths (the
@@ -17,12 +17,12 @@ import torch
 from torch import Tensor, nn
 
 from .. import ops
-from .._layer_parts import COMMON_ARGS, OutputLayer, keywords_after_positionals, \
+from ._layer_parts import COMMON_ARGS, OutputLayer, keywords_after_positionals, \
     migrate_state_dict
-from .._reduction import Normalizer, check_softcap, check_z_loss, finish, loss_rows
-from .._shapes import check_label_smoothing, check_target_range
-from .._softmax_stats import softmax_stats
-from .._streaming import CHUNK_BYTES, acc_dtype, all_logits, check_full, logit_blocks, \
+from ._reduction import Normalizer, check_softcap, check_z_loss, finish, loss_rows
+from ._shapes import check_label_smoothing, check_target_range
+from ._softmax_stats import softmax_stats
+from ._streaming import CHUNK_BYTES, acc_dtype, all_logits, check_full, logit_blocks, \
     one_block, stream
 from . import fused as _fused
 
@@ -110,8 +110,8 @@ def _full_rows(h, linear_weight, linear_bias, safe, weight, row_weight, eps, chu
     V, acc = linear_weight.shape[0], acc_dtype(h)
     if use_fused and h.shape[0]:
         class_sum = _class_sum(weight, V, acc, h.device) if eps else None
-        lse, true, total = _fused.fused_softmax_stats(h, linear_weight, linear_bias, safe,
-                                                      class_sum, softcap)
+        lse, true, total = ops.fused_softmax.fused_softmax_stats(
+            h, linear_weight, linear_bias, safe, class_sum, softcap)
         return loss_from_stats(lse, true, total, safe.shape[1], row_weight, eps,
                                class_sum), lse
     if safe.shape[1] == 1 and one_block(h.shape[0], V, chunk_bytes):

@@ -20,11 +20,11 @@ import torch
 from torch import Tensor, nn
 
 from .. import ops
-from .._layer_parts import OutputLayer, migrate_state_dict, refuse_label_smoothing
-from .._reduction import finish
-from .._sampler_inputs import _weights_tensor
-from .._shapes import REDUCTIONS, check_class_weight
-from .._streaming import acc_dtype
+from ._layer_parts import OutputLayer, migrate_state_dict, refuse_label_smoothing
+from ._reduction import finish
+from ..samplers._inputs import _weights_tensor
+from ._shapes import REDUCTIONS, check_class_weight
+from ._streaming import acc_dtype
 from ..tree import ClassTree
 
 

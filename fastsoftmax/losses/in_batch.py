@@ -24,10 +24,10 @@ import torch
 import torch.nn.functional as TF
 from torch import Tensor, nn
 
-from .._layer_parts import SamplerTables
-from .._shapes import check_generator, check_reduction
-from .._streaming import acc_dtype
-from ..frequency import FrequencyEstimator
+from ._layer_parts import SamplerTables
+from ._shapes import check_generator, check_reduction
+from ._streaming import acc_dtype
+from ..samplers.frequency import FrequencyEstimator
 from ..samplers import Sampler
 
 

@@ -8,7 +8,7 @@ Every score is s(x, c) = input.linear_weight[c] + linear_bias[c]. The scores are
 products done by torch (BLAS / cuBLAS); the per-row hinge reduction and its gradient are the
 native op `margin_rank_forward` / `margin_rank_backward` (fastsoftmax.ops.margin). The exact
 losses stream the vocabulary in blocks of at most `chunk_bytes` of scores and make the blocks
-again in the backward (fastsoftmax/_margin_stream.py): no [N, V] block larger than that
+again in the backward (fastsoftmax/losses/_margin_stream.py): no [N, V] block larger than that
 exists, in training or in eval. Like every layer of the family the modules hold the output
 embedding as the nn.Linear `linear` and have `log_prob` and `predict` (the softmax and argmax
 of the same scores).
@@ -28,11 +28,11 @@ from torch import Tensor
 
 from .. import ops
 from ..ops import _checks
-from .._layer_parts import SAMPLER_ARGS, refuse_label_smoothing
-from .._margin_stream import StreamedHinge, scores
-from .._reduction import finish, loss_rows
-from .._shapes import check_generator, check_target_range
-from .._streaming import CHUNK_BYTES
+from ._layer_parts import SAMPLER_ARGS, refuse_label_smoothing
+from ._margin_stream import StreamedHinge, scores
+from ._reduction import finish, loss_rows
+from ._shapes import check_generator, check_target_range
+from ._streaming import CHUNK_BYTES
 from ..samplers import Sampler, UniformSampler
 from ._sampling import SampledLayer, negatives_as_rows, sampler_for
 from .full import LinearLayer, with_layer_keywords

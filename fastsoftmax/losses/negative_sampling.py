@@ -14,9 +14,9 @@ import torch
 from torch import Tensor
 
 from .. import ops
-from .._layer_parts import COMMON_ARGS, SAMPLER_ARGS, refuse_label_smoothing
-from .._reduction import finish, loss_rows
-from .._shapes import check_generator
+from ._layer_parts import COMMON_ARGS, SAMPLER_ARGS, refuse_label_smoothing
+from ._reduction import finish, loss_rows
+from ._shapes import check_generator
 from ..samplers import Sampler, UniformSampler
 from ._sampling import SampledLayer, draw_negatives, negatives_as_rows, sampler_for
 from .full import with_layer_keywords

@@ -26,10 +26,10 @@ import torch
 from torch import Tensor, nn
 
 from .. import ops
-from .._layer_parts import COMMON_ARGS, SAMPLER_ARGS, refuse_label_smoothing
-from .._reduction import finish, loss_rows, refuse_full_softmax_extras
-from .._shapes import check_generator, check_label_smoothing
-from .._smoothing import weighted_smoothed_loss
+from ._layer_parts import COMMON_ARGS, SAMPLER_ARGS, refuse_label_smoothing
+from ._reduction import finish, loss_rows, refuse_full_softmax_extras
+from ._shapes import check_generator, check_label_smoothing
+from ._smoothing import weighted_smoothed_loss
 from ..samplers import LogUniformSampler, SampledValues, Sampler
 from ._sampling import SampledLayer, draw_candidates, sampler_for
 from .full import with_layer_keywords
@@ -118,7 +118,7 @@ def sampled_softmax_loss(
     divides by the sum of those weights, as F.cross_entropy (one true class per row).
     `label_smoothing` spreads that mass uniformly over the row's candidates (its true
     classes and the sampled classes it keeps), with the logQ-corrected logits; see
-    fastsoftmax._smoothing for the formula. Both are exact F.cross_entropy in eval, where
+    fastsoftmax.losses._smoothing for the formula. Both are exact F.cross_entropy in eval, where
     the layers compute the full softmax.
 
     `normalizer` (with reduction='sum') divides the summed loss by it, as in
@@ -170,7 +170,7 @@ class SampledSoftmaxLoss(SampledLayer):
     unigram^power when `counts` are given). In eval: the exact full softmax.
 
     Log-uniform assumes ids sorted by falling frequency; the layer warns once in training
-    when its targets contradict that (see fastsoftmax.sampler_fit). Give `counts=` or
+    when its targets contradict that (see fastsoftmax.samplers.fit). Give `counts=` or
     sampler='uniform' for a vocabulary in any other order.
 
     Args:
@@ -183,7 +183,7 @@ class SampledSoftmaxLoss(SampledLayer):
             row's target puts 1 - eps on its true class and spreads eps uniformly over its
             candidates (the true class and the sampled classes it keeps), with the
             logQ-corrected logits; `weight` weighs each candidate's term as F.cross_entropy
-            weighs each class's. See fastsoftmax._smoothing.""" + SAMPLER_ARGS.format(
+            weighs each class's. See fastsoftmax.losses._smoothing.""" + SAMPLER_ARGS.format(
         default="log-uniform") + COMMON_ARGS
 
     num_samples_arg = "num_sampled"

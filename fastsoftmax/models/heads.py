@@ -9,8 +9,7 @@ options its constructor takes, and `bias` only to heads that have one. A head re
 with fastsoftmax.nn.register_head is treated the same way, by its constructor's signature.
 """
 
-from .._layer_parts import constructor_keywords
-from ..nn import HEADS, OutputLayer, make_head
+from ..nn import HEADS, OutputLayer, constructor_keywords, make_head
 
 
 def model_head(output: str, in_features: int, num_classes: int, *, num_sampled=None,

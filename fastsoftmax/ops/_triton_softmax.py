@@ -1,6 +1,6 @@
-"""Triton kernels of the fused exact softmax (fastsoftmax.losses.fused): the per-row figures
-lse, true and total of _softmax_stats.py, and their gradients, with every logit computed in
-a tile of registers and never written to memory.
+"""Triton kernels of the fused exact softmax (the ops of fastsoftmax/ops/fused_softmax.py):
+the per-row figures lse, true and total of losses/_softmax_stats.py, and their gradients,
+with every logit computed in a tile of registers and never written to memory.
 
 Imported only when a fused call runs: Triton is optional. Under TRITON_INTERPRET=1 (set
 before this module is first imported) the same kernels run on CPU tensors through Triton's
@@ -14,7 +14,7 @@ partial figures [S, N] are combined on the host: S ≥ 1 splits let few rows sti
 GPU, as flash-decoding splits its keys.
 
 Backward: a program owns one [BN, BV] tile. It recomputes the tile's logits, forms the
-logit gradient G (_softmax_stats.py's formula) in registers, rounds G to the input's dtype
+logit gradient G (losses/_softmax_stats.py's formula) in registers, rounds G to the input's dtype
 as autograd's F.linear backward would see it, and adds G W_tile to grad_h and Gᵀ h_rows to
 grad_w, block by block of D, with float32 (float64) atomics. No [N, V] block ever reaches
 memory; the cost is one extra matrix product (the recomputed logits) and atomic traffic of

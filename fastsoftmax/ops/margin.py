@@ -3,6 +3,8 @@ per-row hinge sum and WARP's first-violator loss over a block of scores, forward
 as separate ops joined by register_autograd. The scores are made by torch (matmul) outside
 the op, so autograd carries the gradient on to input, linear_weight and bias."""
 
+from typing import Tuple
+
 import torch
 from torch import Tensor
 
@@ -29,6 +31,17 @@ def margin_rank_forward(scores: Tensor, target_score: Tensor, target: Tensor,
     candidates = checked_ids(candidates, int(num_classes), "candidates", at_once=False)
     return _op("margin_rank_forward")(scores, target_score, target, candidates, float(margin),
                                       int(p), int(mode), int(num_classes), int(ignore_index))
+
+
+def margin_rank_backward(grad_loss: Tensor, scores: Tensor, target_score: Tensor,
+                         target: Tensor, candidates: Tensor, margin: float, p: int, mode: int,
+                         num_classes: int, ignore_index: int) -> Tuple[Tensor, Tensor]:
+    """(grad_scores [N, C], grad_target_score [N]): margin_rank_forward's gradient for
+    grad_loss [N], for a loss that makes its blocks of scores again in its own backward
+    (fastsoftmax.losses._margin_stream). The ids are the ones its forward checked."""
+    return _op("margin_rank_backward")(grad_loss, scores, target_score, target, candidates,
+                                       float(margin), int(p), int(mode), int(num_classes),
+                                       int(ignore_index))
 
 
 @PARTS.fake("margin_rank_forward")

@@ -12,9 +12,9 @@ from typing import Dict, NamedTuple, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from . import ops
-from .ops import _checks
-from ._sampler_inputs import _as_int, _shape, _weights_tensor
+from .. import ops
+from ..ops import _checks
+from ._inputs import _as_int, _shape, _weights_tensor
 
 DeviceLike = Union[str, torch.device, None]
 

@@ -21,7 +21,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from .samplers import LogUniformSampler
+from . import LogUniformSampler
 
 MIN_TARGETS = 4096
 

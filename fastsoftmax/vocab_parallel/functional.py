@@ -3,8 +3,8 @@ embedding linear_weight [V, D] (and of linear_bias [V]) and the same input rows 
 targets as every other rank of its group. The values equal the single-process functionals'
 (fastsoftmax.functional), the only differences being the order of floating-point sums.
 
-Exact full softmax: each rank streams its shard's logits in blocks (fastsoftmax._streaming.stream),
-or computes them tile by tile with the fused kernels (losses/fused.py, with fused=True),
+Exact full softmax: each rank streams its shard's logits in blocks
+(fastsoftmax.losses._streaming.stream), or computes them tile by tile with the fused kernels (losses/fused.py, with fused=True),
 and keeps its own log-sum-exp, target logit (0 where another rank owns the target) and,
 with label smoothing, weighted logit sum; log Z = logsumexp_over_vocab_group (all-reduce max,
 then sum) and the target logit = reduce_from_vocab_group. Backward: one all-reduce, of dL/dh.
@@ -23,10 +23,10 @@ import torch
 from torch import Tensor
 
 from .. import ops
-from .._reduction import check_softcap, check_z_loss, finish, loss_rows
-from .._shapes import check_label_smoothing
-from .._softmax_stats import softmax_stats
-from .._streaming import CHUNK_BYTES, acc_dtype
+from ..losses._reduction import check_softcap, check_z_loss, finish, loss_rows
+from ..losses._shapes import check_label_smoothing
+from ..losses._softmax_stats import softmax_stats
+from ..losses._streaming import CHUNK_BYTES, acc_dtype
 from ..losses import fused as _fused
 from ..losses.full import finish_full, loss_dtype, loss_from_stats
 from .mappings import (agree, copy_to_vocab_group, logsumexp_over_vocab_group,
@@ -92,8 +92,8 @@ def shard_stats(h: Tensor, linear_weight: Tensor, linear_bias: Optional[Tensor],
     no row's true: the fused kernels where `fused` resolves to them, else streamed blocks.
     Either way the logit blocks are recomputed in backward, never kept."""
     if _fused.resolve(fused, h, linear_weight, linear_bias, weight):
-        return _fused.fused_softmax_stats(h, linear_weight, linear_bias, local, class_sum,
-                                          softcap)
+        return ops.fused_softmax.fused_softmax_stats(h, linear_weight, linear_bias, local,
+                                                     class_sum, softcap)
     return softmax_stats(h, linear_weight, linear_bias, local, class_sum, chunk_bytes, softcap)
 
 

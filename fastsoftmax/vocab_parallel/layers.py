@@ -22,9 +22,9 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from .. import nn as fsnn
-from .._layer_parts import OutputLayer, SamplerTables
-from .._shapes import check_size, target_2d
-from .._streaming import CHUNK_BYTES
+from ..losses._layer_parts import OutputLayer, SamplerTables
+from ..losses._shapes import check_size, target_2d
+from ..losses._streaming import CHUNK_BYTES
 from ..losses.fused import check_fused
 from ..losses._sampling import draw_candidates, draw_negatives
 from . import functional as F

@@ -11,8 +11,7 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from ..._shapes import check_size
-from ...nn import HEADS
+from ...nn import HEADS, check_size
 from ..heads import model_head
 
 Hidden = Union[Tensor, Tuple[Tensor, Tensor]]

@@ -20,7 +20,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from ..._shapes import check_size
+from ...nn import check_size
 from ..babi import check_answer_layer
 from ..heads import model_head
 

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from ... import functional as F
-from ..._shapes import check_size
+from ...nn import check_size
 
 NOT_OLDER = 1 << 40  # the question's write time: after every memory
 
