@@ -47,7 +47,7 @@ from .samplers import (
 )
 from .tree import ClassTree
 
-__version__ = _version.version()  # pyproject.toml's, through the package metadata
+__version__ = _version.version()  # pyproject.toml's: the checkout's, or the installed metadata's
 
 
 def build_info() -> dict:
