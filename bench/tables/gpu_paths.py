@@ -48,9 +48,11 @@ PATHS = [
      [("sampler-cuda", dict(case="draw", provider="fastsoftmax.AliasSampler"))], True),
     ("log-uniform draws", "csrc/cuda/sampler.cu", [], True),
     ("uniform draws", "csrc/cuda/sampler.cu", [], True),
-    ("unique sampling, one block (S < 4,096)", "csrc/cuda/sample_unique.cu",
-     [("sampler-cuda", dict(case="unique", shape=_samples_below(4096)))], False),
-    ("unique sampling, multi-block rounds (S ≥ 4,096)", "csrc/cuda/unique_rounds.cuh",
+    # The one block was sampler.cu's sample_unique_kernel in that wheel (since moved to
+    # sample_unique.cu); it drew the candidates of losses-lm-cuda's sampled rows, untimed.
+    ("unique sampling, one block (the default)", "csrc/cuda/sample_unique.cu",
+     [("sampler-cuda", dict(case="unique", shape=_samples_below(4096)))], True),
+    ("unique sampling, multi-block rounds (opt-in, S ≥ 4,096)", "csrc/cuda/unique_rounds.cuh",
      [("sampler-cuda", dict(case="unique", shape=_samples_below(4096, below=False)))], False),
     ("sampled logits: sampled softmax", "csrc/cuda/sampled_logits.cu",
      [("losses-cuda", dict(case="sampled_softmax", provider=_ours)),
