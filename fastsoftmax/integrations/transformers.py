@@ -3,7 +3,7 @@
     model = fastsoftmax.integrations.transformers.patch(model)            # exact softmax
     model = fastsoftmax.integrations.transformers.patch(model, loss="sampled", num_sampled=8192)
 
-`patch` replaces the `forward` of one *ForCausalLM instance (its class and every other
+`patch` replaces the `forward` of one `*ForCausalLM` instance (its class and every other
 instance stay as they were) by a wrapper that runs the model's own decoder (`model.model`, or
 `model.transformer` for GPT-2), then computes the loss from the last hidden states and the
 `lm_head` weight: the exact softmax cross entropy streamed over blocks of classes

@@ -270,7 +270,7 @@ def constructor_keywords(cls: type) -> set:
     """The keyword names `cls(...)` takes. A family layer names them in its composed
     signature (keywords_after_positionals), which a subclass would inherit as a class
     attribute even when it defines a constructor of its own; so a class's own signature is
-    read from its own __init__, and an __init__ that passes **kwargs on also takes its
+    read from its own __init__, and an __init__ that passes `**kwargs` on also takes its
     base's keywords."""
     if cls in (object, nn.Module):
         return set()

@@ -5,6 +5,7 @@ reaches memory. The two torch ops (`fastsoftmax::fused_softmax_stats` and its ba
 defined in fastsoftmax/ops/fused_softmax.py; this module holds the dispatch policy.
 
 `fused=` of the exact losses picks the path (resolve()):
+
 - None (default): the streamed path, on CUDA too. The fused kernels have run only under
   Triton's interpreter so far, and the streamed path is the one measured on a GPU (an H200,
   bench/results/cce-headline-cuda.csv). DEFAULT_ON_CUDA lists the dtypes for which the
@@ -15,7 +16,7 @@ defined in fastsoftmax/ops/fused_softmax.py; this module holds the dispatch poli
 - False: the streamed path.
 
 The rule for defaults: a new CUDA path replaces a measured one as the default only once a
-real GPU run has committed its rows to bench/results/*-cuda.csv. The first GPU run of the
+real GPU run has committed its rows to `bench/results/*-cuda.csv`. The first GPU run of the
 kernels adds a dtype to DEFAULT_ON_CUDA only if, in that dtype, ours_fused is faster than
 ours_streamed at Cut Cross-Entropy's headline shape (N = 8192, V = 256,000, D = 2304) and at
 Liger-Kernel's shapes (bench_cce_headline.py --shape 8192,100000,1024 and 8192,800000,1024),
@@ -24,6 +25,7 @@ than the streamed path's at each of them. A dtype that wins at some shapes only 
 the list until the default can tell those shapes apart (a predicate instead of a set).
 
 Even then the default keeps the streamed path:
+
 - under autocast: the op is opaque to autocast, so float32 inputs would reach the kernels as
   float32 (float32 dots: TF32 where torch allows it, else IEEE on CUDA cores) where the
   streamed path's matmuls are autocast to 16 bits; fused=True runs them all the same;

@@ -50,6 +50,11 @@ SPECIALS = (PAD, UNK)  # the question-answering vocabularies' first ids: <pad> 0
 
 @dataclass
 class Story:
+    """One bAbI question with its story: `sentences` (the statements before it, tokenized),
+    `question` (tokens), `answer` (kept whole), `support` (its supporting facts, indices into
+    `sentences`; a reasoning chain in that order when `chain`) and `lines` (the file's line
+    numbers of the statements and of the question, for stories read from a file)."""
+
     sentences: List[List[str]]
     question: List[str]
     answer: str

@@ -42,6 +42,8 @@ def namespace(name: str):
 
 
 def current_namespace() -> str:
+    """The namespace the op wrappers call now: DEFAULT_NAMESPACE ("fastsoftmax"), or the one
+    a `namespace(name)` block routes them to."""
     return _ROUTE.name
 
 

@@ -31,6 +31,12 @@ def hierarchical_softmax_forward(
     input: Tensor, weight: Tensor, target: Tensor, links: Tensor, max_depth: int,
     ignore_index: int, sparse: bool,
 ) -> Tuple[Tensor, Tensor, Tensor]:
+    """The hierarchical softmax's forward over the tree `links` (int32 [2V - 1]): input
+    [N, D], weight [V - 1, D] (one row per inner node), target [N] (ignore_index allowed).
+    Returns (loss [N], coef [N, max_depth], nodes [N, max_depth]): each row's loss, minus the
+    sum of log sigmoid((1 - 2b) w_i.h) over the inner nodes i of its class's path, and the
+    coefficients dloss/d(w_i.h) and node ids along that path kept for the backward (`sparse`
+    is read there). max_depth is the longest code length."""
     target = checked_ids(target, weight.shape[0] + 1, "target", int(ignore_index), at_once=False)
     return _op("hierarchical_softmax_forward")(
         input, weight, target, links, int(max_depth), int(ignore_index), bool(sparse)

@@ -48,6 +48,9 @@ def draw_seed(generator: Optional[torch.Generator], device: torch.device) -> Ten
 
 
 def alias_build(weights: Tensor) -> Tuple[Tensor, Tensor]:
+    """Walker's alias table of finite non-negative `weights` [V], not all zero (normalised
+    by the op): (prob float32 [V], alias int32 [V]), on the weights' device; what `sample`
+    and `sample_unique` read for KIND_ALIAS."""
     return _op("alias_build")(weights)
 
 
@@ -61,6 +64,9 @@ def _alias_build_fake(weights):
 def sample(
     prob: Tensor, alias: Tensor, seed: Tensor, num_classes: int, kind: int, size: Sequence[int]
 ) -> Tensor:
+    """int64 class ids of shape `size` in [0, num_classes), drawn independently (with
+    replacement) from the distribution `kind` names, as a function of the Philox key `seed`
+    (draw_seed): the same key gives the same ids on every device."""
     return _op("sample")(prob, alias, seed, num_classes, kind, list(size))
 
 
@@ -72,6 +78,12 @@ def _sample_fake(prob, alias, seed, num_classes, kind, size):
 def sample_unique(
     prob: Tensor, alias: Tensor, seed: Tensor, num_classes: int, kind: int, num_sampled: int
 ) -> Tuple[Tensor, Tensor]:
+    """`num_sampled` distinct int64 class ids, drawn from the distribution `kind` names until
+    that many distinct ones came up (rejection of repeats, as TensorFlow's unique candidate
+    samplers), as a function of the Philox key `seed`: (sampled [num_sampled], num_tries),
+    num_tries the number of draws taken (what the expected counts are computed from). Under
+    deferred checks on a device, a draw that could not find enough distinct classes is
+    flagged there rather than read back."""
     sampled, tries = _op("sample_unique")(prob, alias, seed, num_classes, kind, num_sampled)
     checks = _checks.pending()
     if checks is not None and _checks.on_device(seed):

@@ -168,6 +168,11 @@ class VocabParallelSampledLayer(VocabParallelLayer):
 
 
 class VocabParallelSampledSoftmaxLoss(VocabParallelSampledLayer):
+    """SampledSoftmaxLoss over a row-sharded output embedding: in training the sampled
+    softmax over `num_sampled` distinct candidates drawn by `sampler` from the global V
+    (each rank draws the same ones), with accidental hits removed; in eval the exact full
+    softmax. The other keywords are VocabParallelLayer's."""
+
     kind = "sampled"
     remove_accidental_hits = True
 
@@ -182,6 +187,11 @@ class VocabParallelSampledSoftmaxLoss(VocabParallelSampledLayer):
 
 
 class VocabParallelNCELoss(VocabParallelSampledLayer):
+    """NCELoss over a row-sharded output embedding: in training noise-contrastive estimation
+    against `num_sampled` distinct candidates drawn by `sampler` from the global V (each rank
+    draws the same ones), with the log normaliser `log_z` (a buffer); in eval the exact full
+    softmax. The other keywords are VocabParallelLayer's."""
+
     kind = "nce"
     remove_accidental_hits = False
 
@@ -202,6 +212,11 @@ class VocabParallelNCELoss(VocabParallelSampledLayer):
 
 
 class VocabParallelNegativeSamplingLoss(VocabParallelSampledLayer):
+    """NegativeSamplingLoss over a row-sharded output embedding: in training word2vec's
+    negative sampling with `num_negatives` negatives per row drawn by `sampler` from the
+    global V (they may repeat, so K may exceed V; each rank draws the same ones); in eval the
+    exact full softmax. The other keywords are VocabParallelLayer's."""
+
     kind = "neg"
     shared = False
     num_samples_arg, distinct_samples = "num_negatives", False  # as NegativeSamplingLoss
