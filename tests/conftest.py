@@ -1,4 +1,6 @@
+import collections
 import contextlib
+import os
 import sys
 
 import pytest
@@ -38,10 +40,52 @@ def cuda_backend(request):
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-def pytest_terminal_summary(terminalreporter):
-    """The number of examples each op passed in the property-based tests (tests/fuzz)."""
+# pytest-xdist (make test runs the suite on 2 processes with --dist loadgroup): each module is
+# a group, so its tests run on one worker in file order and its module-scoped fixtures are built
+# once; the modules that start groups of processes (torchrun, the killed and resumed training
+# runs, the vocabulary-parallel ranks) share one group, so that no two of them run at once and
+# oversubscribe the 2 cores further. TRITON_INTERPRET needs nothing here: every worker collects
+# (imports) every test module, test_fused_softmax.py's switch included, before any test runs,
+# as the single process does.
+MULTIPROCESS = {"test_atomic_files.py", "test_lm_parallel.py", "test_lm_vocab_parallel.py",
+                "test_trainer.py", "test_vocab_parallel.py"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
+def pytest_collection_modifyitems(config, items):
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        group = "multiprocess" if os.path.basename(module) in MULTIPROCESS else module
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+# The fuzz counts of xdist's workers, summed by the controlling process.
+_WORKER_FUZZ = collections.Counter()
+
+
+def pytest_sessionfinish(session):
+    """On an xdist worker: hand its fuzz counts to the controlling process."""
     fuzz = sys.modules.get("fuzz_support")
+    if fuzz is not None and hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["fuzz_passed"] = dict(fuzz.PASSED)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _WORKER_FUZZ.update(getattr(node, "workeroutput", {}).get("fuzz_passed", {}))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The number of examples each op passed in the property-based tests (tests/fuzz), from
+    this process or summed over xdist's workers."""
+    fuzz = sys.modules.get("fuzz_support")
+    if fuzz is None and _WORKER_FUZZ:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz"))
+        import fuzz_support as fuzz
     if fuzz is not None:
+        fuzz.PASSED.update(_WORKER_FUZZ)
         fuzz.report(terminalreporter)
 
 

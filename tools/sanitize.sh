@@ -107,5 +107,10 @@ start=$(date +%s)
 # that time out at ASan's speed; they call the ops the op-level tests check).
 # --capture=sys: a sanitizer writes its report to file descriptor 2 and ends the process at
 # once; pytest's default capture of that descriptor would swallow the report.
-"$PY" -m pytest -q -x --capture=sys -p no:cacheprovider -p no:warnings -k "not torch_compile and not cli" $TESTS
+# PYTEST_WORKERS (default 2, the Makefile's) xdist workers, grouped as make test's; each worker
+# inherits LD_PRELOAD and the options, runs from this folder (so imports the sanitized build),
+# and a worker a sanitizer ends is reported as crashed, failing the run.
+"$PY" -m pytest -q -x --capture=sys -p no:cacheprovider -p no:warnings \
+  -n "${PYTEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder \
+  -k "not torch_compile and not cli" $TESTS
 echo "sanitize: tests passed under ASan+UBSan in $(( $(date +%s) - start )) s"

@@ -16,7 +16,7 @@ CI_TORCH=${CI_TORCH:-2.14.1}
 CI_CACHE=${CI_CACHE:-$HOME/.cache/fastsoftmax-ci}
 PY=${PY:-python3}
 # What the tests, the CUDA build and the ABI gate need besides torch.
-DEPS="numpy setuptools wheel ninja pytest scipy hypothesis tqdm gensim==4.4.0 matplotlib abi3audit"
+DEPS="numpy setuptools wheel ninja pytest pytest-xdist scipy hypothesis tqdm gensim==4.4.0 matplotlib abi3audit"
 
 cached() {
   local venv
