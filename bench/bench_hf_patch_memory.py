@@ -1,21 +1,36 @@
-"""Peak memory and time of one training step of a one-layer Hugging Face Llama, with the
-unpatched loss (transformers' ForCausalLMLoss on [tokens, V] logits) and with
-fastsoftmax.integrations.transformers.patch (the exact loss streamed over class blocks).
+"""Peak memory and time of training steps of a one-layer Hugging Face Llama on the CPU: the
+unpatched loss (transformers' ForCausalLMLoss on [tokens, V] logits), fastsoftmax's
+`patch(loss="exact")` (the exact loss streamed over class blocks) and
+`patch(loss="sampled", num_sampled=...)`, Cut Cross-Entropy's `impl="torch_compile"` (the one
+implementation of cut-cross-entropy that runs without CUDA: torch.compile of the plain loss),
+and a no-head baseline (the decoder alone, its loss the mean square of the last hidden states:
+no lm_head, so what the step costs beyond it is the head's).
+
+    python bench/bench_hf_patch_memory.py --vocab 128256 --tokens 4096 --hidden 512
 
 Each variant runs in a fresh subprocess, so that one's freed memory cannot hide the other's
 peak. In the child, after the model, optimizer and batch exist, the kernel's peak-RSS mark is
-reset (`echo 5 > /proc/self/clear_refs`); the step (zero_grad, forward, backward, SGD step)
-then runs and VmHWM - VmRSS(before) is the peak beyond the model: the logits, the
-activations and the gradients (the last the same for both variants). Linux only.
+reset (`echo 5 > /proc/self/clear_refs`); --repeat steps (zero_grad(set_to_none), forward,
+backward, SGD step) then run, and VmHWM - VmRSS(before) is the peak beyond the model over
+them: the logits, the activations and the gradients. Step time: the median of the steps (the
+first includes torch.compile's compilation for cce, so the median, not the mean). The 1-minute
+load average of the machine is recorded at the first and after the last step, since timings on
+a shared machine move with it. Linux only.
 
-    python bench/bench_hf_patch_memory.py --vocab 128256 --tokens 4096 --hidden 512
+Rows go to bench/results/hf-patch-cpu.csv (bench/common.py's schema; `commit` from
+$FASTSOFTMAX_COMMIT), one set per variant as soon as its subprocess ends.
 """
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
 import time
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+VARIANTS = ("no_head", "unpatched", "exact", "sampled", "cce")
 
 
 def status_bytes(field: str) -> int:
@@ -39,25 +54,46 @@ def child(args) -> dict:
         max_position_embeddings=args.seq, tie_word_embeddings=False,
         attn_implementation="sdpa")
     model = transformers.LlamaForCausalLM(config).train()
-    if args.variant == "patched":
-        patch(model)
+    if args.variant == "exact":
+        patch(model, loss="exact")
+    elif args.variant == "sampled":
+        patch(model, loss="sampled", num_sampled=args.num_sampled)
+    if args.variant == "cce":
+        from cut_cross_entropy import linear_cross_entropy
+
+        def step_loss(ids):
+            hidden = model.model(input_ids=ids).last_hidden_state
+            return linear_cross_entropy(hidden, model.lm_head.weight, ids, shift=True,
+                                        impl="torch_compile")
+    elif args.variant == "no_head":
+        def step_loss(ids):
+            return model.model(input_ids=ids).last_hidden_state.pow(2).mean()
+    else:
+        def step_loss(ids):
+            return model(input_ids=ids, labels=ids).loss
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     ids = torch.randint(0, args.vocab, (args.tokens // args.seq, args.seq))
     params = sum(p.numel() * p.element_size() for p in model.parameters())
+    load_start = os.getloadavg()[0]
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # VmHWM := VmRSS: the peak from here on
     before = status_bytes("VmRSS")
-    start = time.perf_counter()
-    optimizer.zero_grad(set_to_none=True)
-    loss = model(input_ids=ids, labels=ids).loss
-    loss.backward()
-    optimizer.step()
-    seconds = time.perf_counter() - start
-    return dict(variant=args.variant, loss=loss.item(), step_s=round(seconds, 2),
-                peak_beyond_model_mib=round((status_bytes("VmHWM") - before) / 2**20),
-                param_mib=round(params / 2**20), vocab=args.vocab, tokens=args.tokens,
-                hidden=args.hidden, threads=torch.get_num_threads(),
-                logits_fp32_mib=round(args.tokens * args.vocab * 4 / 2**20))
+    times, losses = [], []
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = step_loss(ids)
+        loss.backward()
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+        losses.append(loss.item())
+    return dict(variant=args.variant, loss_first_step=losses[0],
+                median_step_s=statistics.median(times), min_step_s=min(times),
+                max_step_s=max(times), steps=len(times),
+                peak_beyond_model_mib=(status_bytes("VmHWM") - before) / 2**20,
+                param_mib=params / 2**20, threads=torch.get_num_threads(),
+                logits_fp32_mib=args.tokens * args.vocab * 4 / 2**20,
+                loadavg_1m_start=load_start, loadavg_1m_end=os.getloadavg()[0])
 
 
 def main():
@@ -66,16 +102,38 @@ def main():
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--seq", type=int, default=1024, help="tokens per row of the batch")
     parser.add_argument("--hidden", type=int, default=512)
-    parser.add_argument("--variant", choices=["unpatched", "patched"])
+    parser.add_argument("--num-sampled", type=int, default=8192)
+    parser.add_argument("--repeat", type=int, default=3, help="timed steps per variant")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help=f"comma-separated, of {', '.join(VARIANTS)}")
+    parser.add_argument("--no-write", action="store_true", help="print rows only")
+    parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.variant:
         print(json.dumps(child(args)))
         return
-    for variant in ("unpatched", "patched"):
+    sys.path.insert(0, BENCH)
+    import torch  # noqa: F401  (common.device_name reads its thread count)
+
+    from common import write_results
+
+    shape = (f"V={args.vocab} T={args.tokens} seq={args.seq} D={args.hidden} layers=1 "
+             f"float32")
+    for variant in args.variants.split(","):
         command = [sys.executable, __file__, "--variant", variant] + [
-            f"--{k}={getattr(args, k)}" for k in ("vocab", "tokens", "seq", "hidden")]
+            f"--{k.replace('_', '-')}={getattr(args, k)}"
+            for k in ("vocab", "tokens", "seq", "hidden", "num_sampled", "repeat")]
         out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-        print(out.strip().splitlines()[-1], flush=True)
+        result = json.loads(out.strip().splitlines()[-1])
+        print(json.dumps(result), flush=True)
+        provider = variant if variant != "sampled" else f"sampled/{args.num_sampled}"
+        rows = [dict(case="hf_llama_train_step", provider=provider, shape=shape,
+                     metric=metric, value=result[metric])
+                for metric in ("median_step_s", "min_step_s", "max_step_s", "steps",
+                               "peak_beyond_model_mib", "param_mib", "loss_first_step",
+                               "threads", "loadavg_1m_start", "loadavg_1m_end")]
+        if not args.no_write:
+            write_results("hf-patch", "cpu", rows)
 
 
 if __name__ == "__main__":
