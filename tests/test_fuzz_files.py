@@ -19,6 +19,18 @@ harness = importlib.import_module("harness")
 RUNS = 2000
 
 
+@pytest.fixture(autouse=True)
+def sentence_cut():
+    """The corpus_file target sets the readers' sentence cut (MAX_SENTENCE_WORDS, module
+    constants) per input; put it back, so that the tests run after these in the same process
+    (another module's, under pytest-xdist) cut at 10,000 words."""
+    from fastsoftmax.models import textfiles
+    from fastsoftmax.models.word2vec import corpus_file
+    saved = textfiles.MAX_SENTENCE_WORDS, corpus_file.MAX_SENTENCE_WORDS
+    yield
+    textfiles.MAX_SENTENCE_WORDS, corpus_file.MAX_SENTENCE_WORDS = saved
+
+
 def target(name: str):
     module = importlib.import_module(f"target_{name}")
     module.instrument()  # under atheris this runs inside its import hook
