@@ -3,8 +3,9 @@ unpatched loss (transformers' ForCausalLMLoss on [tokens, V] logits), fastsoftma
 `patch(loss="exact")` (the exact loss streamed over class blocks) and
 `patch(loss="sampled", num_sampled=...)`, Cut Cross-Entropy's `impl="torch_compile"` (the one
 implementation of cut-cross-entropy that runs without CUDA: torch.compile of the plain loss),
-and a no-head baseline (the decoder alone, its loss the mean square of the last hidden states:
-no lm_head, so what the step costs beyond it is the head's).
+optionally (--variants ...,exact_chunk) the exact patch with a smaller `chunk_bytes`
+(--chunk-mib), and a no-head baseline (the decoder alone, its loss the mean square of the
+last hidden states: no lm_head, so what the step costs beyond it is the head's).
 
     python bench/bench_hf_patch_memory.py --vocab 128256 --tokens 4096 --hidden 512
 
@@ -30,7 +31,7 @@ import sys
 import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
-VARIANTS = ("no_head", "unpatched", "exact", "sampled", "cce")
+VARIANTS = ("no_head", "unpatched", "exact", "sampled", "cce", "exact_chunk")
 
 
 def status_bytes(field: str) -> int:
@@ -56,6 +57,8 @@ def child(args) -> dict:
     model = transformers.LlamaForCausalLM(config).train()
     if args.variant == "exact":
         patch(model, loss="exact")
+    elif args.variant == "exact_chunk":
+        patch(model, loss="exact", chunk_bytes=args.chunk_mib * 2**20)
     elif args.variant == "sampled":
         patch(model, loss="sampled", num_sampled=args.num_sampled)
     if args.variant == "cce":
@@ -104,7 +107,9 @@ def main():
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--num-sampled", type=int, default=8192)
     parser.add_argument("--repeat", type=int, default=3, help="timed steps per variant")
-    parser.add_argument("--variants", default=",".join(VARIANTS),
+    parser.add_argument("--chunk-mib", type=int, default=32,
+                        help="exact_chunk's chunk_bytes, in MiB (exact: the default, 256)")
+    parser.add_argument("--variants", default=",".join(VARIANTS[:5]),
                         help=f"comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--no-write", action="store_true", help="print rows only")
     parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)
@@ -122,11 +127,14 @@ def main():
     for variant in args.variants.split(","):
         command = [sys.executable, __file__, "--variant", variant] + [
             f"--{k.replace('_', '-')}={getattr(args, k)}"
-            for k in ("vocab", "tokens", "seq", "hidden", "num_sampled", "repeat")]
+            for k in ("vocab", "tokens", "seq", "hidden", "num_sampled", "repeat",
+                      "chunk_mib")]
         out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         result = json.loads(out.strip().splitlines()[-1])
         print(json.dumps(result), flush=True)
-        provider = variant if variant != "sampled" else f"sampled/{args.num_sampled}"
+        provider = {"sampled": f"sampled/{args.num_sampled}",
+                    "exact_chunk": f"exact/chunk_bytes={args.chunk_mib}MiB"}.get(variant,
+                                                                                variant)
         rows = [dict(case="hf_llama_train_step", provider=provider, shape=shape,
                      metric=metric, value=result[metric])
                 for metric in ("median_step_s", "min_step_s", "max_step_s", "steps",

@@ -15,6 +15,9 @@ LABELS = {
 
 
 def _label(provider):
+    if provider.startswith("exact/chunk_bytes="):
+        size = provider.split("=")[1].replace("MiB", " MiB")
+        return f'`patch(loss="exact", chunk_bytes=...)`, {size}'
     if provider.startswith("sampled/"):
         return f'`patch(loss="sampled", num_sampled={provider.split("/")[1]})`'
     return LABELS.get(provider, provider)
@@ -48,6 +51,8 @@ def _ordered(providers):
     out = []
     for name in ORDER:
         out += _sampled(providers) if name == "sampled" else [name] * (name in providers)
+        if name == "exact":
+            out += sorted(p for p in providers if p.startswith("exact/"))
     return out
 
 
