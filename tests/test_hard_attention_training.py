@@ -37,7 +37,12 @@ def hard_run(tmp_path_factory):
 
 def test_hard_attention_learns_to_copy(hard_run):
     res, _, _ = hard_run
-    assert res["history"][-1]["exact"] >= 85.0, res["history"]
+    # The median of the last three epochs: the swing also lands late on some CPUs (on an AMD
+    # EPYC, with the same seed: 96.7, 94.4, then 75.6 at epoch 12 and 94.4 at 13), since
+    # their float rounding takes another REINFORCE trajectory. A model that has not learnt
+    # to copy stays far below 85 in every epoch (21-71 in the first five).
+    last = sorted(h["exact"] for h in res["history"][-3:])
+    assert last[1] >= 85.0, res["history"]
 
 
 def test_checkpoint_round_trip_with_hard_attention(hard_run):

@@ -68,8 +68,10 @@ def test_sampled_head_wiring(monkeypatch, corpus_dir, tmp_path):
     assert restored.head.linear_weight is restored.embedding.weight
     lu = small_model(vocab, output="neg", sampler="log_uniform")
     assert isinstance(lu.head.sampler, fastsoftmax.LogUniformSampler)
+    # The layer checks its own count: negative sampling repeats negatives, so K >= V is
+    # its to take, while the sampled softmax draws distinct classes and refuses S >= V.
     with pytest.raises(ValueError, match="num_sampled"):
-        small_model(vocab, output="neg", num_sampled=len(vocab))
+        small_model(vocab, output="sampled", num_sampled=len(vocab))
 
 
 # ---------------------------------------------------------------------------------------
