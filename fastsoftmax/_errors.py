@@ -10,8 +10,19 @@ import functools
 _TAGGED_ERRORS = {"ValueError: ": ValueError, "TypeError: ": TypeError}
 
 
+# The dispatcher's words when an op has no kernel for a device: with a CPU-only build (the
+# plain wheel) under torch's CUDA build, a CUDA tensor reaches no kernel at all.
+_NO_KERNEL = "with arguments from the 'CUDA' backend"
+_NO_CUDA_KERNELS = (
+    "this fastsoftmax build has no CUDA kernels (fastsoftmax.build_info()['cuda'] is False), "
+    "so its ops take CPU tensors only: for CUDA tensors install the CUDA wheel, fastsoftmax "
+    "with the +cu130 tag from the cu130 index (docs/building.md)")
+
+
 def _translated(error: RuntimeError) -> Exception:
     text = str(error)
+    if isinstance(error, NotImplementedError) and _NO_KERNEL in text:
+        return NotImplementedError(f"{_NO_CUDA_KERNELS}. ({text.splitlines()[0]})")
     for tag, kind in _TAGGED_ERRORS.items():
         at = text.find(tag)
         if at >= 0:
