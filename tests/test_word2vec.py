@@ -109,9 +109,12 @@ def test_op_workers_lose_no_update(sg, hs, negative):
     # On two threads the workers interleave. At a tiny learning rate training is linear in
     # the gradients, so the order does not matter to first order and the changes must still
     # add up to the sequential ones (float32 rounding of the small steps leaves ~0.3%).
+    # The bound is 2 %: CBOW with negatives strays 0.87-1.02 % of the change, run after run,
+    # on an AMD EPYC (the shared input rows' Hogwild overlaps on top of the rounding), where
+    # the old 1 % failed about one run in three; a merge lost whole would stray further.
     sequential = change(1, 1, 1e-5)
     for workers in (2, 3):
-        assert (change(workers, 2, 1e-5) - sequential).norm() < 1e-2 * sequential.norm()
+        assert (change(workers, 2, 1e-5) - sequential).norm() < 2e-2 * sequential.norm()
 
 
 def test_many_workers_train_the_one_worker_loss():
