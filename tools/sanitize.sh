@@ -56,7 +56,7 @@ UBSAN_LIB=$(gcc -print-file-name=libubsan.so)
 # The emulated CUDA build, run from the copy: it lands in build/sanitize/build/cuda_emu,
 # where the copy's tests/cuda_emulator.py looks. The builder loads the library it built, so
 # it runs with the runtimes preloaded (as do the compilers it starts: harmless, leak checks
-# off). csrc/emu/cuda_emu.cpp switches fibers with swapcontext under ASan and announces each
+# off). csrc/emu/fiber.cpp switches fibers with swapcontext under ASan and announces each
 # switch to it.
 start=$(date +%s)
 LD_PRELOAD="$ASAN_LIB $UBSAN_LIB" ASAN_OPTIONS=detect_leaks=0 EMU_CFLAGS="$SAN -g" \
