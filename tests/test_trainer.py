@@ -76,6 +76,20 @@ def test_combined_optimizer_takes_lr_schedulers_and_round_trips_its_state():
         twin_opt.load_state_dict(dict(combined=[]))  # the older form, of another optimiser
 
 
+def test_make_optimizer_is_plain_sgd_or_adam_unless_parameters_are_sparse():
+    """The one make_optimizer every model uses: its names, and a refusal that names them."""
+    model = sparse_model()
+    sgd, adam = make_optimizer(model, "sgd", 0.5), make_optimizer(model, "adam", 0.5)
+    assert type(sgd) is torch.optim.SGD and type(adam) is torch.optim.Adam
+    for opt in (sgd, adam):
+        assert [p for g in opt.param_groups for p in g["params"]] == list(model.parameters())
+        assert all(g["lr"] == 0.5 for g in opt.param_groups)
+    combined = make_optimizer(model, "adam", 0.5, [model[0].weight])
+    assert [type(o) for o in combined.optimizers] == [torch.optim.Adam, torch.optim.SparseAdam]
+    with pytest.raises(ValueError, match="optimizer must be 'sgd' or 'adam', got 'adagrad'"):
+        make_optimizer(model, "adagrad", 0.5)
+
+
 # ---------------------------------------------------------------------------------------
 # Data-parallel ranks draw from streams of their own
 # ---------------------------------------------------------------------------------------

@@ -39,8 +39,9 @@ class TrainOptions(RunOptions):
 
 @dataclass
 class HalvingOptions(TrainOptions):
-    """TrainOptions with the optimiser's name (make_optimizer: 'adam' or 'sgd') and the
-    learning rate halved every `anneal_every` epochs (halving_lr; 0: never)."""
+    """TrainOptions with the optimiser's name ('adam' or 'sgd', for
+    fastsoftmax.optim.make_optimizer) and the learning rate halved every `anneal_every` epochs
+    (halving_lr; 0: never)."""
 
     optimizer: str = "adam"
     anneal_every: int = 5
@@ -214,14 +215,6 @@ def epoch_seed(seed: int, epoch: int) -> int:
 
 def count_parameters(model) -> int:
     return sum(p.numel() for p in model.parameters())
-
-
-OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
-
-
-def make_optimizer(name: str, parameters, lr: float):
-    """The optimiser `name` ('adam' or 'sgd', OPTIMIZERS) over `parameters`."""
-    return OPTIMIZERS[name](parameters, lr=lr)
 
 
 def halving_lr(optimizer, lr: float, epochs_done: int, every: int) -> float:

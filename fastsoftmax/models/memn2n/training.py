@@ -17,12 +17,13 @@ from typing import Callable, Optional
 
 import torch
 
+from ...optim import make_optimizer
 from .. import babi, checkpoints
 from ..checkpoints import rng_state
 from ..trainer import run_epoch
 from ..skeleton import (CLIP, COUNT_OR_OFF, FRACTION, NON_NEGATIVE, POSITIVE, RUN_OPTIONS, Recipe,
                         HalvingOptions, check_fields, count_parameters, epoch_seed, finish_run,
-                        halving_lr, make_optimizer, one_of, restore_model)
+                        halving_lr, one_of, restore_model)
 from ..vocabulary import Vocabulary
 from .babi_data import check_source, describe as describe_source, load_babi
 from .clipping import CLIP_STYLES, clip_groups, clip_per_group
@@ -259,7 +260,7 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
     model, data = RECIPE.model_and_data(config, state, data, restore=model_from_checkpoint,
                                         load_data=load_data, build=_build)
     model.to(config.device).train()
-    opt = make_optimizer(config.optimizer, model.parameters(), config.lr)
+    opt = make_optimizer(model, config.optimizer, config.lr)
     schedule = dict(state["schedule"]) if state is not None else dict(
         linear=config.linear_start > 0, best=math.inf)
     trainer = RECIPE.trainer(model, opt, config, state, log=log, state=lambda: dict(

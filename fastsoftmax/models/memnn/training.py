@@ -14,11 +14,12 @@ from typing import Callable, Optional
 
 import torch
 
+from ...optim import make_optimizer
 from ...samplers import UniformSampler
 from .. import babi, checkpoints
 from ..skeleton import (CLIP, COUNT_OR_OFF, FRACTION, POSITIVE, POSITIVE_INT, RUN_OPTIONS,
                         HalvingOptions, Recipe, check_fields, count_parameters, epoch_seed,
-                        finish_run, halving_lr, make_optimizer, one_of, restore_model)
+                        finish_run, halving_lr, one_of, restore_model)
 from ..vocabulary import Vocabulary
 from .data import batches, build_vocabulary, encode
 from .model import MemNN
@@ -138,7 +139,7 @@ def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callab
     model, data = RECIPE.model_and_data(config, state, data, restore=model_from_checkpoint,
                                         load_data=load_data, build=_build)
     model.to(config.device).train()
-    opt = make_optimizer(config.optimizer, model.parameters(), config.lr)
+    opt = make_optimizer(model, config.optimizer, config.lr)
     sampler = UniformSampler(len(data["vocab"]), device=config.device)
     trainer = RECIPE.trainer(model, opt, config, state, log=log, state=lambda: dict(
         model_config=model.config, model=model.state_dict(), vocab=data["vocab"].state_dict()))
