@@ -394,3 +394,7 @@ from reference_word2vec import *  # noqa: E402,F401,F403
 
 # The margin (hinge) losses: tests/reference_margin.py.
 from reference_margin import *  # noqa: E402,F401,F403
+
+
+# The causal-LM loss of transformers: tests/reference_hf.py.
+from reference_hf import *  # noqa: E402,F401,F403

@@ -4,8 +4,9 @@ Every supported architecture is built from a tiny local config (no download), in
 Each test runs the unpatched model (transformers' ForCausalLMLoss on full logits, computed
 the normal way) and a patched deep copy on the same inputs, and compares the loss and the
 gradients of lm_head's weight and of a parameter inside the decoder. transformers computes
-its loss in float32 whatever the model's dtype (logits.float()), and so does the patch: the
-tolerances are float32's.
+its loss in float32 whatever the model's dtype (logits.float()); the patch keeps a float64
+model's loss in float64, so the tolerances here are float32's (test_hf_exact.py holds the
+patch to float64's against a float64 reference).
 """
 
 import copy
@@ -19,7 +20,8 @@ from fastsoftmax.integrations.transformers import (SUPPORTED, is_patched, patch,
                                                    unpatch)
 
 V, B, T = 61, 3, 10
-TOL = dict(rtol=2e-5, atol=2e-6)
+# check_dtype=False: the float64 patched loss against transformers' float32 one.
+TOL = dict(rtol=2e-5, atol=2e-6, check_dtype=False)
 # Gemma's final_logit_softcapping: small, so that capping changes a tiny random model's loss.
 CAP = 0.05
 COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=1,
@@ -27,7 +29,7 @@ COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_lay
               pad_token_id=0, bos_token_id=1, eos_token_id=2, attn_implementation="eager")
 
 
-def _configs():
+def tiny_configs():
     t = transformers
     return {
         "LlamaForCausalLM": t.LlamaConfig(**COMMON),
@@ -51,7 +53,7 @@ ARCHS = list(SUPPORTED)
 @pytest.fixture(scope="module")
 def models():
     built = {}
-    for name, config in _configs().items():
+    for name, config in tiny_configs().items():
         torch.manual_seed(0)
         built[name] = getattr(transformers, name)(config).double().eval()
     return built
@@ -87,8 +89,10 @@ def _loss_and_grads(model, **inputs):
 def _assert_same(ref, ours, **inputs):
     want, want_head, want_inner = _loss_and_grads(ref, **inputs)
     got, got_head, got_inner = _loss_and_grads(ours, **inputs)
-    assert got.loss.dtype == want.loss.dtype == torch.float32
-    torch.testing.assert_close(got.loss, want.loss, **TOL)
+    # transformers rounds a float64 model's logits to float32; the patch keeps float64.
+    assert want.loss.dtype == torch.float32
+    assert got.loss.dtype == torch.promote_types(ours.dtype, torch.float32)
+    torch.testing.assert_close(got.loss.float(), want.loss, **TOL)
     torch.testing.assert_close(got_head, want_head, **TOL)
     torch.testing.assert_close(got_inner, want_inner, **TOL)
     return want, got
@@ -235,7 +239,7 @@ def test_sampled_loss_trains_and_evaluates_exactly(models):
     _assert_same(ref, ours, input_ids=ids, labels=labels)  # eval mode: the exact loss
     ours.train()
     sampled = ours(input_ids=ids, labels=labels).loss
-    assert sampled.dtype == torch.float32 and torch.isfinite(sampled)
+    assert sampled.dtype == torch.float64 and torch.isfinite(sampled)  # the model's dtype
     assert abs(sampled.item() - ref(input_ids=ids, labels=labels).loss.item()) > 1e-3
     ours.zero_grad(set_to_none=True)
     sampled.backward()
@@ -253,7 +257,7 @@ def test_sampled_with_every_class_is_the_full_softmax(models):
     want = ref(input_ids=ids, labels=labels).loss
     ours.train()
     got = ours(input_ids=ids, labels=labels).loss
-    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4, check_dtype=False)
 
 
 def test_sampled_counts_and_bad_options(models):

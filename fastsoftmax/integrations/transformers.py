@@ -14,8 +14,9 @@ What it keeps of transformers' ForCausalLMLoss (transformers.loss.loss_utils), s
 model trains on the same objective: labels are shifted left by one inside the model (the
 last position gets `ignore_index`); `shift_labels=` replaces that shift; `ignore_index`
 (default -100) rows count for nothing; `num_items_in_batch=` turns the mean into a sum
-divided by it (gradient accumulation, as the Trainer passes it); the loss statistics are
-float32 and the loss is a float32 tensor whatever the model's dtype; `logits_to_keep` slices
+divided by it (gradient accumulation, as the Trainer passes it); the loss statistics and the
+loss are float32 for float16, bfloat16 and float32 models, as transformers' are, but float64
+for a float64 model (transformers rounds those logits to float32 first); `logits_to_keep` slices
 the hidden states before the loss as before the logits; Gemma 2/3's
 `config.final_logit_softcapping` caps every logit (x -> c * tanh(x / c)) before the softmax.
 
@@ -249,8 +250,8 @@ def _softcap(model, state: _Patch) -> Optional[float]:
 
 def _causal_lm_loss(model, state: _Patch, hidden, labels, num_items_in_batch=None,
                     ignore_index: int = -100, shift_labels=None):
-    """ForCausalLMLoss on the hidden states: the same shift, ignored rows, reduction and
-    float32 result, with the logits never formed whole."""
+    """ForCausalLMLoss on the hidden states: the same shift, ignored rows and reduction, a
+    result of at least float32, with the logits never formed whole."""
     if shift_labels is None:
         # Position t predicts token t + 1; the last position has nothing to predict.
         shift_labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:]
@@ -283,5 +284,6 @@ def _causal_lm_loss(model, state: _Patch, hidden, labels, num_items_in_batch=Non
         if torch.is_tensor(num_items_in_batch):
             num_items_in_batch = num_items_in_batch.to(loss.device)
         loss = loss / num_items_in_batch
-    # transformers upcasts the logits with .float(): its loss is float32 for every dtype.
-    return loss.float()
+    # transformers upcasts the logits with .float(), which also rounds a float64 model's
+    # logits down: here float16/bfloat16 go up to float32 as there, float64 stays float64.
+    return loss.to(torch.promote_types(loss.dtype, torch.float32))
