@@ -112,6 +112,17 @@ void define_ops(torch::stable::detail::StableLibrary& m) {
       " int num_workers, Tensor(c!) syn1, Tensor hs_paths, Tensor hs_offsets, Tensor lockf,"
       " bool hs, int round_size=0, bool deterministic=False)"
       " -> Tensor");
+  // word2vec_train's negative sampling in minibatches of shared negatives
+  // (csrc/cpu/word2vec_batched.cpp, CPU only): the kept centres of each sentence in groups of
+  // `group`, one set of K negatives drawn per group, each group one step whose scores are a
+  // small matrix product. The arguments up to num_workers and lockf are word2vec_train's
+  // (no hierarchical softmax: negative > 0). Returns word2vec_train's float64 [3].
+  m.def(
+      "word2vec_train_batched(Tensor(a!) syn0, Tensor(b!) syn1neg, Tensor tokens,"
+      " Tensor sentence_ends, Tensor words_before, Tensor keep_prob, Tensor ns_prob,"
+      " Tensor ns_alias, int seed, int first_token, bool sg, bool cbow_mean, int window,"
+      " int negative, bool shrink_windows, float alpha, float min_alpha, float total_words,"
+      " int num_workers, Tensor lockf, int group=1) -> Tensor");
 
   // Hierarchical softmax. The tree is given as links int32 [2V - 1]: nodes
   // 0..V-1 are the classes (leaves), node V + i is inner node i, links[x] = 2 * (inner id of

@@ -134,10 +134,10 @@ def w2v_train_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob,
     return syn0, syn1, loss, examples, kept_total
 
 
-def _kept_stream(sentences, words_before, keep_prob, seed, first_token, window, shrink):
-    """The centres of a batch in order: (kept ids of its sentence, position, global token
-    counter, half-window, words_before of its sentence), subsampled as the op does."""
-    centres, t = [], first_token
+def _kept_sentences(sentences, words_before, keep_prob, seed, first_token, window, shrink):
+    """Each sentence of a batch after subsampling, as the op subsamples: (kept ids, their
+    global token counters, their half-windows, words_before of the sentence)."""
+    out, t = [], first_token
     for sentence, before in zip(sentences, words_before):
         kept, ids, wins = [], [], []
         for w in sentence:
@@ -147,8 +147,67 @@ def _kept_stream(sentences, words_before, keep_prob, seed, first_token, window, 
                 ids.append(t)
                 wins.append(b)
             t += 1
-        centres += [(kept, i, ids[i], wins[i], before) for i in range(len(kept))]
-    return centres
+        out.append((kept, ids, wins, before))
+    return out
+
+
+def _kept_stream(sentences, words_before, keep_prob, seed, first_token, window, shrink):
+    """The centres of a batch in order: (kept ids of its sentence, position, global token
+    counter, half-window, words_before of its sentence), subsampled as the op does."""
+    return [(kept, i, ids[i], wins[i], before) for kept, ids, wins, before in
+            _kept_sentences(sentences, words_before, keep_prob, seed, first_token, window,
+                            shrink) for i in range(len(kept))]
+
+
+def w2v_batched_reference(syn0, syn1neg, sentences, words_before, keep_prob, prob, alias, *,
+                          group, seed, first_token, sg, cbow_mean, window, negative, shrink,
+                          alpha, min_alpha, total_words, lockf=None):
+    """fastsoftmax::word2vec_train_batched in float64: each sentence's kept centres in groups
+    of `group`; the group's K negatives are draws t * K .. t * K + K - 1 of the negative
+    stream, t the first centre's token counter; every prediction of a group (skip-gram: each
+    context row against its centre; CBOW: each centre's mean or sum of contexts) scores the
+    tables as they were when the group began, and the group's updates are applied at its end.
+    Returns (syn0, syn1neg, loss, examples, kept) as w2v_train_reference."""
+    syn0 = syn0.astype(np.float64).copy()
+    syn1 = syn1neg.astype(np.float64).copy()
+    loss, examples, kept_total = 0.0, 0, 0
+    for kept, ids, wins, before in _kept_sentences(sentences, words_before, keep_prob, seed,
+                                                   first_token, window, shrink):
+        kept_total += len(kept)
+        lr = w2v_learning_rate(alpha, min_alpha, before, total_words)
+        for c0 in range(0, len(kept) if len(kept) > 1 else 0, group):
+            negs = [int(n) for n in w2v_negatives(seed, ids[c0] * negative, negative, prob,
+                                                  alias)]
+            predictions = []  # (input vector, centre word, input rows, factor on their update)
+            for i in range(c0, min(c0 + group, len(kept))):
+                ctx = [j for j in range(max(0, i - wins[i]), min(len(kept), i + wins[i] + 1))
+                       if j != i]
+                if sg:
+                    predictions += [(syn0[kept[j]].copy(), kept[i], [kept[j]], 1.0)
+                                    for j in ctx]
+                elif ctx:
+                    h = sum(syn0[kept[j]] for j in ctx)
+                    predictions.append((h / len(ctx) if cbow_mean else h, kept[i],
+                                        [kept[j] for j in ctx], 1.0 if cbow_mean else
+                                        1.0 / len(ctx)))
+            out_updates, in_updates = {}, []
+            for h, centre, rows, factor in predictions:
+                grad_h = np.zeros_like(h)
+                for word, label in [(centre, 1.0)] + [(n, 0.0) for n in negs if n != centre]:
+                    f = float(h @ syn1[word])
+                    loss += -math.log(_sigmoid(f if label else -f))
+                    if abs(f) < 6.0:
+                        g = (label - _sigmoid(f)) * lr
+                        grad_h += g * syn1[word]
+                        out_updates[word] = out_updates.get(word, 0.0) + g * h
+                in_updates.append((rows, factor * grad_h))
+            for rows, update in in_updates:
+                for w in rows:
+                    syn0[w] += _lock(lockf, w) * update
+            for word, update in out_updates.items():
+                syn1[word] += update
+            examples += len(predictions)
+    return syn0, syn1, loss, examples, kept_total
 
 
 ROUND_STIFFNESS = 0.025  # csrc/common/word2vec_math.h kRoundStiffness

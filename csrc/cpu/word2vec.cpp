@@ -9,85 +9,26 @@
 // sampling, syn1 [V - 1, D] inner-node vectors of the hierarchical softmax.
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <mutex>
 #include <vector>
 
-#include "../common/philox.h"
-#include "../common/word2vec_host.h"
-#include "vec.h"
+#include "word2vec_cpu.h"
 #include "word2vec_rounds.h"
 #include "word2vec_rows.h"
 
 namespace fastsoftmax {
 namespace {
 
+using w2v::KeptSentence;
+using w2v::Stats;
 using w2v::TrainParams;
 using w2v::WorkerRows;
-
-struct Stats {
-  double loss = 0;         // sum of -log sigma over every positive and negative prediction
-  int64_t examples = 0;    // positive predictions made (pairs for skip-gram, centers for CBOW)
-  int64_t kept = 0;        // tokens surviving subsampling
-};
-
-// Logistic and softplus by linear interpolation in tables on [-16, 16] (4096 steps): the
-// interpolation error is below 1e-6, i.e. the exact functions to float32 working precision,
-// at the cost of two loads instead of expf/log1pf (which dominated the loop otherwise).
-// Outside the range sigma is 0 or 1 to within 1.2e-7 and softplus(f) = max(f, 0).
-constexpr int kTableSteps = 4096;
-constexpr float kTableMax = 16.0f;
-constexpr float kTableScale = kTableSteps / (2 * kTableMax);
-
-struct LogisticTables {
-  float sigmoid[kTableSteps + 2];
-  float softplus[kTableSteps + 2];  // softplus(x) = log(1 + e^x) = -log sigma(-x)
-  LogisticTables() {
-    for (int i = 0; i <= kTableSteps + 1; ++i) {
-      const double x = -kTableMax + i / static_cast<double>(kTableScale);
-      sigmoid[i] = static_cast<float>(1.0 / (1.0 + std::exp(-x)));
-      softplus[i] = static_cast<float>(x > 0 ? x + std::log1p(std::exp(-x))
-                                             : std::log1p(std::exp(x)));
-    }
-  }
-};
-const LogisticTables kTables;
-
-FS_ALWAYS_INLINE float interpolate(const float* table, float x) {
-  const float pos = (x + kTableMax) * kTableScale;
-  const int i = static_cast<int>(pos);
-  const float frac = pos - static_cast<float>(i);
-  return table[i] + frac * (table[i + 1] - table[i]);
-}
-
-// A NaN score (vectors that diverged, e.g. under a huge learning rate) fails every range
-// test and must not reach interpolate(): int(NaN) is undefined and indexed far outside the
-// table (a crash). It propagates as NaN instead, as the exact functions would.
-FS_ALWAYS_INLINE float fast_sigmoid(float f) {
-  if (f <= -kTableMax) return 0.0f;
-  if (f >= kTableMax) return 1.0f;
-  if (f != f) return f;
-  return interpolate(kTables.sigmoid, f);
-}
-
-// -log sigma(f) = softplus(-f).
-FS_ALWAYS_INLINE float fast_neg_log_sigmoid(float f) {
-  if (f >= kTableMax) return 0.0f;
-  if (f <= -kTableMax) return -f;
-  if (f != f) return f;
-  return interpolate(kTables.softplus, -f);
-}
-
-// Rows of D floats: prefetched for the coming update, dot products, y += g x (vec.h).
-FS_ALWAYS_INLINE void prefetch_row(const float* row, int64_t D) {
-  vec::prefetch_row(row, D * static_cast<int64_t>(sizeof(float)), /*for_write=*/true);
-}
-FS_ALWAYS_INLINE float dot(const float* a, const float* b, int64_t D) {
-  return vec::dot<float, float>(a, b, D);
-}
-FS_ALWAYS_INLINE void axpy(float g, const float* x, float* y, int64_t D) {
-  vec::axpy<float, float>(y, g, x, D);
-}
+using w2v::axpy;
+using w2v::dot;
+using w2v::draw_negatives;
+using w2v::fast_neg_log_sigmoid;
+using w2v::fast_sigmoid;
+using w2v::prefetch_row;
 
 // The two updates of one logistic unit in one pass over the output row:
 // work += g * out (with out's old value), out += g * in.
@@ -103,30 +44,6 @@ FS_ALWAYS_INLINE void update_unit(float g, const float* __restrict in, float* __
     const float o = out[d];
     work[d] += g * o;
     out[d] = o + g * in[d];
-  }
-}
-
-// Negatives counter..counter+count-1 of the negative stream, drawn from the alias table.
-// The Philox rounds of a block run in lockstep so that the compiler vectorises them.
-constexpr int kBlock = 64;
-FS_ALWAYS_INLINE void draw_negatives(const TrainParams& a, uint64_t counter, int count, int32_t* out) {
-  uint32_t w[4][kBlock];
-  for (int base = 0; base < count; base += kBlock) {
-    const int n = std::min(kBlock, count - base);
-    for (int j = 0; j < n; ++j) {
-      const Philox4 r = philox_at(a.seed, kStreamW2vNegative, counter + base + j);
-      w[0][j] = r.x[0];
-      w[1][j] = r.x[1];
-      w[2][j] = r.x[2];
-      w[3][j] = r.x[3];
-    }
-    for (int j = 0; j < n; ++j) {
-      const int64_t bucket = uniform_index(w[0][j], w[1][j], a.V);
-      const double coin = uniform_double(w[2][j], w[3][j]);
-      out[base + j] = coin < static_cast<double>(a.ns_prob[bucket * a.ns_stride.prob])
-                          ? static_cast<int32_t>(bucket)
-                          : a.ns_alias[bucket * a.ns_stride.alias];
-    }
   }
 }
 
@@ -182,37 +99,20 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
                                            int64_t s_end, Stats& st, WorkerRows& rows) {
   const int64_t D = a.D;
   const int W = a.window, K = a.negative;
-  std::vector<int32_t> sen;      // kept token ids of the sentence
-  std::vector<uint64_t> gid;     // their global token counters
-  std::vector<int> win;          // their effective half-windows
+  KeptSentence kept;
   std::vector<int32_t> negs_a(static_cast<size_t>(2 * W) * K), negs_b(negs_a.size());
   std::vector<float> work(D), neu1(D);
   for (int64_t s = s_begin; s < s_end; ++s) {
-    const int64_t begin = s == 0 ? 0 : a.sentence_ends[s - 1], end = a.sentence_ends[s];
-    const float alpha =
-        w2v::learning_rate(a.alpha, a.min_alpha, static_cast<double>(a.words_before[s]),
-                           a.total_words);
-    // Subsample first, then window over the survivors (word2vec.c and gensim both do).
-    sen.clear();
-    gid.clear();
-    win.clear();
-    for (int64_t i = begin; i < end; ++i) {
-      const uint64_t t = a.first_token + static_cast<uint64_t>(i);
-      const Philox4 r = philox_at(a.seed, kStreamW2vToken, t);
-      const int32_t w = a.tokens[i];
-      if (!w2v::keep_token(r, a.keep_prob[w])) continue;
-      sen.push_back(w);
-      gid.push_back(t);
-      win.push_back(w2v::effective_window(r, W, a.shrink));
-    }
-    const int L = static_cast<int>(sen.size());
+    const float alpha = w2v::sentence_rate(a, s);
+    kept.fill(a, s);
+    const std::vector<int32_t>& sen = kept.ids;
+    const std::vector<uint64_t>& gid = kept.counter;
+    const int L = kept.size();
     st.kept += L;
     // Negatives are drawn one center ahead and the rows of that center's first prediction
     // prefetched, so that their cache misses overlap the current center's arithmetic.
     auto span = [&](int i, int& lo, int& hi) __attribute__((always_inline)) {
-      lo = std::max(0, i - win[i]);
-      hi = std::min(L, i + win[i] + 1);
-      return hi - lo - 1;
+      return kept.span(i, lo, hi);
     };
     auto draw_ahead = [&](int i, int32_t* buf) __attribute__((always_inline)) {
       int lo, hi;
@@ -312,45 +212,7 @@ Tensor word2vec_train_cpu(const Tensor& syn0, const Tensor& syn1neg, const Tenso
     w2v::train_rounds_cpu(a, data<double>(out));
     return out;
   }
-  // Cut the batch into runs of whole sentences of about kChunkTokens tokens (more runs than
-  // workers), which the workers take in order from a shared counter: a worker that the OS
-  // descheduled (the machine may be shared) delays only its current run, not a fixed half
-  // of the batch. With one worker the runs are trained in batch order.
-  constexpr int64_t kChunkTokens = 2048;
-  const int64_t S = sentence_ends.numel(), N = tokens.numel();
-  const int64_t workers = std::max<int64_t>(1, std::min(num_workers, S));
-  const int64_t runs = std::max<int64_t>(1, std::min(S, (N + kChunkTokens - 1) / kChunkTokens));
-  std::vector<int64_t> cut(runs + 1, S);
-  cut[0] = 0;
-  for (int64_t r = 1; r < runs; ++r) {
-    const int64_t target = N * r / runs;
-    cut[r] = std::lower_bound(a.sentence_ends, a.sentence_ends + S, target) - a.sentence_ends;
-    cut[r] = std::max(cut[r], cut[r - 1]);
-  }
-  std::vector<Stats> stats(workers);
-  std::atomic<int64_t> next{0};
-  std::mutex merge_lock;  // with one worker there are no private rows to merge
-  torch::stable::parallel_for(0, workers, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t w = begin; w < end; ++w) {
-      // Each worker counts on its own stack: the workers' entries of `stats` share a cache
-      // line, and every logistic step adds to the loss, so counting there directly made two
-      // threads slower than one on the hierarchical softmax (false sharing).
-      Stats mine;
-      WorkerRows rows(a, workers > 1 ? &merge_lock : nullptr, workers);
-      for (int64_t r = next++; r < runs; r = next++)
-        train_sentences(a, cut[r], cut[r + 1], mine, rows);
-      rows.merge();
-      stats[w] = mine;
-    }
-  });
-  Tensor out = zeros({3}, kDouble, tokens.device());
-  double* o = data<double>(out);
-  for (const Stats& s : stats) {
-    o[0] += s.loss;
-    o[1] += static_cast<double>(s.examples);
-    o[2] += static_cast<double>(s.kept);
-  }
-  return out;
+  return w2v::train_hogwild(a, num_workers, tokens, train_sentences);
 }
 
 }  // namespace

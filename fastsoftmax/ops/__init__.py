@@ -29,7 +29,8 @@ from .losses import (MODE_NCE, MODE_SOFTMAX, needs_grad, negative_sampling_forwa
 from ._checks import defer_native_checks, deferred_checks
 from .sampling import (KIND_ALIAS, KIND_LOG_UNIFORM, KIND_UNIFORM, alias_build, device_reads,
                        draw_seed, sample, sample_unique)
-from .word2vec import corpus_count, corpus_encode, huffman_paths, word2vec_train
+from .word2vec import (corpus_count, corpus_encode, huffman_paths, word2vec_train,
+                       word2vec_train_batched)
 
 _C = _loader.load()
 
@@ -53,5 +54,5 @@ __all__ = [
     "device_reads",
     "draw_seed", "hierarchical_softmax_forward", "huffman_paths", "huffman_tree", "namespace",
     "needs_grad", "negative_sampling_forward", "register", "row_scores", "sample", "sample_unique",
-    "sampled_logits_forward", "word2vec_train",
+    "sampled_logits_forward", "word2vec_train", "word2vec_train_batched",
 ]

@@ -100,6 +100,37 @@ word2vec_train.__signature__ = inspect.signature(Word2VecTrainArgs).replace(
     return_annotation=Tensor)
 
 
+def word2vec_train_batched(*args, lockf: Optional[Tensor] = None, group: int = 1,
+                           **kwargs) -> Tensor:
+    """word2vec_train's negative sampling in minibatches of shared negatives (CPU): the kept
+    centres of each sentence in groups of `group`, one set of K negatives per group, each
+    group one SGD step of small matrix products (csrc/cpu/word2vec_batched.cpp). Takes
+    word2vec_train's arguments up to num_workers, and `lockf`; no hierarchical softmax, no
+    rounds. Returns float64 [3] = (summed loss, positive predictions, tokens kept)."""
+    unsupported = sorted(set(kwargs) - _BATCHED_FIELDS)
+    if unsupported:
+        raise TypeError(f"word2vec_train_batched: unsupported keyword(s) {unsupported}: the "
+                        "batched order has no hierarchical softmax and no rounds")
+    if type(group) is not int or group < 1:
+        raise ValueError(f"word2vec_train_batched: group must be an int >= 1, got {group!r}")
+    call = Word2VecTrainArgs(*args, lockf=lockf, **kwargs)
+    if int(call.num_workers) > 1:
+        _alert_not_deterministic(
+            "word2vec_train_batched with num_workers > 1 (Hogwild updates race by design; use "
+            "one worker)")
+    ops_args = call._op_args()
+    return _op("word2vec_train_batched")(*ops_args[:19], ops_args[22], int(group))
+
+
+_BATCHED_FIELDS = {f.name for f in fields(Word2VecTrainArgs)[:19]}
+word2vec_train_batched.__signature__ = inspect.Signature(
+    list(inspect.signature(Word2VecTrainArgs).parameters.values())[:19] + [
+        inspect.Parameter("lockf", inspect.Parameter.KEYWORD_ONLY, default=None,
+                          annotation=Optional[Tensor]),
+        inspect.Parameter("group", inspect.Parameter.KEYWORD_ONLY, default=1, annotation=int)],
+    return_annotation=Tensor)
+
+
 def huffman_paths(links: Tensor, lengths: Tensor) -> Tuple[Tensor, Tensor]:
     """word2vec_train's flat Huffman paths from a tree's links and code lengths (ClassTree):
     (steps int32 [P], offsets int64 [V + 1]); word w's path is steps[offsets[w]:offsets[w+1]],
@@ -139,4 +170,9 @@ def corpus_count(text: Tensor, max_sentence_words: int):
 
 @PARTS.fake("word2vec_train")
 def _word2vec_train_fake(syn0, *args, **kwargs):  # the arguments: Word2VecTrainArgs
+    return syn0.new_empty(3, dtype=torch.float64)
+
+
+@PARTS.fake("word2vec_train_batched")
+def _word2vec_train_batched_fake(syn0, *args, **kwargs):
     return syn0.new_empty(3, dtype=torch.float64)

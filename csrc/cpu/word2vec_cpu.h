@@ -1,0 +1,194 @@
+// What both CPU word2vec orders share (word2vec.cpp, word2vec.c's pairs; word2vec_batched.cpp,
+// shared negatives): the statistics, the logistic tables, the row helpers, the negative draws
+// and the subsampled window of a sentence. Every helper is forced inline, so that each
+// kernel's AVX2 copy (vec::with_best_isa) gets AVX2 code for it.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <mutex>
+#include <vector>
+
+#include "../common/philox.h"
+#include "../common/word2vec_host.h"
+#include "vec.h"
+#include "word2vec_rows.h"
+
+namespace fastsoftmax {
+namespace w2v {
+
+struct Stats {
+  double loss = 0;         // sum of -log sigma over every positive and negative prediction
+  int64_t examples = 0;    // positive predictions made (pairs for skip-gram, centers for CBOW)
+  int64_t kept = 0;        // tokens surviving subsampling
+};
+
+// Logistic and softplus by linear interpolation in tables on [-16, 16] (4096 steps): the
+// interpolation error is below 1e-6, i.e. the exact functions to float32 working precision,
+// at the cost of two loads instead of expf/log1pf (which dominated the loop otherwise).
+// Outside the range sigma is 0 or 1 to within 1.2e-7 and softplus(f) = max(f, 0).
+constexpr int kTableSteps = 4096;
+constexpr float kTableMax = 16.0f;
+constexpr float kTableScale = kTableSteps / (2 * kTableMax);
+
+struct LogisticTables {
+  float sigmoid[kTableSteps + 2];
+  float softplus[kTableSteps + 2];  // softplus(x) = log(1 + e^x) = -log sigma(-x)
+  LogisticTables() {
+    for (int i = 0; i <= kTableSteps + 1; ++i) {
+      const double x = -kTableMax + i / static_cast<double>(kTableScale);
+      sigmoid[i] = static_cast<float>(1.0 / (1.0 + std::exp(-x)));
+      softplus[i] = static_cast<float>(x > 0 ? x + std::log1p(std::exp(-x))
+                                             : std::log1p(std::exp(x)));
+    }
+  }
+};
+inline const LogisticTables kTables;
+
+FS_ALWAYS_INLINE float interpolate(const float* table, float x) {
+  const float pos = (x + kTableMax) * kTableScale;
+  const int i = static_cast<int>(pos);
+  const float frac = pos - static_cast<float>(i);
+  return table[i] + frac * (table[i + 1] - table[i]);
+}
+
+// A NaN score (vectors that diverged, e.g. under a huge learning rate) fails every range
+// test and must not reach interpolate(): int(NaN) is undefined and indexed far outside the
+// table (a crash). It propagates as NaN instead, as the exact functions would.
+FS_ALWAYS_INLINE float fast_sigmoid(float f) {
+  if (f <= -kTableMax) return 0.0f;
+  if (f >= kTableMax) return 1.0f;
+  if (f != f) return f;
+  return interpolate(kTables.sigmoid, f);
+}
+
+// -log sigma(f) = softplus(-f).
+FS_ALWAYS_INLINE float fast_neg_log_sigmoid(float f) {
+  if (f >= kTableMax) return 0.0f;
+  if (f <= -kTableMax) return -f;
+  if (f != f) return f;
+  return interpolate(kTables.softplus, -f);
+}
+
+// Rows of D floats: prefetched for the coming update, dot products, y += g x (vec.h).
+FS_ALWAYS_INLINE void prefetch_row(const float* row, int64_t D) {
+  vec::prefetch_row(row, D * static_cast<int64_t>(sizeof(float)), /*for_write=*/true);
+}
+FS_ALWAYS_INLINE float dot(const float* a, const float* b, int64_t D) {
+  return vec::dot<float, float>(a, b, D);
+}
+FS_ALWAYS_INLINE void axpy(float g, const float* x, float* y, int64_t D) {
+  vec::axpy<float, float>(y, g, x, D);
+}
+
+// Negatives counter..counter+count-1 of the negative stream, drawn from the alias table.
+// The Philox rounds of a block run in lockstep so that the compiler vectorises them.
+constexpr int kBlock = 64;
+FS_ALWAYS_INLINE void draw_negatives(const TrainParams& a, uint64_t counter, int count,
+                                     int32_t* out) {
+  uint32_t w[4][kBlock];
+  for (int base = 0; base < count; base += kBlock) {
+    const int n = std::min(kBlock, count - base);
+    for (int j = 0; j < n; ++j) {
+      const Philox4 r = philox_at(a.seed, kStreamW2vNegative, counter + base + j);
+      w[0][j] = r.x[0];
+      w[1][j] = r.x[1];
+      w[2][j] = r.x[2];
+      w[3][j] = r.x[3];
+    }
+    for (int j = 0; j < n; ++j) {
+      const int64_t bucket = uniform_index(w[0][j], w[1][j], a.V);
+      const double coin = uniform_double(w[2][j], w[3][j]);
+      out[base + j] = coin < static_cast<double>(a.ns_prob[bucket * a.ns_stride.prob])
+                          ? static_cast<int32_t>(bucket)
+                          : a.ns_alias[bucket * a.ns_stride.alias];
+    }
+  }
+}
+
+// Sentence s after subsampling: the kept ids, their global token counters and their
+// effective half-windows (subsample first, then window over the survivors, as word2vec.c
+// and gensim do).
+struct KeptSentence {
+  std::vector<int32_t> ids;
+  std::vector<uint64_t> counter;
+  std::vector<int> win;
+
+  FS_ALWAYS_INLINE void fill(const TrainParams& a, int64_t s) {
+    const int64_t begin = s == 0 ? 0 : a.sentence_ends[s - 1], end = a.sentence_ends[s];
+    ids.clear();
+    counter.clear();
+    win.clear();
+    for (int64_t i = begin; i < end; ++i) {
+      const uint64_t t = a.first_token + static_cast<uint64_t>(i);
+      const Philox4 r = philox_at(a.seed, kStreamW2vToken, t);
+      const int32_t w = a.tokens[i];
+      if (!keep_token(r, a.keep_prob[w])) continue;
+      ids.push_back(w);
+      counter.push_back(t);
+      win.push_back(effective_window(r, a.window, a.shrink));
+    }
+  }
+  int size() const { return static_cast<int>(ids.size()); }
+  // Centre i's window [lo, hi) (i itself excluded from its contexts); returns the contexts.
+  FS_ALWAYS_INLINE int span(int i, int& lo, int& hi) const {
+    lo = std::max(0, i - win[i]);
+    hi = std::min(size(), i + win[i] + 1);
+    return hi - lo - 1;
+  }
+};
+
+// The learning rate of sentence s on the linear schedule.
+FS_ALWAYS_INLINE float sentence_rate(const TrainParams& a, int64_t s) {
+  return learning_rate(a.alpha, a.min_alpha, static_cast<double>(a.words_before[s]),
+                       a.total_words);
+}
+
+// Trains the batch with num_workers threads, Hogwild, by train(a, s_begin, s_end, Stats&,
+// WorkerRows&) on runs of whole sentences; returns float64 [3] = (loss, positive
+// predictions, tokens kept). The runs are of about kChunkTokens tokens (more runs than
+// workers), which the workers take in order from a shared counter: a worker that the OS
+// descheduled (the machine may be shared) delays only its current run, not a fixed half of
+// the batch. With one worker the runs are trained in batch order.
+template <class Train>
+Tensor train_hogwild(const TrainParams& a, int64_t num_workers, const Tensor& tokens,
+                     const Train& train) {
+  constexpr int64_t kChunkTokens = 2048;
+  const int64_t S = a.S, N = a.N;
+  const int64_t workers = std::max<int64_t>(1, std::min(num_workers, S));
+  const int64_t runs = std::max<int64_t>(1, std::min(S, (N + kChunkTokens - 1) / kChunkTokens));
+  std::vector<int64_t> cut(runs + 1, S);
+  cut[0] = 0;
+  for (int64_t r = 1; r < runs; ++r) {
+    const int64_t target = N * r / runs;
+    cut[r] = std::lower_bound(a.sentence_ends, a.sentence_ends + S, target) - a.sentence_ends;
+    cut[r] = std::max(cut[r], cut[r - 1]);
+  }
+  std::vector<Stats> stats(workers);
+  std::atomic<int64_t> next{0};
+  std::mutex merge_lock;  // with one worker there are no private rows to merge
+  torch::stable::parallel_for(0, workers, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t w = begin; w < end; ++w) {
+      // Each worker counts on its own stack: the workers' entries of `stats` share a cache
+      // line, and every logistic step adds to the loss, so counting there directly made two
+      // threads slower than one on the hierarchical softmax (false sharing).
+      Stats mine;
+      WorkerRows rows(a, workers > 1 ? &merge_lock : nullptr, workers);
+      for (int64_t r = next++; r < runs; r = next++) train(a, cut[r], cut[r + 1], mine, rows);
+      rows.merge();
+      stats[w] = mine;
+    }
+  });
+  Tensor out = zeros({3}, kDouble, tokens.device());
+  double* o = data<double>(out);
+  for (const Stats& s : stats) {
+    o[0] += s.loss;
+    o[1] += static_cast<double>(s.examples);
+    o[2] += static_cast<double>(s.kept);
+  }
+  return out;
+}
+
+}  // namespace w2v
+}  // namespace fastsoftmax
