@@ -4,23 +4,28 @@ gensim (iterable and corpus_file) trained on the same corpus, scored by the same
 most frequent words), and the paired differences ours - gensim reported as mean ± 95% CI.
 
     python bench/word2vec_parity.py [--settings cbow-neg,sg-neg,cbow-hs,sg-hs] [--seeds 8]
-        [--epochs 5] [--workers 2] [--impls ours,ours-cf-decay,gensim-iterable,gensim-corpus_file]
+        [--first-seed 1] [--epochs 5] [--workers 2]
+        [--impls ours,ours-batched,ours-cf-decay,gensim-iterable,gensim-corpus_file]
     python bench/word2vec_parity.py --summarize      # the table of what the CSV holds
 
 Implementations:
   ours                fastsoftmax, corpus_file=, word2vec.c's global linear decay (default)
+  ours-batched        the same with shared negatives (update_order="batched")
   ours-cf-decay       fastsoftmax trained one epoch per train() call with the rates gensim's
                       corpus_file workers reach: epoch e decays over progress e/E .. (e + 1/W)/E
   gensim-iterable     gensim, the corpus as an in-memory list of LineSentence's sentences
   gensim-corpus_file  gensim, corpus_file=
 Every run appends its rows to bench/results/word2vec-parity-cpu.csv as it ends, so a run cut
 short keeps what it measured; --summarize prints docs/word2vec.md's two tables from them
-(the newest row of each seed wins).
+(the newest row of each seed wins). Rows are told apart by setting, epochs, workers and seed:
+only the same (epochs, workers) are paired.
 """
 
 import argparse
+import fcntl
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -34,7 +39,9 @@ from common import DATA, RESULTS, write_results  # noqa: E402
 CORPUS = os.path.join(DATA, "wikitext-2", "wiki.train.tokens")
 PARAMS = dict(vector_size=100, window=5, sample=1e-3, min_count=5, alpha=0.025, min_alpha=1e-4)
 SETTINGS = {"cbow-neg": (0, 0, 5), "sg-neg": (1, 0, 5), "cbow-hs": (0, 1, 0), "sg-hs": (1, 1, 0)}
-IMPLS = ("ours", "ours-cf-decay", "gensim-iterable", "gensim-corpus_file")
+# Our update orders: the keywords that select each (ours-cf-decay trains as ours does).
+OURS = {"ours": {}, "ours-batched": {"update_order": "batched"}}
+IMPLS = tuple(OURS) + ("ours-cf-decay", "gensim-iterable", "gensim-corpus_file")
 METRICS = ("ws353", "simlex999", "analogy")
 CSV = os.path.join(RESULTS, "word2vec-parity-cpu.csv")
 
@@ -49,8 +56,8 @@ def train(impl, setting, seed, epochs, workers, sentences):
     kw = dict(PARAMS, sg=sg, hs=hs, negative=negative, seed=seed, workers=workers,
               epochs=epochs)
     start = time.perf_counter()
-    if impl == "ours":
-        m = Word2Vec(corpus_file=CORPUS, **kw)
+    if impl in OURS:
+        m = Word2Vec(corpus_file=CORPUS, **kw, **OURS[impl])
     elif impl == "ours-cf-decay":
         m = Word2Vec(**kw)
         m.build_vocab(corpus_file=CORPUS)
@@ -84,7 +91,7 @@ def run(args):
 
     sentences = list(LineSentence(CORPUS))
     for setting in args.settings.split(","):
-        for seed in range(1, args.seeds + 1):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             for impl in args.impls.split(","):
                 kv, seconds = train(impl, setting, seed, args.epochs, args.workers, sentences)
                 s = scores(kv)
@@ -93,7 +100,10 @@ def run(args):
                 rows = [dict(case=f"word2vec-parity/wikitext2/{setting}", provider=provider,
                              shape=shape, metric=k, value=round(v, 5))
                         for k, v in dict(s, seconds=seconds).items()]
-                write_results("word2vec-parity", "cpu", rows)
+                # Two runs side by side append to one file: one at a time.
+                with open(os.path.join(tempfile.gettempdir(), "word2vec-parity.lock"), "w") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                    write_results("word2vec-parity", "cpu", rows)
                 print(f"{setting} seed {seed} {impl:18s} WS {s['ws353']:.4f} SimLex "
                       f"{s['simlex999']:.4f} analogy {s['analogy']:.4f} {seconds:6.1f} s "
                       f"(load {os.getloadavg()[0]:.1f})", flush=True)
@@ -112,12 +122,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--settings", default=",".join(SETTINGS))
     ap.add_argument("--seeds", type=int, default=8)
+    ap.add_argument("--first-seed", type=int, default=1,
+                    help="seeds first-seed .. first-seed + seeds - 1 (to split a run in two)")
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--impls", default=",".join(IMPLS))
     ap.add_argument("--summarize", action="store_true", help="print the table of the CSV")
     args = ap.parse_args()
     if not args.summarize:
+        if min(args.seeds, args.first_seed, args.epochs, args.workers) < 1:
+            ap.error("--seeds, --first-seed, --epochs and --workers must be at least 1")
         for name, allowed in ((args.settings, SETTINGS), (args.impls, IMPLS)):
             bad = set(name.split(",")) - set(allowed)
             if bad:

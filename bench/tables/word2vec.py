@@ -52,47 +52,73 @@ def large_corpus():
 
 
 def parity_scores():
-    """{(setting, impl, seed): {metric: value}} of bench/word2vec_parity.py (a later row of a
-    seed replaces an earlier one, as its --summarize does), and the rows used."""
+    """{(setting, impl, epochs, workers, seed): {metric: value}} of bench/word2vec_parity.py
+    (a later row of a seed replaces an earlier one, as its --summarize does), and the rows
+    used."""
     runs, used = {}, {}
     for r in rows_of("word2vec-parity-cpu"):
-        key = (r["case"].rsplit("/", 1)[1], r["provider"].split(" ")[0],
-               int(r["shape"].rsplit("seed=", 1)[1]))
+        shape = dict(kv.split("=") for kv in r["shape"].split())
+        key = (r["case"].rsplit("/", 1)[1], r["provider"].split(" ")[0], int(shape["epochs"]),
+               int(shape["workers"]), int(shape["seed"]))
         runs.setdefault(key, {})[r["metric"]] = float(r["value"])
         used[key + (r["metric"],)] = r
     return runs, list(used.values())
 
 
 PAIRS = [("ours", "gensim-iterable"), ("ours", "gensim-corpus_file"),
-         ("ours-cf-decay", "gensim-corpus_file"), ("ours-cf-decay", "ours")]
+         ("ours-cf-decay", "gensim-corpus_file"), ("ours-cf-decay", "ours"),
+         ("ours-batched", "gensim-iterable"), ("ours-batched", "ours")]
+IMPLS = ["ours", "ours-batched", "ours-cf-decay", "gensim-iterable", "gensim-corpus_file"]
 SETTINGS = ["cbow-neg", "sg-neg", "cbow-hs", "sg-hs"]
 METRICS = ["ws353", "simlex999", "analogy"]
 
 
-@table("word2vec-parity-differences")
-def parity_differences():
+def paired_differences(runs, setting, ours, theirs, epochs, workers):
+    """{metric: [ours - theirs per seed]} over the seeds both have, or None below 2 seeds."""
+    seeds = sorted(s for (st, i, e, w, s) in runs if (st, i, e, w) == (setting, ours, epochs,
+                   workers) and (setting, theirs, epochs, workers, s) in runs)
+    if len(seeds) < 2:
+        return None
+    return {m: [runs[(setting, ours, epochs, workers, s)][m]
+                - runs[(setting, theirs, epochs, workers, s)][m] for s in seeds]
+            for m in METRICS}
+
+
+def t_interval(d):
+    """(mean, the 95% half-width of Student's t) of paired differences."""
     from scipy.stats import t
 
+    return statistics.mean(d), t.ppf(0.975, len(d) - 1) * statistics.stdev(d) / len(d) ** 0.5
+
+
+def runs_by_group(runs):
+    """The (epochs, workers) groups the rows hold, each in SETTINGS order."""
+    return sorted({(e, w) for (_, _, e, w, _) in runs}, key=lambda g: (g[1], g[0]))
+
+
+@table("word2vec-parity-differences")
+def parity_differences():
     src = Sources()
     runs, used = parity_scores()
     src.add(used)
     body = []
-    for setting in SETTINGS:
-        for ours, theirs in PAIRS:
-            seeds = sorted(s for (st, i, s) in runs if st == setting and i == ours
-                           and (setting, theirs, s) in runs)
-            if len(seeds) < 2:
-                continue
-            cells = []
-            for m in METRICS:
-                d = [runs[(setting, ours, s)][m] - runs[(setting, theirs, s)][m] for s in seeds]
-                half = t.ppf(0.975, len(d) - 1) * statistics.stdev(d) / len(d) ** 0.5
-                mean = statistics.mean(d)
-                cells.append(f"{signed(mean, 4)} ± {half:.4f}" + (" *" if abs(mean) > half else ""))
-            body.append([setting, f"{ours} − {theirs}", str(len(seeds))] + cells)
-    return markdown(["setting", "comparison", "seeds", "ΔWS-353", "ΔSimLex-999", "Δanalogy"],
-                    body) + ["", src.line("Mean ± the 95% half-width of Student's t; * marks an "
-                                          "interval that excludes 0.")]
+    for epochs, workers in runs_by_group(runs):
+        for setting in SETTINGS:
+            for ours, theirs in PAIRS:
+                d = paired_differences(runs, setting, ours, theirs, epochs, workers)
+                if d is None:
+                    continue
+                cells = []
+                for m in METRICS:
+                    mean, half = t_interval(d[m])
+                    cells.append(f"{signed(mean, 4)} ± {half:.4f}"
+                                 + (" *" if abs(mean) > half else ""))
+                body.append([setting, str(epochs), str(workers), f"{ours} − {theirs}",
+                             str(len(d[METRICS[0]]))] + cells)
+    return markdown(["setting", "epochs", "workers", "comparison", "seeds", "ΔWS-353",
+                     "ΔSimLex-999", "Δanalogy"], body) + [
+        "", src.line("Mean ± the 95% half-width of Student's t; * marks an interval that "
+                     "excludes 0.")]
 
 
 @table("word2vec-parity-means")
@@ -101,16 +127,18 @@ def parity_means():
     runs, used = parity_scores()
     src.add(used)
     body = []
-    for setting in SETTINGS:
-        for impl in ("ours", "ours-cf-decay", "gensim-iterable", "gensim-corpus_file"):
-            seeds = sorted(s for (st, i, s) in runs if st == setting and i == impl)
-            if seeds:
-                cells = [statistics.mean(runs[(setting, impl, s)][m] for s in seeds)
-                         for m in METRICS + ["seconds"]]
-                body.append([setting, impl, str(len(seeds))]
-                            + [f"{c:.4f}" for c in cells[:3]] + [f"{cells[3]:.1f}"])
-    return markdown(["setting", "implementation", "seeds", "WS-353", "SimLex-999", "analogy",
-                     "seconds"], body) + ["", src.line()]
+    for epochs, workers in runs_by_group(runs):
+        for setting in SETTINGS:
+            for impl in IMPLS:
+                seeds = sorted(s for (st, i, e, w, s) in runs
+                               if (st, i, e, w) == (setting, impl, epochs, workers))
+                if seeds:
+                    cells = [statistics.mean(runs[(setting, impl, epochs, workers, s)][m]
+                                             for s in seeds) for m in METRICS + ["seconds"]]
+                    body.append([setting, str(epochs), str(workers), impl, str(len(seeds))]
+                                + [f"{c:.4f}" for c in cells[:3]] + [f"{cells[3]:.1f}"])
+    return markdown(["setting", "epochs", "workers", "implementation", "seeds", "WS-353",
+                     "SimLex-999", "analogy", "seconds"], body) + ["", src.line()]
 
 
 def side_by_side(runs, models):
