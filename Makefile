@@ -6,9 +6,10 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 DEPS := numpy scipy "pytest<9.2" pytest-benchmark pytest-markdown-docs==0.9.2 pytest-xdist ninja \
 	setuptools wheel matplotlib tqdm gensim==4.4.0 hypothesis triton==3.9.0 \
-	transformers==5.23.0 accelerate==1.15.0 peft==0.21.2
-# transformers, accelerate, peft: the [transformers] extra's tests (the Trainer needs
-# accelerate; LoRA is peft's).
+	transformers==5.23.0 accelerate==1.15.0 peft==0.21.2 trl==1.16.0
+# transformers, accelerate, peft, trl: the [transformers] extra's tests (the Trainer needs
+# accelerate; LoRA is peft's; SFTTrainer is trl's, which brings datasets, pyarrow and pandas:
+# 9 s of pip install here from cached wheels).
 # pytest below 9.2: see tools/torch_venv.sh (xdist's groups).
 # triton: optional for users (the fused exact softmax on CUDA); the tests run its kernels on
 # the CPU through Triton's interpreter. The wheel check's venv goes without it.
