@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from common import DATA, sync, write_results  # noqa: E402
 
-from fastsoftmax._atomic import atomic_path  # noqa: E402
+from fastsoftmax.atomic import atomic_path  # noqa: E402
 from fastsoftmax.models import seq2seq as s2s  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")

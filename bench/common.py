@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from fastsoftmax._atomic import atomic_open
+from fastsoftmax.atomic import atomic_open
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 SCHEMA = ["time", "device", "command", "case", "provider", "shape", "metric", "value"]

@@ -24,6 +24,8 @@ import socket
 import tempfile
 from typing import Callable, Iterator
 
+__all__ = ["atomic_open", "atomic_path", "atomic_write", "check_writable"]
+
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -83,7 +85,7 @@ def _remove_stale_temporaries(folder: str, name: str) -> None:
 
 @contextlib.contextmanager
 def atomic_path(path: str) -> Iterator[str]:
-    """Yields a temporary path to write in full; on a clean exit it replaces `path`.
+    """Yields a temporary path to write in full; on a clean exit it replaces `path`::
 
         with atomic_path("model.pt") as tmp:
             torch.save(state, tmp)

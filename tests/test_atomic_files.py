@@ -1,4 +1,4 @@
-"""Files under faults: the atomic-write helper every writer uses (fastsoftmax/_atomic.py), and
+"""Files under faults: the atomic-write helper every writer uses (fastsoftmax/atomic.py), and
 training SIGKILLed 20 times, mid-checkpoint-write included (tests/kill_training.py)."""
 
 import json
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from fastsoftmax import _atomic
-from fastsoftmax._atomic import atomic_open, atomic_path, atomic_write
+from fastsoftmax import atomic
+from fastsoftmax.atomic import atomic_open, atomic_path, atomic_write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -80,7 +80,7 @@ def dead_pid():
 
 @pytest.mark.skipif(os.name != "posix", reason="pid liveness is checked with kill(pid, 0)")
 def test_a_complete_write_removes_only_temporaries_of_dead_writers_on_this_host(tmp_path):
-    host = _atomic._host()
+    host = atomic._host()
     with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as live:
         try:
             kept = [f".model.pt.{live.pid}@{host}.abcd1234.tmp",  # a live writer's

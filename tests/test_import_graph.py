@@ -207,12 +207,9 @@ LAYERS = (
                        "fastsoftmax.vocab_parallel", "fastsoftmax.integrations")),
     ("losses", ("fastsoftmax.losses", "fastsoftmax.samplers", "fastsoftmax.tree")),
     ("ops", ("fastsoftmax.ops",)),
-    ("base", ("fastsoftmax._loader", "fastsoftmax._errors", "fastsoftmax._atomic",
+    ("base", ("fastsoftmax._loader", "fastsoftmax._errors", "fastsoftmax.atomic",
               "fastsoftmax._version", "fastsoftmax._build_info", "fastsoftmax._C")),
 )
-# Private modules outside models/ that models/ may import: the atomic-write helper that every
-# file writer uses (models and command lines alike); not a part of any loss.
-MODELS_MAY_IMPORT = ("fastsoftmax._atomic",)
 
 
 def layer_of(module: str):
@@ -239,7 +236,7 @@ def upward_imports(graph: dict) -> list:
 
 def private_imports_of_models(root: str = ROOT) -> list:
     """'module line n: name' for every private module or name that a module under
-    fastsoftmax/models/ imports from outside models/ (MODELS_MAY_IMPORT aside)."""
+    fastsoftmax/models/ imports from outside models/."""
     modules = module_files(root)
     found = []
     for module, path in sorted(modules.items()):
@@ -262,8 +259,6 @@ def private_imports_of_models(root: str = ROOT) -> list:
                 if not source.startswith(PACKAGE) or source.startswith(PACKAGE + ".models"):
                     continue
                 dotted = source if name is None else f"{source}.{name}"
-                if dotted in MODELS_MAY_IMPORT or source in MODELS_MAY_IMPORT:
-                    continue
                 parts = dotted.split(".")[1:]
                 if any(p.startswith("_") and not p.startswith("__") for p in parts):
                     found.append(f"{module} line {node.lineno}: {dotted}")
@@ -303,4 +298,6 @@ def test_a_private_import_of_a_model_is_found(tmp_path):
         "from ... import _atomic\nfrom ..._atomic import atomic_path\n")
     assert private_imports_of_models(str(tmp_path)) == [
         "fastsoftmax.models.lm line 1: fastsoftmax.losses._shapes.check_size",
-        "fastsoftmax.models.lm line 2: fastsoftmax.nn._SHARED"]
+        "fastsoftmax.models.lm line 2: fastsoftmax.nn._SHARED",
+        "fastsoftmax.models.lm line 3: fastsoftmax._atomic",
+        "fastsoftmax.models.lm line 4: fastsoftmax._atomic.atomic_path"]

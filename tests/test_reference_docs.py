@@ -27,7 +27,7 @@ PUBLIC_MODULES = [
     "fastsoftmax.models.lm", "fastsoftmax.models.seq2seq", "fastsoftmax.models.memn2n",
     "fastsoftmax.models.memnn", "fastsoftmax.models.dmn", "fastsoftmax.models.treernn",
     "fastsoftmax.models.word2vec", "fastsoftmax.ops", "fastsoftmax.losses.fused",
-    "fastsoftmax.integrations.transformers",
+    "fastsoftmax.integrations.transformers", "fastsoftmax.atomic",
 ]
 MODEL_CONSTRUCTORS = [
     "fastsoftmax.models.Word2Vec", "fastsoftmax.models.KeyedVectors",

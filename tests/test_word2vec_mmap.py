@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from fastsoftmax import _atomic
+from fastsoftmax import atomic
 from fastsoftmax.models.word2vec import KeyedVectors, Word2Vec, persistence
 
 from w2v_helpers import planted_corpus
@@ -224,7 +224,7 @@ def test_an_error_once_the_new_npz_is_in_place_keeps_the_files_it_names(tmp_path
         if len(synced) == arrays + 1:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(_atomic, "_fsync_folder", interrupted)
+    monkeypatch.setattr(atomic, "_fsync_folder", interrupted)
     with pytest.raises(KeyboardInterrupt):
         m.save(path, sep_limit=0)
     monkeypatch.undo()
@@ -253,7 +253,7 @@ def test_a_save_killed_before_the_npz_leaves_the_old_model_whole(tmp_path):
     assert run.returncode == 9
     after = contents(tmp_path)
     left = sorted(f for f in set(after) - set(before) if not f.startswith("."))  # not the
-    # .npz's temporary file, which the next write of m.npz removes (fastsoftmax/_atomic.py)
+    # .npz's temporary file, which the next write of m.npz removes (fastsoftmax/atomic.py)
     assert len(left) == len(before) - 1 and all(f.startswith("m.npz.") for f in left)
     assert all(after[f] == before[f] for f in before)  # the old save, untouched
     for mmap in (None, "r"):

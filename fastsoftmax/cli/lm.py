@@ -26,7 +26,7 @@ from typing import List, Optional
 
 import torch
 
-from .._atomic import atomic_open, check_writable
+from ..atomic import atomic_open, check_writable
 from ..models import lm
 from ..nn import HEADS
 from . import (add_run_options, bind_commands, given_options, heads_in, main_of, new_parser,

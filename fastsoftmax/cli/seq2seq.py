@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 
 
-from .._atomic import check_writable
+from ..atomic import check_writable
 from ..models import seq2seq as s2s
 from ..models.checkpoints import refuse_overwrite
 from ..nn import HEADS

@@ -164,7 +164,7 @@ def _progress_bar(quiet: bool):
 
 def _write_atomically(path: str, write) -> None:
     """Writes through a temporary file in the same folder, renamed over `path` at the end:
-    an interrupted run never leaves half a file (fastsoftmax._atomic)."""
+    an interrupted run never leaves half a file (fastsoftmax.atomic)."""
     atomic_write(path, write)
 
 

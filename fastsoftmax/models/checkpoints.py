@@ -16,7 +16,7 @@ from typing import Optional
 
 import torch
 
-from .._atomic import atomic_path, check_writable
+from ..atomic import atomic_path, check_writable
 
 FORMAT = "fastsoftmax-checkpoint"
 VERSION = 1
@@ -27,7 +27,7 @@ KIND_NAMES = {"lm": "language-model", "seq2seq": "seq2seq", "memn2n": "memory-ne
 
 def save_checkpoint(path: str, kind: str, state: dict) -> str:
     """Write `state` with the format, kind and version tags; a crash never leaves half a file
-    at `path` (fastsoftmax._atomic: temporary file, fsync, rename)."""
+    at `path` (fastsoftmax.atomic: temporary file, fsync, rename)."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     with atomic_path(path) as tmp:

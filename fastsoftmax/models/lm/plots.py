@@ -4,7 +4,7 @@ time (where the sampled heads' speed shows)."""
 import os
 from typing import List, Sequence, Tuple
 
-from ..._atomic import atomic_path
+from ...atomic import atomic_path
 
 
 def runs_figure(runs: Sequence[Tuple[str, List[dict]]], title: str):

@@ -3,7 +3,7 @@
 import dataclasses
 import os
 
-from ..._atomic import atomic_path
+from ...atomic import atomic_path
 from ..vocabulary import Vocabulary
 from .data import Story
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..._atomic import atomic_path
+from ...atomic import atomic_path
 from ..vocabulary import Vocabulary
 from .data import EOS, Batch, decode_output, detokenize, tokenize
 from .model import Seq2Seq

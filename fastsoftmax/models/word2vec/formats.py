@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._atomic import atomic_open
+from ...atomic import atomic_open
 
 MAX_VECTOR_SIZE = 1 << 40
 logger = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..._atomic import atomic_open
+from ...atomic import atomic_open
 from .errors import WrongModelFileError
 
 FORMAT_VERSION = 1  # an .npz alone
