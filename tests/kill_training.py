@@ -86,7 +86,7 @@ MODELS = dict(
     lm=(lm_cli, write_corpus, TRAIN_OPTIONS, lm.load_checkpoint),
     seq2seq=(seq2seq_cli, write_pairs,
              ["--hidden-size", "8", "--embed-dim", "8", "--batch-size", "8", "--no-progress"],
-             lambda path: seq2seq.load_checkpoint(path)[1]),
+             seq2seq.load_checkpoint),
     memn2n=(memn2n_cli, None,
             ["--train-size", "60", "--test-size", "10", "--embed-dim", "8", "--batch-size", "8",
              "--device", "cpu", "--no-progress"], memn2n.load_checkpoint),

@@ -230,9 +230,9 @@ def test_seq2seq_resume_and_checkpoint_rules(s2s_ckpt, tmp_path, monkeypatch, ca
     assert "--hidden-size 16 (the checkpoint has 8)" in capsys.readouterr().err
     assert s2s_cli.main(["train", "--resume", copy, "--epochs", "2", "--no-progress"]) == 0
     assert f"resuming {copy}: 1 epochs done" in capsys.readouterr().err
-    assert fastsoftmax.models.seq2seq.load_checkpoint(copy)[1]["epoch"] == 2
+    assert fastsoftmax.models.seq2seq.load_checkpoint(copy)["epoch"] == 2
     monkeypatch.chdir(tmp_path)
-    data = fastsoftmax.models.seq2seq.load_checkpoint(copy)[1]["train_config"]["data"]
+    data = fastsoftmax.models.seq2seq.load_checkpoint(copy)["train_config"]["data"]
     assert s2s_cli.main(["train", "--data", data, "--epochs", "1", "--hidden-size", "8",
                          "--no-progress"]) == 0
     saved = [f for f in os.listdir(tmp_path) if f.startswith("seq2seq-full-")]

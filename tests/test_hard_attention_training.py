@@ -47,7 +47,8 @@ def test_hard_attention_learns_to_copy(hard_run):
 
 def test_checkpoint_round_trip_with_hard_attention(hard_run):
     res, data, _ = hard_run
-    model, state, _, _ = s2s.load_checkpoint(res["checkpoint"])
+    state = s2s.load_checkpoint(res["checkpoint"])
+    model = s2s.model_from_checkpoint(state)[0]
     assert model.config["attention_mode"] == "hard" and model.config["baseline"] == "value"
     assert model.config["entropy_bonus"] == 0.01
     assert state["train_config"]["attention_mode"] == "hard"
@@ -77,9 +78,9 @@ def test_checkpoints_written_before_hard_attention_resume_as_soft(tmp_path):
                  epochs=1, checkpoint=old), data=data, log=lambda m: None)
     state = torch.load(old, weights_only=True)
     for key in ("attention_mode", "baseline", "entropy_bonus"):
-        del state["train_config"][key], state["model"]["config"][key]
+        del state["train_config"][key], state["model_config"][key]
     torch.save(state, old)
-    assert s2s.load_checkpoint(old)[0].attention_mode == "soft"
+    assert s2s.model_from_checkpoint(s2s.load_checkpoint(old))[0].attention_mode == "soft"
     with pytest.raises(ValueError, match="--attention-mode hard \\(the checkpoint has soft\\)"):
         s2s.fit(dict(resume=old, epochs=2, attention_mode="hard"), data=data,
                 given={"epochs", "attention_mode"}, log=lambda m: None)
@@ -97,7 +98,7 @@ def test_command_line_trains_hard_attention_and_refuses_soft_only_mistakes(tmp_p
     assert cli.main(common + ["--attention-mode", "hard", "--baseline", "mean",
                               "--entropy-bonus", "0.05", "--checkpoint", ckpt]) == 0
     assert "(hard: baseline mean, entropy bonus 0.05)" in capsys.readouterr().err
-    assert s2s.load_checkpoint(ckpt)[0].config["entropy_bonus"] == 0.05
+    assert s2s.load_checkpoint(ckpt)["model_config"]["entropy_bonus"] == 0.05
     assert cli.main(["train", "--resume", ckpt, "--attention-mode", "soft"]) == 2
     assert "--attention-mode soft (the checkpoint has hard)" in capsys.readouterr().err
     # Defaults are stored filled in: naming them again on resume is no conflict.
@@ -105,7 +106,7 @@ def test_command_line_trains_hard_attention_and_refuses_soft_only_mistakes(tmp_p
     assert cli.main(common + ["--attention-mode", "hard", "--checkpoint", default]) == 0
     assert cli.main(["train", "--resume", default, "--epochs", "2", "--baseline", "value",
                      "--entropy-bonus", "0.01", "--no-progress"]) == 0
-    assert s2s.load_checkpoint(default)[1]["train_config"]["baseline"] == "value"
+    assert s2s.load_checkpoint(default)["train_config"]["baseline"] == "value"
     assert cli.main(common + ["--baseline", "value", "--checkpoint", str(tmp_path / "x.pt")]) == 2
     assert "baseline applies to hard attention only" in capsys.readouterr().err
     assert cli.main(common + ["--attention-mode", "hard", "--attention", "none",

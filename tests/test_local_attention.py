@@ -200,7 +200,8 @@ def test_checkpoint_resume_keeps_the_alignment_and_is_exact(tmp_path):
     data = s2s.split_task(reverse_pairs(), "chars", valid_fraction=0.1, seed=0)
     quiet = dict(data=data, log=lambda m: None)
     part = s2s.fit(dict(SETTINGS, epochs=1, checkpoint=str(tmp_path / "a.pt")), **quiet)
-    model, state, _, _ = s2s.load_checkpoint(part["checkpoint"])
+    state = s2s.load_checkpoint(part["checkpoint"])
+    model = s2s.model_from_checkpoint(state)[0]
     assert model.config["alignment"] == "local-p" and model.window == 3
     assert state["train_config"]["window"] == 3 and hasattr(model, "local_p")
     with pytest.raises(ValueError, match="window"):
@@ -220,7 +221,7 @@ def test_default_window_is_stored_and_cli_takes_the_option(tmp_path, capsys):
                      "--hidden-size", "8", "--embed-dim", "4", "--epochs", "1",
                      "--checkpoint", ckpt, "--no-progress"]) == 0
     assert "(local-m, window 10)" in capsys.readouterr().err
-    assert s2s.load_checkpoint(ckpt)[0].window == 10
+    assert s2s.model_from_checkpoint(s2s.load_checkpoint(ckpt))[0].window == 10
     # The default stored filled in: naming it on resume is no conflict; another value is.
     assert cli.main(["train", "--resume", ckpt, "--epochs", "2", "--window", "10",
                      "--no-progress"]) == 0

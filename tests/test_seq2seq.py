@@ -252,7 +252,7 @@ def test_sampled_checkpoint_round_trip(tmp_path):
     ck = tmp_path / "s.pt"
     res = fit(dict(SETTINGS, epochs=1, output="sampled", num_sampled=4, checkpoint=str(ck)),
               tmp_path, data=data)
-    model, *_ = s2s.load_checkpoint(str(ck))
+    model, *_ = s2s.model_from_checkpoint(s2s.load_checkpoint(str(ck)))
     _, b = random_batch(vocab=len(data["src_vocab"]))
     torch.testing.assert_close(
         model.log_prob(b.src, b.src_len, b.tgt_in),
@@ -274,7 +274,35 @@ def test_resume_matches_uninterrupted_training(tmp_path):
         straight["model"].state_dict().items(), resumed["model"].state_dict().items()
     ):
         torch.testing.assert_close(a, c, msg=k)
-    assert s2s.load_checkpoint(ck)[1]["epoch"] == 2
+    assert s2s.load_checkpoint(ck)["epoch"] == 2
+
+
+def test_a_checkpoint_of_the_old_layout_loads_and_resumes(tmp_path):
+    """Checkpoints written before seq2seq took the shared entries held the model as one
+    entry (config, counts, state_dict): they still load, and resuming one writes the shared
+    entries (model_config, model, counts)."""
+    from fastsoftmax.models import checkpoints
+    from fastsoftmax.models.checkpoints import rng_state
+
+    data = tiny_data("copy", n=120)
+    settings = dict(SETTINGS, hidden_size=8, embed_dim=4, output="sampled", num_sampled=4)
+    ck = str(tmp_path / "new.pt")
+    res = fit(dict(settings, epochs=1, checkpoint=ck), tmp_path, data=data)
+    new = s2s.load_checkpoint(ck)
+    assert {"model_config", "model", "counts", "src_vocab", "tgt_vocab"} <= set(new)
+    old = str(tmp_path / "old.pt")
+    checkpoints.save_checkpoint(old, "seq2seq", dict(
+        model=res["model"].state(), optimizer=new["optimizer"], epoch=1, history=new["history"],
+        train_config=new["train_config"], src_vocab=new["src_vocab"],
+        tgt_vocab=new["tgt_vocab"], rng=rng_state()))
+    model, src_vocab, tgt_vocab = s2s.model_from_checkpoint(s2s.load_checkpoint(old))
+    assert src_vocab.itos == data["src_vocab"].itos and tgt_vocab.itos == data["tgt_vocab"].itos
+    _, b = random_batch(vocab=len(data["src_vocab"]))
+    torch.testing.assert_close(model.log_prob(b.src, b.src_len, b.tgt_in),
+                               res["model"].eval().log_prob(b.src, b.src_len, b.tgt_in))
+    fit(dict(settings, epochs=2, resume=old, checkpoint=old), tmp_path, data=data)
+    resumed = s2s.load_checkpoint(old)
+    assert resumed["epoch"] == 2 and resumed["model_config"] == new["model_config"]
 
 
 # -- data, BLEU ------------------------------------------------------------------------------

@@ -183,7 +183,7 @@ def new_parser(prog: str, description: str):
 def add_run_options(parser: argparse.ArgumentParser, defaults, kind: str, may_change,
                     overwrites: str) -> None:
     """The options every `train` shares: data encoding, device, where the checkpoint goes,
-    resuming, overwriting, the progress bar. `defaults` is the command's TrainConfig()."""
+    resuming, overwriting, restarts, the progress bar. `defaults` is the command's TrainConfig()."""
     if hasattr(defaults, "encoding"):  # commands that read data files
         parser.add_argument("--encoding", default=defaults.encoding,
                             help="text encoding of the data files")
@@ -197,6 +197,10 @@ def add_run_options(parser: argparse.ArgumentParser, defaults, kind: str, may_ch
                              + ", ".join("--" + k.replace("_", "-") for k in may_change))
     parser.add_argument("--force", action="store_true",
                         help=f"overwrite an existing --checkpoint or {overwrites}")
+    if hasattr(defaults, "restarts"):  # every TrainOptions (models/skeleton.py)
+        parser.add_argument("--restarts", type=positive_int, default=defaults.restarts,
+                            help="train this many seeds (--seed, --seed + 1, ...) and keep the "
+                                 "run of lowest validation error")
     parser.add_argument("--progress", dest="progress", action="store_true",
                         default=defaults.progress,
                         help="progress bar even when stderr is not a terminal (None: terminal "

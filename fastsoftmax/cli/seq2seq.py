@@ -45,7 +45,9 @@ def cmd_train(args, argv) -> None:
 
 
 def cmd_translate(args, argv) -> None:
-    model, state, src_vocab, tgt_vocab = s2s.load_checkpoint(args.checkpoint, args.device)
+    state = s2s.load_checkpoint(args.checkpoint)
+    model, src_vocab, tgt_vocab = s2s.model_from_checkpoint(state)
+    model.to(args.device)
     lines = [ln.rstrip("\n") for ln in sys.stdin]
     outputs, bad = s2s.translate_lines(
         model, lines, state["train_config"]["task"], src_vocab, tgt_vocab,
@@ -59,7 +61,9 @@ def cmd_translate(args, argv) -> None:
 
 def cmd_eval(args, argv) -> None:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)
-    model, state, src_vocab, tgt_vocab = s2s.load_checkpoint(args.checkpoint, args.device)
+    state = s2s.load_checkpoint(args.checkpoint)
+    model, src_vocab, tgt_vocab = s2s.model_from_checkpoint(state)
+    model.to(args.device)
     s = state["train_config"]
     task = s["task"]
     if args.data:

@@ -1,13 +1,15 @@
 """What every model's training module shares around the loop of trainer.py: the options every
 run has, the checks of numeric options, loading a checkpoint of the model's kind, settling a
 run's options on resume, building or restoring the model and the Trainer of a new or resumed
-run, the end of fit, and the start of evaluate_checkpoint.
+run, restarts (several seeds, the run of lowest validation error kept: restarts.py), the end of
+fit, and the start of evaluate_checkpoint.
 
 A model's training.py declares its TrainConfig (a TrainOptions), its check_numbers, and a
 Recipe naming its kind and resume rules; the rest of its module is its own data, batches and
 step loss.
 """
 
+import functools
 import logging
 import math
 import numbers
@@ -18,23 +20,26 @@ import torch
 
 from . import checkpoints
 from .checkpoints import claim_files, run_values
-from .trainer import RunOptions, Trainer
+from .restarts import fit_restarts
+from .trainer import RunOptions, Trainer, logger as trainer_logger
 
 # Options that belong to this invocation, not to the model or its training: never compared
 # with a resumed checkpoint's.
-RUN_OPTIONS = ("resume", "force", "device", "progress", "checkpoint")
+RUN_OPTIONS = ("resume", "force", "device", "progress", "checkpoint", "restarts")
 
 
 @dataclass
 class TrainOptions(RunOptions):
     """The run options and the training options every model has. A model whose default
-    differs declares the field again with its own."""
+    differs declares the field again with its own. `restarts` runs train seeds seed, seed +
+    1, ... and keep the one of lowest validation error (Recipe.restartable)."""
 
     lr: float = 1e-3
     clip: float = 5.0
     epochs: int = 10
     batch_size: int = 64
     seed: int = 0
+    restarts: int = 1
 
 
 @dataclass
@@ -96,8 +101,9 @@ def check_fields(config, rule: Rule, *names: str) -> None:
 class Recipe:
     """What tells one model's runs apart to the shared code: the checkpoint kind, the
     TrainConfig class, the model module's logger (None: trainer.py's), check_numbers, the
-    options that may change on resume, the invocation's own options and the options newer
-    than some checkpoints (with the value those were trained with)."""
+    options that may change on resume, the invocation's own options, the options newer
+    than some checkpoints (with the value those were trained with) and the history rows' key
+    of the validation accuracy (%) that restarts compare."""
 
     kind: str
     config: type
@@ -106,6 +112,7 @@ class Recipe:
     may_change: Tuple[str, ...] = ("epochs",)
     run_options: Tuple[str, ...] = RUN_OPTIONS
     added: Optional[dict] = None
+    valid_accuracy: str = "valid_accuracy"
 
     @property
     def load_checkpoint(self) -> Callable:
@@ -125,6 +132,9 @@ class Recipe:
         with the `given` options that may change. `settle(values, state)` fills in or refuses
         the model's own options; then the device defaults to cuda when available and the
         checkpoint path is claimed (checkpoints.claim_files)."""
+        if config.restarts != 1:  # a fit that Recipe.restartable does not wrap
+            raise ValueError(f"restarts must be 1 for the {self.kind} model, which trains one "
+                             f"seed per run; got {config.restarts!r}")
         values = run_values(config, state, given, may_change=self.may_change,
                             run_options=self.run_options, added=self.added)
         if settle is not None:
@@ -144,6 +154,22 @@ class Recipe:
             self.check(config)
         state = self.load_checkpoint(config.resume) if config.resume else None
         return self.resolve(config, state, given, settle), state
+
+    def restartable(self, fit: Callable) -> Callable:
+        """`fit(config, **options)` made to honour config.restarts: 1 runs fit as it is; N > 1
+        runs it for seeds seed ... seed + N - 1, logs one line per run and the one kept (of
+        lowest validation error), and returns the kept run's result (restarts.fit_restarts)."""
+
+        @functools.wraps(fit)
+        def fit_with_restarts(config, **options):
+            if isinstance(config, dict):
+                config = self.config(**config)
+            check_fields(config, POSITIVE_INT, "restarts")
+            if config.restarts == 1:
+                return fit(config, **options)
+            report = options.get("log") or (self.logger or trainer_logger).info
+            return fit_restarts(self, fit, config, report, **options)
+        return fit_with_restarts
 
     def model_and_data(self, config, state: Optional[dict], data: Optional[dict], *,
                        restore: Callable, load_data: Callable, build: Callable) -> tuple:

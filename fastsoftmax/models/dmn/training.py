@@ -168,6 +168,7 @@ def evaluate(model: DMN, items: list, *, batch_size: int = 200, device="cpu") ->
                 support_hits=100.0 * hits / max(passes, 1))
 
 
+@RECIPE.restartable
 def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callable] = None
         ) -> dict:
     """Train (or, with config.resume, continue) a DMN; returns dict(model, history, test,

@@ -249,6 +249,7 @@ def support_loss(scores: list, support: torch.Tensor) -> torch.Tensor:
     return total / len(scores)
 
 
+@RECIPE.restartable
 def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callable] = None
         ) -> dict:
     """Train (or, with config.resume, continue) a memory network; returns dict(model, history,

@@ -128,6 +128,7 @@ def evaluate(model: MemNN, items: list, *, margin: float = 0.1, batch_size: int 
                 support_hits=(100.0 * hits / n).tolist())
 
 
+@RECIPE.restartable
 def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callable] = None
         ) -> dict:
     """Train (or, with config.resume, continue) a memory network on one bAbI task; returns

@@ -12,7 +12,7 @@ import torch
 
 from .. import checkpoints
 from ..checkpoints import rng_state
-from ..skeleton import Recipe, TrainOptions, count_parameters
+from ..skeleton import Recipe, TrainOptions, count_parameters, restore_model
 from ..vocabulary import Vocabulary
 from .data import batches, load_task, target_counts
 from . import hard_attention as hard
@@ -79,21 +79,33 @@ def save_checkpoint(path: str, *, model: Seq2Seq, optimizer, epoch: int, history
     """Writes a seq2seq checkpoint (atomically, in the one checkpoint format) and returns
     its path."""
     return checkpoints.save_checkpoint(path, KIND, dict(
-        model=model.state(), optimizer=optimizer.state_dict(), epoch=epoch, history=history,
-        train_config=config.to_dict(), src_vocab=src_vocab.state_dict(),
-        tgt_vocab=tgt_vocab.state_dict(), rng=rng_state()))
+        _model_entries(model), src_vocab=src_vocab.state_dict(),
+        tgt_vocab=tgt_vocab.state_dict(), optimizer=optimizer.state_dict(), epoch=epoch,
+        history=history, train_config=config.to_dict(), rng=rng_state()))
 
 
-def load_checkpoint(path: str, device="cpu"):
-    """(model in eval mode, checkpoint state, source vocabulary, target vocabulary)."""
-    state = checkpoints.load_checkpoint(path, KIND)
-    model = Seq2Seq.from_state(state["model"]).to(device).eval()
-    return (model, state, Vocabulary.from_state_dict(state["src_vocab"]),
-            Vocabulary.from_state_dict(state["tgt_vocab"]))
+def _model_entries(model: Seq2Seq) -> dict:
+    """The model's entries of a checkpoint, the keys every model's checkpoint has."""
+    return dict(model_config=dict(model.config), model=model.state_dict(),
+                counts=model.state()["counts"])
 
 
 RECIPE = Recipe(KIND, TrainConfig, logger, may_change=MAY_CHANGE_ON_RESUME,
-                added=ADDED_OPTIONS)
+                added=ADDED_OPTIONS, valid_accuracy="exact")
+load_checkpoint = RECIPE.load_checkpoint
+
+
+def model_from_checkpoint(state: dict):
+    """(model in eval mode, source vocabulary, target vocabulary) of a loaded checkpoint. A
+    checkpoint written before the shared entries (its `model` holding config, counts and
+    state_dict) loads too."""
+    if "model_config" not in state:
+        old = state["model"]
+        state = dict(state, model_config=old["config"], model=old["state_dict"],
+                     counts=old.get("counts"))
+    model = restore_model(Seq2Seq, state, counts=state.get("counts")).eval()
+    return (model, Vocabulary.from_state_dict(state["src_vocab"]),
+            Vocabulary.from_state_dict(state["tgt_vocab"]))
 
 
 def _settle(values: dict, state: Optional[dict], *, has_data: bool) -> None:
@@ -108,11 +120,11 @@ def _settle(values: dict, state: Optional[dict], *, has_data: bool) -> None:
         raise ValueError("training needs --data (a pair file)")
 
 
-def _load_data(config: TrainConfig, state: Optional[dict]) -> dict:
-    vocabs = None
-    if state is not None:  # the resumed run's vocabularies
-        vocabs = (Vocabulary.from_state_dict(state["src_vocab"]),
-                  Vocabulary.from_state_dict(state["tgt_vocab"]))
+def load_data(config: TrainConfig, src_vocab: Optional[Vocabulary] = None,
+              tgt_vocab: Optional[Vocabulary] = None) -> dict:
+    """The run's pairs (split_task's dict), with the given vocabularies (a resumed run's) or
+    new ones."""
+    vocabs = None if src_vocab is None else (src_vocab, tgt_vocab)
     return load_task(config.data, config.task, max_words=config.max_words,
                      valid_fraction=config.valid_fraction, seed=config.seed, limit=config.limit,
                      src_vocab_size=config.src_vocab_size, tgt_vocab_size=config.tgt_vocab_size,
@@ -144,8 +156,10 @@ def _describe(row: dict) -> str:
             + (f", BLEU {row['bleu']:.2f}" if "bleu" in row else ""))
 
 
+@RECIPE.restartable
 def fit(config: TrainConfig | dict, *, data: Optional[dict] = None, given=None,
-        log: Optional[Callable] = None, eval_every: int = 1, eval_limit: Optional[int] = None) -> dict:
+        log: Optional[Callable] = None, eval_every: int = 1,
+        eval_limit: Optional[int] = None) -> dict:
     """Trains (or, with config.resume, continues) a model; returns dict(model, history, data,
     config, checkpoint). `data` may be given ready-made (split_task's dict) instead of
     config.data. The run checkpoints after every epoch (see TrainConfig.checkpoint); on
@@ -154,14 +168,14 @@ def fit(config: TrainConfig | dict, *, data: Optional[dict] = None, given=None,
     epochs and after the last, on the first `eval_limit` held-out pairs. Progress goes to
     `log` (default: this module's logger, at INFO)."""
     config, state = RECIPE.start(config, given, partial(_settle, has_data=data is not None))
-    torch.manual_seed(config.seed)
-    data = data or _load_data(config, state)
+    model, data = RECIPE.model_and_data(config, state, data, restore=model_from_checkpoint,
+                                        load_data=load_data, build=_build)
     src_vocab, tgt_vocab = data["src_vocab"], data["tgt_vocab"]
-    model = Seq2Seq.from_state(state["model"]) if state is not None else _build(config, data)
     model.to(config.device)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
     trainer = RECIPE.trainer(model, opt, config, state, log=log, state=lambda: dict(
-        model=model.state(), src_vocab=src_vocab.state_dict(), tgt_vocab=tgt_vocab.state_dict()))
+        _model_entries(model), src_vocab=src_vocab.state_dict(),
+        tgt_vocab=tgt_vocab.state_dict()))
     valid_pairs, valid = data["valid_pairs"][:eval_limit], data["valid"][:eval_limit]
     trainer.log(_describe_run(data, len(valid), model))
     trainer.log(f"checkpoint: {config.checkpoint}")

@@ -106,6 +106,7 @@ def _build(config: TrainConfig, data: dict):
                        counts=None if config.output == "full" else data["counts"])
 
 
+@RECIPE.restartable
 def fit(config, *, data: Optional[dict] = None, given=None, log: Optional[Callable] = None
         ) -> dict:
     """Train (or, with config.resume, continue) a model; returns dict(model, history, test,

@@ -1,0 +1,126 @@
+"""Restarts: train one configuration from seeds seed, seed + 1, ... and keep the run of lowest
+validation error, as the MemN2N paper reports its figures (a task that is all or nothing
+across seeds reaches its figure only in some runs).
+
+Every restart is a whole run of the model's fit with its own seed (a run drawing generated
+data draws it from that seed too, so that the kept checkpoint evaluates and resumes as any
+other). The run kept is the one whose last validation row has the lowest error (100 - the
+Recipe's validation accuracy, %); a run with no validation score ranks last and, on a tie,
+the earlier seed is kept. Its checkpoint (and plot, for a model that draws one) ends at the
+paths the configuration names, recording the restarts; the other runs' files are removed.
+"""
+
+import dataclasses
+import math
+import os
+from typing import Callable, List, Optional
+
+from . import checkpoints
+from .checkpoints import refuse_overwrite
+
+# The configuration's fields naming a file a run writes, each restart writing its own.
+OUTPUTS = ("checkpoint", "plot")
+
+
+def validation_error(history: List[dict], accuracy: str) -> float:
+    """100 - the last history row's `accuracy` (%), math.inf when no row has a number."""
+    scores = [row[accuracy] for row in history if isinstance(row.get(accuracy), (int, float))]
+    if not scores or math.isnan(scores[-1]):
+        return math.inf
+    return 100.0 - scores[-1]
+
+
+def seeded_path(path: str, seed: int) -> str:
+    """`path` with .seed<seed> before its extension: the file of one restart."""
+    stem, ext = os.path.splitext(path)
+    return f"{stem}.seed{seed}{ext}"
+
+
+def check_restarts(config) -> None:
+    """Refuse, before anything is read or written, what several restarts cannot do."""
+    if config.resume is not None:
+        raise ValueError(f"restarts {config.restarts} trains new runs and resume continues "
+                         f"one ({config.resume}): give one or the other")
+    if getattr(config, "valid_fraction", None) == 0:
+        raise ValueError("restarts keep the run of lowest validation error: valid_fraction "
+                         "must be above 0")
+    for field in OUTPUTS:
+        path = getattr(config, field, None)
+        if path is None:
+            continue
+        what = "checkpoint" if field == "checkpoint" else field
+        refuse_overwrite(path, what, checkpoints.flag(field), config.force)
+        for seed in seeds(config):
+            refuse_overwrite(seeded_path(path, seed), what, checkpoints.flag(field), config.force)
+
+
+def seeds(config) -> range:
+    return range(config.seed, config.seed + config.restarts)
+
+
+def fit_restarts(recipe, fit: Callable, config, report: Callable, **options) -> dict:
+    """Run fit(one restart's configuration, **options) for every seed of config.restarts
+    (`recipe`: the model's skeleton.Recipe), `report` receiving a line per run and one naming
+    the run kept; return the kept run's result, its configuration
+    naming the restart count, with `restarts` (one row per run: seed, validation error, test
+    error when the run has one)."""
+    check_restarts(config)
+    runs = []
+    for number, seed in enumerate(seeds(config), 1):
+        outputs = {f: seeded_path(getattr(config, f), seed) for f in OUTPUTS
+                   if getattr(config, f, None) is not None}
+        result = fit(dataclasses.replace(config, seed=seed, restarts=1, **outputs), **options)
+        row = dict(seed=seed, valid_error=validation_error(result["history"],
+                                                          recipe.valid_accuracy),
+                   **_test_error(result.get("test")))
+        report(f"restart {number}/{config.restarts} (seed {seed}): " + _describe(row))
+        runs.append((row, result))
+    kept = min(range(len(runs)), key=lambda i: runs[i][0]["valid_error"])
+    row, result = runs[kept]
+    final = _keep_files(config, result["config"], [r["config"] for _, r in runs], kept)
+    _record(recipe.kind, final["checkpoint"], [r for r, _ in runs], row["seed"])
+    report(f"kept restart {kept + 1} of {config.restarts} (seed {row['seed']}, lowest "
+        f"validation error): {final['checkpoint']}")
+    run_config = dataclasses.replace(result["config"], restarts=config.restarts, **final)
+    return dict(result, config=run_config, checkpoint=final["checkpoint"],
+                restarts=[r for r, _ in runs])
+
+
+def _test_error(test: Optional[dict]) -> dict:
+    if isinstance(test, dict) and isinstance(test.get("accuracy"), (int, float)):
+        return dict(test_error=100.0 - test["accuracy"])
+    return {}
+
+
+def _describe(row: dict) -> str:
+    error = row["valid_error"]
+    return ("no validation score" if math.isinf(error) else f"validation error {error:.2f}%"
+            + (f", test error {row['test_error']:.2f}%" if "test_error" in row else ""))
+
+
+def _keep_files(config, kept_config, configs: list, kept: int) -> dict:
+    """Move the kept run's files to the paths `config` names (its own where none is named)
+    and remove the other runs'; returns {field: the kept file}."""
+    final = {}
+    for field in OUTPUTS:
+        if not hasattr(config, field):
+            continue
+        wanted = getattr(config, field)
+        source = getattr(kept_config, field)
+        if wanted is not None and source is not None and os.path.exists(source):
+            os.replace(source, wanted)
+        final[field] = wanted if wanted is not None else source
+        for i, other in enumerate(configs):
+            path = getattr(other, field)
+            if i != kept and path is not None and os.path.exists(path):
+                os.remove(path)
+    return final
+
+
+def _record(kind: str, path: str, rows: list, seed: int) -> None:
+    """Write the restarts into the kept checkpoint: its train_config names their count (its
+    seed is the kept run's) and `restarts` holds every run's row."""
+    state = checkpoints.load_checkpoint(path, kind)
+    state["train_config"] = dict(state["train_config"], restarts=len(rows), checkpoint=path)
+    state["restarts"] = dict(count=len(rows), kept_seed=seed, runs=rows)
+    checkpoints.save_checkpoint(path, kind, state)
