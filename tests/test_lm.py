@@ -121,9 +121,9 @@ def test_bad_input_gives_clear_errors(tmp_path, capsys):
 
 
 def test_output_tree_options_are_refused_before_any_file_is_read(tmp_path, monkeypatch):
-    """lm.config.check_options, run by resolve: the refusals name the option, and come before
+    """lm.training.check_options, run by resolve: the refusals name the option, and come before
     the data folder is read or the checkpoint claimed."""
-    from fastsoftmax.models.lm.config import check_options, resolve
+    from fastsoftmax.models.lm.training import check_options, resolve
 
     missing = str(tmp_path / "no-such-folder")
     for options, message in [

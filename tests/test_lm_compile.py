@@ -74,7 +74,7 @@ def test_the_command_line_trains_with_compile(tmp_path, monkeypatch, capsys):
 
 
 def test_compile_with_vocab_parallel_is_refused():
-    from fastsoftmax.models.lm.config import TrainConfig, check_options
+    from fastsoftmax.models.lm.training import TrainConfig, check_options
 
     with pytest.raises(ValueError, match="--compile does not go with --vocab-parallel"):
         check_options(TrainConfig(data="x", compile="default", vocab_parallel=2))

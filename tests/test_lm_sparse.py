@@ -9,7 +9,7 @@ import torch
 from fastsoftmax.cli import lm as cli
 from fastsoftmax.models import lm
 from fastsoftmax.models.heads import has_sparse_gradient
-from fastsoftmax.models.lm.config import resolve, sparse_default
+from fastsoftmax.models.lm.training import resolve, sparse_default
 from fastsoftmax.nn import HEADS
 from fastsoftmax.optim import clip_grad_norm, sparse_grad_norm
 from test_lm import one_thread, write_corpus  # noqa: F401 (one_thread: an autouse fixture)

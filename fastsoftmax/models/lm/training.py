@@ -1,31 +1,180 @@
-"""Training a language model: one epoch of truncated BPTT, exact evaluation, the learning-rate
-schedule and `fit(config)`, the whole run that `fastsoftmax-lm train` and bench/bench_lm.py
-drive (data-parallel under torchrun: gloo on CPU, nccl on GPU)."""
+"""Training a language model: `fit(config)`, the run `fastsoftmax-lm train` and
+bench/bench_lm.py drive, `evaluate_checkpoint`, and its checkpoints (kind 'lm').
+
+fit follows the sequence of every model's training (fastsoftmax.models.skeleton):
+RECIPE.start settles the options (on resume, against the checkpoint's), model_and_data
+builds or restores the model and reads the corpus, RECIPE.trainer continues a resumed run,
+trainer.fit runs the epochs and finish_run ends it. What is the language model's own: the
+epochs of truncated BPTT over each process's streams (epochs.py), checkpoints in the middle
+of an epoch, and the processes of a run under torchrun: data-parallel (gloo on CPU, nccl on
+GPU) and vocabulary-parallel (vocab_parallel.py).
+"""
 
 import logging
-import math
 import os
-from typing import Callable, Dict, Optional, Tuple
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Iterable, Optional, Tuple
 
 import torch
-from torch import Tensor, nn
 
 from ...optim import make_optimizer
-from ..progress import progress_bar
-from ..trainer import Trainer, rank_seed, run_epoch
-from .config import RECIPE, TrainConfig, resolve
-from .. import checkpoints
+from .. import checkpoints, skeleton
 from ..checkpoints import rng_state
-from ..skeleton import count_parameters, restore_model
+from ..heads import has_sparse_gradient
+from ..skeleton import (Recipe, TrainOptions, check_fields, count_parameters, finish_run,
+                        one_of, restore_model)
+from ..trainer import Trainer
 from ..vocabulary import Vocabulary
-from .hs_tree import build_tree
-from .data import Corpus, batchify, bptt_batches, num_bptt_batches, shard_rows
-from .model import CompiledStep, Hidden, RNNLanguageModel, detach_hidden
 from . import vocab_parallel as vp
-from .distributed import dist_env, gather_streams, init_process_group, map_hidden, pick_device
+from .data import Corpus, batchify
+from .distributed import (Streams, data_parallel, dist_env, join_processes, pick_device,
+                          rank_streams)
+from .epochs import LRSchedule, evaluate, steps_done, train_epoch
+from .hs_tree import TREES, build_tree
+from .model import CompiledStep, RNNLanguageModel
 
+__all__ = ["COMPILE_MODES", "MAY_CHANGE_ON_RESUME", "TrainConfig", "evaluate_checkpoint", "fit",
+           "load_checkpoint", "load_data", "model_from_checkpoint", "save_checkpoint"]
 logger = logging.getLogger(__name__)
 KIND = "lm"
+# Options that belong to this invocation, not to the model or its training: never compared.
+RUN_OPTIONS = skeleton.RUN_OPTIONS + ("plot", "compile")
+# Options a resumed run may change: how far to go, the learning-rate schedule, the data path
+# (its vocabulary must still match), evaluation batching. The rest define the model and its
+# optimisation and must match the checkpoint.
+MAY_CHANGE_ON_RESUME = ("epochs", "max_steps", "save_every", "lr_decay", "decay_after", "data",
+                        "encoding", "eval_batch_size", "eval_bptt")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+@dataclass
+class TrainConfig(TrainOptions):
+    """Every option of a run (the command line's flags, with - for _). Notable ones:
+
+    Args:
+        lr: None picks 20 for SGD (Zaremba's lr 1 on the summed loss, ours being the per-token
+            mean) or 1e-3 for Adam.
+        max_steps: total optimiser steps of the whole run (resumed steps included); training stops
+            there, mid-epoch if need be, and still evaluates, tests and saves.
+        checkpoint: written after every epoch (and every save_every steps); None picks a new file
+            lm-<output>-<time>.pt in the working directory. An existing file other than the
+            resumed one is never overwritten unless force.
+        plot: PNG of the run's curves, refused if it exists unless force.
+        compile: run the training step's forward and backward under torch.compile with this
+            mode ('reduce-overhead' adds CUDA graphs), fullgraph: see compiled_step.
+        progress: None draws the bar only when stderr is a terminal.
+        eval_bptt: BPTT length of validation and test (None: bptt).
+        hs_tree: the tree of output 'hs': 'huffman' (over the training counts) or 'context'
+            (words split by their left contexts in the training text) or 'features' (split by
+            the mean features a trained model, the checkpoint hs_tree_model, computes before
+            each word); see lm/hs_tree.py.
+        sparse: row-sparse gradients of the input embedding and of the output layer (heads
+            that have them: sampled, nce, neg, hs), so that the optimiser touches the rows a
+            step used, not all V. None (auto) picks them where they train exactly the
+            parameters dense gradients would (sparse_default); True with 'adam' uses
+            SparseAdam for those rows, whose moments differ from Adam's (a warning says so).
+        vocab_parallel: N > 1 splits the output layer's rows over N processes of each data
+            rank under torchrun (world = data x N; see lm/vocab_parallel.py).
+    """
+
+    # the data and the model
+    data: Optional[str] = None
+    output: str = "full"  # any head of fastsoftmax.nn.HEADS ('full', 'sampled', 'nce', ...)
+    rnn: str = "lstm"  # or 'gru'
+    embed_dim: int = 200
+    hidden_size: int = 200
+    layers: int = 2
+    dropout: float = 0.0
+    tie_weights: bool = False  # the embedding is the output layer's
+    projection: bool = False  # a hidden→embedding map before the output layer
+    num_sampled: int = 1024
+    sampler: str = "unigram"  # the sampled heads' noise: 'unigram' or 'log_uniform'
+    power: float = 0.75  # the unigram's exponent
+    hs_tree: str = "huffman"
+    hs_tree_model: Optional[str] = None
+    init_range: float = 0.1
+    sparse: Optional[bool] = None  # row-sparse embedding and output gradients (None: auto)
+    vocab_parallel: int = 1
+    # its training (and TrainOptions', with defaults of its own)
+    optimizer: str = "sgd"
+    lr: Optional[float] = None
+    lr_decay: float = 2.0  # the divisor of the lr when validation stalls
+    decay_after: Optional[int] = None
+    clip: float = 0.25
+    epochs: int = 13
+    save_every: int = 0  # also checkpoint every this many steps (0: at epoch ends only)
+    batch_size: int = 20
+    eval_batch_size: int = 10
+    bptt: int = 20  # the truncated BPTT length
+    eval_bptt: Optional[int] = None
+    max_steps: Optional[int] = None
+    seed: int = 1234
+    encoding: str = "utf-8"
+    plot: Optional[str] = None
+    compile: Optional[str] = None  # torch.compile mode of the training step (None: eager)
+
+
+def check_options(config: TrainConfig) -> None:
+    """The output layer's tree options, refused by name unless they go together."""
+    check_fields(config, one_of(TREES), "hs_tree")
+    if config.compile is not None and config.compile not in COMPILE_MODES:
+        raise ValueError(f"compile must be one of {COMPILE_MODES} (torch.compile's modes), got "
+                         f"{config.compile!r}")
+    if config.compile is not None and config.vocab_parallel > 1:
+        raise ValueError("--compile does not go with --vocab-parallel (its collectives run in "
+                         "the step)")
+    if config.hs_tree != "huffman" and config.output != "hs":
+        raise ValueError(f"hs_tree {config.hs_tree!r} needs output 'hs'")
+    if (config.hs_tree_model is not None) != (config.hs_tree == "features"):
+        raise ValueError("--hs-tree-model goes with --hs-tree features, and only with it")
+
+
+SPARSE_ADAM = ("sparse gradients with optimizer 'adam' give the embedding and output rows to "
+               "SparseAdam, which updates a row's moments only in the steps that use the row "
+               "(Adam decays every row's moments and moves every row each step): training "
+               "differs from dense Adam; --no-sparse trains with Adam throughout")
+
+
+def sparse_default(config: TrainConfig) -> bool:
+    """What sparse=None becomes: row-sparse gradients exactly where the update is the same as
+    with dense ones, which is plain SGD (the LM's 'sgd' has no momentum and no weight decay:
+    a row no step used gets a zero gradient and stays put either way), an output layer whose
+    gradient is row-sparse (has_sparse_gradient: 'full' scores every row, so dense it stays)
+    and one process (the vocabulary-parallel layer takes no sparse gradient, and data-parallel
+    all-reduces of sparse gradients depend on the backend)."""
+    return (config.optimizer == "sgd" and has_sparse_gradient(config.output)
+            and config.vocab_parallel == 1 and dist_env()[0] == 1)
+
+
+def _settle(values: dict, state: Optional[dict]) -> None:
+    """The options only a run settles: the data folder is required, lr and sparse have
+    defaults that depend on the others (sparse is settled once and saved: a resumed run keeps
+    the layout it was trained with)."""
+    if values["data"] is None:
+        raise ValueError("training needs --data (a folder with train/valid/test files)")
+    if values["lr"] is None:
+        values["lr"] = 20.0 if values["optimizer"] == "sgd" else 1e-3
+    check_options(TrainConfig(**values))
+    if values["sparse"] is None:
+        values["sparse"] = sparse_default(TrainConfig(**values))
+    elif values["sparse"] and values["optimizer"] == "adam":
+        warnings.warn(SPARSE_ADAM, stacklevel=2)
+
+
+RECIPE = Recipe(KIND, TrainConfig, logger, may_change=MAY_CHANGE_ON_RESUME,
+                run_options=RUN_OPTIONS)
+load_checkpoint = RECIPE.load_checkpoint
+
+
+def resolve(config: TrainConfig, state: Optional[dict], given: Optional[Iterable[str]] = None
+            ) -> TrainConfig:
+    """The configuration a run uses: on resume, the checkpoint's, with the options in `given`
+    (default: those differing from TrainConfig's defaults) applied where they may change and
+    refused, naming the flag, where they conflict. Fills in lr, sparse, the device and the
+    checkpoint path, checks the options and refuses to overwrite an existing checkpoint or
+    plot."""
+    return RECIPE.resolve(config, state, given, _settle)
 
 
 def save_checkpoint(path: str, *, model: RNNLanguageModel, vocab: Vocabulary, optimizer=None,
@@ -44,9 +193,6 @@ def save_checkpoint(path: str, *, model: RNNLanguageModel, vocab: Vocabulary, op
         rng=rng_state()))
 
 
-load_checkpoint = RECIPE.load_checkpoint
-
-
 def model_from_checkpoint(state: dict) -> Tuple[RNNLanguageModel, Vocabulary]:
     """(model, vocabulary) rebuilt from a loaded checkpoint; a vocabulary-parallel shard is
     refused (it resumes only under torchrun with its layout)."""
@@ -57,94 +203,10 @@ def model_from_checkpoint(state: dict) -> Tuple[RNNLanguageModel, Vocabulary]:
     return restore_model(RNNLanguageModel, state, counts=vocab.counts), vocab
 
 
-def train_epoch(model: nn.Module, data: Tensor, optimizer, *, bptt: int, clip: float = 0.0,
-                max_steps: Optional[int] = None, world_size: int = 1, progress=None,
-                hidden: Optional[Hidden] = None, totals: Optional[Dict[str, float]] = None,
-                on_step: Optional[Callable] = None, log_every: int = 50,
-                before_step: Optional[Callable] = None) -> Dict[str, float]:
-    """One pass over `data` [B, L] with truncated BPTT (fastsoftmax.models.trainer.run_epoch);
-    the hidden state is carried from batch to batch (detached) and starts at zero each epoch.
-    `model` may be DDP-wrapped; `clip` > 0 clips the global gradient norm (sparse gradients
-    included). The epoch ends early once totals["steps"] reaches `max_steps`. Returns mean
-    training loss, tokens, seconds, steps.
-
-    An epoch interrupted by a mid-epoch checkpoint continues from the `hidden` state and the
-    running `totals` (loss_sum, steps, tokens, seconds) saved with it, after the
-    totals["steps"] steps already taken. `on_step(step, hidden, totals)` runs after every step
-    (checkpointing; `totals()` reads the running totals back from the device); `progress` is a
-    tqdm bar whose figures are refreshed every `log_every` steps."""
-    core = model.module if hasattr(model, "module") else model
-    core.train()
-    totals = dict(totals or dict(loss_sum=0.0, steps=0, tokens=0, seconds=0.0))
-    state = dict(hidden=hidden)
-
-    def step_loss(batch):
-        x, y = batch
-        loss, state["hidden"] = model(x, y, detach_hidden(state["hidden"]))
-        return loss, y.numel() * world_size
-
-    def as_lm_totals(t: dict) -> dict:
-        return dict(loss_sum=t["loss_sum"], steps=t["steps"], tokens=t["examples"],
-                    seconds=t["seconds"])
-
-    step_hook = None if on_step is None else (
-        lambda steps, current: on_step(steps, state["hidden"], lambda: as_lm_totals(current())))
-    out = run_epoch(step_loss, bptt_batches(data[:, totals["steps"] * bptt :], bptt), optimizer,
-                    parameters=list(core.parameters()), clip=clip, max_steps=max_steps,
-                    progress=progress, log_every=log_every, on_step=step_hook, unit="tok",
-                    before_step=before_step,
-                    totals=dict(loss_sum=totals["loss_sum"], steps=totals["steps"],
-                                examples=totals["tokens"], seconds=totals["seconds"]))
-    return dict(loss=out["loss"], tokens=out["examples"], seconds=out["seconds"],
-                steps=out["steps"])
-
-
-@torch.no_grad()
-def evaluate(model: RNNLanguageModel, data: Tensor, bptt: int = 35) -> float:
-    """Exact full-softmax perplexity of `data` [B, L], hidden state carried over the stream;
-    the mean is over every predicted token."""
-    was_training = model.training
-    model.eval()
-    hidden = None
-    total, count = 0.0, 0
-    for x, y in bptt_batches(data, bptt):
-        feats, hidden = model.features(x, hidden)
-        total = total + model.head.full_loss(feats, y, reduction="sum").double()
-        count += y.numel()
-    model.train(was_training)
-    return math.exp(float(total) / count)  # one host sync for the whole split
-
-
-class LRSchedule:
-    """Divide the learning rate by `factor` when validation perplexity stops improving, and,
-    with `decay_after`, at the end of every epoch after that one (Zaremba et al.'s fixed
-    schedule: 4 epochs at lr 1, then halved each epoch)."""
-
-    def __init__(self, lr: float, factor: float = 2.0, decay_after: Optional[int] = None):
-        if factor < 1.0:
-            raise ValueError(f"the learning-rate divisor must be ≥ 1, got {factor}")
-        self.lr, self.factor, self.decay_after = lr, factor, decay_after
-        self.best = math.inf
-
-    def step(self, epoch: int, val_ppl: float) -> float:
-        """Called after `epoch` (1-based) with its validation perplexity; returns the new lr."""
-        stalled = val_ppl >= self.best
-        self.best = min(self.best, val_ppl)
-        if stalled or (self.decay_after is not None and epoch >= self.decay_after):
-            self.lr /= self.factor
-        return self.lr
-
-    def apply(self, optimizer) -> None:
-        for group in optimizer.param_groups:
-            group["lr"] = self.lr
-
-    def state_dict(self) -> dict:
-        return dict(lr=self.lr, factor=self.factor, decay_after=self.decay_after, best=self.best)
-
-    def load_state_dict(self, state: dict) -> None:
-        """The lr and best perplexity so far; factor and decay_after stay as constructed (they
-        may change on resume)."""
-        self.lr, self.best = state["lr"], state["best"]
+def load_data(config: TrainConfig, vocab: Optional[Vocabulary] = None) -> Corpus:
+    """The corpus of config.data, over `vocab` (a resumed run's) or a vocabulary built from
+    its training split."""
+    return Corpus(config.data, vocab=vocab, encoding=config.encoding)
 
 
 def _hs_tree(config: TrainConfig, corpus: Corpus):
@@ -160,9 +222,9 @@ def _hs_tree(config: TrainConfig, corpus: Corpus):
                       model=source)
 
 
-def _new_model(config: TrainConfig, corpus: Corpus) -> RNNLanguageModel:
+def _build(config: TrainConfig, corpus: Corpus) -> RNNLanguageModel:
     tree = _hs_tree(config, corpus)
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.seed)  # the same initial weights whichever tree was built
     return RNNLanguageModel(
         len(corpus.vocab), config.embed_dim, config.hidden_size, config.layers,
         rnn_type=config.rnn, dropout=config.dropout, tie_weights=config.tie_weights,
@@ -172,128 +234,114 @@ def _new_model(config: TrainConfig, corpus: Corpus) -> RNNLanguageModel:
     )
 
 
-def _model_and_corpus(config: TrainConfig, resume: Optional[dict], layout, world: int,
-                      say: Callable) -> tuple:
-    """(model, vocabulary, corpus) of a new run, or of the resumed one (its vocabulary)."""
-    if resume is None:
-        corpus = Corpus(config.data, encoding=config.encoding)
-        return _new_model(config, corpus), corpus.vocab, corpus
-    vp.check_resume(resume, config.resume, layout, world)
-    model, vocab = (model_from_checkpoint(resume) if layout is None else
-                    vp.unloaded_model(resume))
-    corpus = Corpus(config.data, vocab=vocab, encoding=config.encoding)
-    say(f"resuming {config.resume}: {resume['epoch']} epochs done"
-        + (f", epoch {resume['position']['epoch']} at step {resume['position']['step']}"
-           if resume.get("position") else "") + f", training to epoch {config.epochs}")
-    return model, vocab, corpus
+def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> dict:
+    """Train (or, with config.resume, continue) a language model as `fastsoftmax-lm train`
+    does; returns dict(model, history, test, data, config, checkpoint) as every model's fit,
+    with test_ppl (test["ppl"]) and vocab (the corpus's).
+
+    The run always checkpoints, after every epoch (and every config.save_every steps) to
+    config.checkpoint or, by default, to a new file in the working directory whose path is
+    logged. Progress goes to `log` (default: this module's logger, at INFO), from rank 0
+    only. On resume, the options in `given` (by default, those differing from TrainConfig's
+    defaults) must agree with the checkpoint, except those of MAY_CHANGE_ON_RESUME."""
+    world, rank, local_rank = dist_env()
+    device = pick_device(config.device, local_rank)
+    log = (log or logger.info) if rank == 0 else _quiet
+    config, state = RECIPE.start(config, given, _settle)
+    layout = join_processes(config, state, world, device)
+    model, corpus = RECIPE.model_and_data(
+        config, state, None, load_data=load_data, build=_build,
+        restore=model_from_checkpoint if layout is None else vp.unloaded_model)
+    model.to(device)
+    if layout is not None:
+        vp.shard_model(model, layout)
+    optimizer = make_optimizer(model, config.optimizer, config.lr, model.sparse_parameters())
+    schedule = LRSchedule(config.lr, config.lr_decay, config.decay_after)
+    trainer = _trainer(config, state, model, optimizer, layout, rank, log, lambda: dict(
+        model_config=model.config, model=model.state_dict(), vocab=corpus.vocab.state_dict(),
+        position=None, schedule=schedule.state_dict()))
+    if state is not None:
+        schedule.load_state_dict(state["schedule"])
+    schedule.apply(optimizer)
+    streams = rank_streams(config, corpus, state, trainer, layout, rank, world, device)
+    if state is None:
+        trainer.log(_summary(config, corpus, model, world, device, layout))
+    trainer.log(f"checkpoint: {config.checkpoint}")
+    runner = _runner(model, config, world, layout, device)
+    one_epoch = _epochs(config, trainer, schedule, streams, runner, layout, rank == 0)
+    trainer.fit(config.epochs, one_epoch, _describe)
+    test_ppl = evaluate(model, streams.test, config.eval_bptt or config.bptt)
+    result = finish_run(trainer, corpus, dict(ppl=test_ppl), f"test ppl {test_ppl:.2f}")
+    if rank == 0 and config.plot and trainer.history:
+        _plot(config, trainer.history, trainer.log)
+    if world > 1:
+        torch.distributed.destroy_process_group()
+    return dict(result, test_ppl=test_ppl, vocab=corpus.vocab)
 
 
-class _Run:
-    """One process's part of a run: its model (sharded under vocabulary parallelism, wrapped
-    in DDP under data parallelism), optimiser, schedule, Trainer, batches of its data rank
-    and the position of an epoch a mid-epoch checkpoint interrupted."""
+def _quiet(*parts) -> None:
+    """The log of ranks other than 0: one process speaks for the run."""
 
-    def __init__(self, config: TrainConfig, model, vocab: Vocabulary, resume: Optional[dict],
-                 layout, device: torch.device, rank: int, say: Callable):
-        self.config, self.model, self.layout, self.device, self.say = (
-            config, model, layout, device, say)
-        self.rank = rank
-        model.to(device)
-        if layout is not None:
-            vp.shard_model(model, layout)
-        self.optimizer = make_optimizer(model, config.optimizer, config.lr,
-                                        model.sparse_parameters())
-        self.schedule = LRSchedule(config.lr, config.lr_decay, config.decay_after)
-        self.trainer = (Trainer if layout is None else vp.trainer(layout))(
-            KIND, model, self.optimizer, config, log=say, saves=rank == 0,
-            state=lambda: dict(model_config=model.config, model=model.state_dict(),
-                               vocab=vocab.state_dict(), position=None,
-                               schedule=self.schedule.state_dict()))
-        self.position = None
-        if resume is not None:
-            self.trainer.resume(resume)
-            self.schedule.load_state_dict(resume["schedule"])
-            self.position = resume.get("position")
-        self.schedule.apply(self.optimizer)
-        self.steps_done = sum(h.get("steps", 0) for h in self.trainer.history)
 
-    def start(self, world: int, corpus: Corpus) -> None:
-        """Seed this rank's own random stream, batch its data and wrap the model for data
-        parallelism."""
-        config, device, layout = self.config, self.device, self.layout
-        # Vocabulary-parallel: data rank drank of dworld; otherwise every rank is a data rank.
-        self.drank, self.dworld = ((self.rank, world) if layout is None else
-                                   (layout.data_rank, layout.data))
-        if self.drank > 0:
-            # Every rank built the same model from config.seed; from here on each draws its
-            # own candidates and dropout masks. Rank 0 goes on with the seeded stream (the one
-            # checkpoints keep); the others derive theirs from the seed, their rank and the
-            # steps already taken, so a rerun or a resume draws them again.
-            taken = self.steps_done + (self.position["totals"]["steps"] if self.position else 0)
-            torch.manual_seed(rank_seed(config.seed, self.drank, taken))
-        self.train_data = shard_rows(batchify(corpus["train"], config.batch_size), self.drank,
-                                     self.dworld).to(device)
-        self.valid_data = batchify(corpus["valid"], config.eval_batch_size).to(device)
-        self.test_data = batchify(corpus["test"], config.eval_batch_size).to(device)
-        self.runner = self.model
-        if world > 1 and layout is None:
-            from torch.nn.parallel import DistributedDataParallel
+def _trainer(config: TrainConfig, state: Optional[dict], model, optimizer, layout, rank: int,
+             log: Callable, entries: Callable) -> Trainer:
+    """The run's Trainer, continuing `state`: RECIPE.trainer, of which only rank 0 writes the
+    checkpoint, or under --vocab-parallel the one that writes a file per vocabulary rank."""
+    if layout is not None:
+        return vp.trainer(RECIPE, layout, model, optimizer, config, state, state=entries,
+                          log=log)
+    trainer = RECIPE.trainer(model, optimizer, config, state, state=entries, log=log)
+    trainer.saves = rank == 0
+    return trainer
 
-            self.runner = DistributedDataParallel(
-                self.model, device_ids=[device.index] if device.type == "cuda" else None)
-        if config.compile is not None:
-            self.runner = CompiledStep(self.runner, config.compile)
-        self.steps_per_epoch = num_bptt_batches(self.train_data, config.bptt)
 
-    def _resumed(self) -> dict:
-        """The hidden state and totals of the epoch under way at the resumed checkpoint (the
-        global batch's hidden state, saved by rank 0: this rank's streams), once."""
-        if self.position is None:
-            return {}
-        position, self.position = self.position, None
-        hidden = map_hidden(position["hidden"], lambda h: shard_rows(
-            h, self.drank, self.dworld, dim=1).contiguous().to(self.device))
-        return dict(hidden=hidden, totals=position["totals"])
+def _runner(model: RNNLanguageModel, config: TrainConfig, world: int, layout, device):
+    """What a training step calls: the model, in DDP when every process holds all of it, and
+    under torch.compile with --compile."""
+    runner = data_parallel(model, device) if world > 1 and layout is None else model
+    return runner if config.compile is None else CompiledStep(runner, config.compile)
 
-    def _mid_epoch_saver(self, epoch: int) -> Callable:
-        config, layout = self.config, self.layout
 
-        def save(step, hidden, totals):
-            if not config.save_every or step % config.save_every or step >= self.steps_per_epoch:
-                return
-            hidden = map_hidden(hidden, lambda h: gather_streams(
-                h.detach(), self.dworld, None if layout is None else layout.data_group).cpu())
-            self.trainer.save(position=dict(epoch=epoch, step=step, hidden=hidden,
-                                            totals=totals()))
-        return save
+def _summary(config: TrainConfig, corpus: Corpus, model, world: int, device, layout) -> str:
+    return (f"vocab {len(corpus.vocab)}  train {corpus['train'].numel()} tokens  params "
+            f"{count_parameters(model):,}  output {config.output}  processes {world}  device "
+            f"{device}" + ("  sparse gradients" if config.sparse else "")
+            + ("" if layout is None else f"  vocab-parallel {layout.vocab}"))
 
-    def epoch(self, epoch: int) -> Optional[dict]:
-        """Train epoch `epoch` (to --max-steps at most), evaluate, step the schedule; None
-        once --max-steps are done."""
-        config, layout = self.config, self.layout
-        if config.max_steps is not None and self.steps_done >= config.max_steps:
-            self.say(f"stopping: the {config.max_steps} steps of --max-steps are done")
+
+def _epochs(config: TrainConfig, trainer: Trainer, schedule: LRSchedule, streams: Streams,
+            runner, layout, show_progress: bool) -> Callable:
+    """The train_epoch(epoch) of trainer.fit: the epoch's steps of `runner` over `streams`
+    (up to --max-steps in all), the validation perplexity and the schedule's step; None once
+    --max-steps are done. Only a process that `show_progress` draws the bar."""
+    model, done = trainer.model, dict(steps=steps_done(trainer.history))
+    clip, before_step = config.clip, None
+    if layout is not None:  # gradients averaged over the data group, clipped as one model
+        clip, before_step = 0.0, lambda: vp.sync_and_clip(model, layout, config.clip)
+
+    def one_epoch(epoch: int) -> Optional[dict]:
+        if config.max_steps is not None and done["steps"] >= config.max_steps:
+            trainer.log(f"stopping: the {config.max_steps} steps of --max-steps are done")
             return None
-        budget = None if config.max_steps is None else config.max_steps - self.steps_done
-        bar = progress_bar(min(self.steps_per_epoch, budget or self.steps_per_epoch),
-                           f"epoch {epoch}", enabled=config.progress if self.rank == 0 else False)
-        stats = train_epoch(self.runner, self.train_data, self.optimizer, bptt=config.bptt,
-                            clip=config.clip if layout is None else 0.0, max_steps=budget,
-                            world_size=self.dworld, progress=bar,
-                            on_step=self._mid_epoch_saver(epoch),
-                            before_step=None if layout is None else
-                            lambda: vp.sync_and_clip(self.model, layout, config.clip),
-                            **self._resumed())
-        self.steps_done += stats["steps"]
+        budget = None if config.max_steps is None else config.max_steps - done["steps"]
+        bar = trainer.epoch_bar(min(streams.steps_per_epoch, budget or streams.steps_per_epoch),
+                                epoch, config.progress if show_progress else False)
+        stats = train_epoch(runner, streams.train, trainer.optimizer, bptt=config.bptt,
+                            clip=clip, max_steps=budget, world_size=streams.world,
+                            progress=bar, before_step=before_step,
+                            on_step=streams.saver(trainer, epoch, config.save_every),
+                            **streams.resumed())
+        done["steps"] += stats["steps"]
         # Every rank evaluates the whole validation set on its identical replica: the same
         # number everywhere drives the same learning-rate decision without a collective.
-        val_ppl = evaluate(self.model, self.valid_data, config.eval_bptt or config.bptt)
-        row = dict(epoch=epoch, train_loss=stats["loss"], val_ppl=val_ppl, lr=self.schedule.lr,
+        val_ppl = evaluate(model, streams.valid, config.eval_bptt or config.bptt)
+        row = dict(epoch=epoch, train_loss=stats["loss"], val_ppl=val_ppl, lr=schedule.lr,
                    seconds=stats["seconds"], steps=stats["steps"],
                    tokens_per_s=stats["tokens"] / max(stats["seconds"], 1e-9))
-        self.schedule.step(epoch, val_ppl)
-        self.schedule.apply(self.optimizer)
+        schedule.step(epoch, val_ppl)
+        schedule.apply(trainer.optimizer)
         return row
+    return one_epoch
 
 
 def _describe(row: dict) -> str:
@@ -308,47 +356,6 @@ def _plot(config: TrainConfig, history: list, say: Callable) -> None:
     plot_runs([(config.output, history)], config.plot, overwrite=True,
               title=f"{config.output} head on {os.path.basename(os.path.normpath(config.data))}")
     say(f"wrote {config.plot}")
-
-
-def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> dict:
-    """Train (or, with config.resume, continue) a language model as `fastsoftmax-lm train`
-    does; returns dict(history, test_ppl, model, vocab, config, checkpoint).
-
-    The run always checkpoints, after every epoch (and every config.save_every steps) to
-    config.checkpoint or, by default, to a new file in the working directory whose path is
-    logged. Progress goes to `log` (default: this module's logger, at INFO). On resume, the
-    options in `given` (by default, those differing from TrainConfig's defaults) must agree
-    with the checkpoint, except those of config.MAY_CHANGE_ON_RESUME."""
-    world, rank, local_rank = dist_env()
-    device = pick_device(config.device, local_rank)
-    log = log or logger.info
-    say = (lambda *parts: log(*parts)) if rank == 0 else (lambda *parts: None)
-    resume = load_checkpoint(config.resume) if config.resume else None
-    config = resolve(config, resume, given)
-    if world > 1:
-        init_process_group(device)
-    layout = vp.start(config, world) if config.vocab_parallel > 1 else None
-    model, vocab, corpus = _model_and_corpus(config, resume, layout, world, say)
-    run = _Run(config, model, vocab, resume, layout, device, rank, say)
-    run.start(world, corpus)
-    if resume is None:
-        say(f"vocab {len(vocab)}  train {corpus['train'].numel()} tokens  params "
-            f"{count_parameters(model):,}  output {config.output}  processes {world}  device "
-            f"{device}" + ("  sparse gradients" if config.sparse else "")
-            + ("" if layout is None else f"  vocab-parallel {layout.vocab}"))
-    say(f"checkpoint: {config.checkpoint}")
-    history = run.trainer.fit(config.epochs, run.epoch, _describe)
-    test_ppl = evaluate(model, run.test_data, config.eval_bptt or config.bptt)
-    say(f"test ppl {test_ppl:.2f}")
-    say(f"saved {config.checkpoint}")
-    if rank == 0 and config.plot and history:
-        _plot(config, history, say)
-    if world > 1:
-        import torch.distributed as dist
-
-        dist.destroy_process_group()
-    return dict(history=history, test_ppl=test_ppl, model=model, vocab=vocab,
-                config=config, checkpoint=config.checkpoint)
 
 
 def evaluate_checkpoint(path: str, data: str, *, split: str = "test",

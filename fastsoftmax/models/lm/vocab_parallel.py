@@ -82,11 +82,17 @@ def unloaded_model(state: dict):
     return RNNLanguageModel(counts=vocab.counts, **state["model_config"]), vocab
 
 
-def trainer(layout: Layout):
-    """A Trainer class bound to `layout` (training.fit builds its trainer by class)."""
-    def build(*args, saves=None, **kw):
-        return VocabParallelTrainer(*args, layout=layout, **kw)
-    return build
+def trainer(recipe, layout: Layout, model, optimizer, config, resumed: Optional[dict], *,
+            state, log) -> "VocabParallelTrainer":
+    """What recipe.trainer (fastsoftmax.models.skeleton.Recipe) is to a single process: the
+    run's VocabParallelTrainer, continuing the `resumed` checkpoint (this rank's shard)."""
+    run = VocabParallelTrainer(recipe.kind, model, optimizer, config, layout=layout,
+                               state=state, log=log)
+    if resumed is not None:
+        run.resume(resumed)
+        run.log(f"resuming {config.resume}: {run.epoch} epochs done, training to epoch "
+                f"{config.epochs}")
+    return run
 
 
 def check_model(config) -> None:
