@@ -22,6 +22,7 @@ S shared candidates, e bytes per element of the input dtype.
 """
 
 import argparse
+import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -216,25 +217,73 @@ def hierarchical_softmax(N: int, D: int, V: int, depth: float, e: int = 4,
                  reuse=reuse_of(visits, distinct))
 
 
+def word2vec_row_visits(window: int, negative: int, sg: bool, group: int = 0) -> float:
+    """Rows of syn0 and syn1neg one kept centre reads and writes back (the shrinking window
+    averages (W + 1) / 2 a side, so W + 1 contexts).
+    Pairs order (group 0, word2vec.c's): skip-gram predicts each context from its row
+    against the centre's and K fresh negatives' rows; CBOW predicts once, from each context
+    row, against K + 1 output rows.
+    Shared negatives (group G, csrc/cpu/word2vec_batched.cpp): G consecutive centres share K
+    negatives and every output row is written once per group, so a centre moves its inputs
+    (its contexts' rows) plus its own output row plus K / G negatives' rows."""
+    contexts = window + 1
+    if group:
+        return contexts + 1 + negative / group
+    return contexts * (1 + negative + 1) if sg else contexts + negative + 1
+
+
+def lines_per_row(D: int, e: int = 4, line: int = 64) -> float:
+    """Cache lines a row of D elements spans, averaged over where rows start in a line (rows
+    of a [V, D] table start at multiples of D e bytes)."""
+    step = math.gcd(D * e, line)
+    starts = range(0, line, step)
+    return sum(-(-(o + D * e) // line) for o in starts) / len(starts)
+
+
+def word2vec_hot_share(kept_counts, noise, D: int, window: int, negative: int, sg: bool,
+                       group: int = 0, cache_bytes: float = 2 ** 20) -> float:
+    """Share of word2vec's row visits that fall on the rows a cache of `cache_bytes` can
+    hold (the most visited rows of syn0 and syn1neg together): kept_counts are the words'
+    counts after subsampling, noise their negative-sampling probabilities. Inputs and
+    positive outputs follow the kept counts, negatives the noise; a row off that hot set
+    was last touched many thousands of rows ago, so it comes from the table's own level."""
+    contexts = window + 1
+    total = float(sum(kept_counts))
+    positives = (contexts if sg and not group else 1) / total
+    negatives = negative / group if group else (contexts * negative if sg else negative)
+    weights = [contexts * c / total for c in kept_counts]
+    weights += [positives * c + negatives * q for c, q in zip(kept_counts, noise)]
+    weights.sort(reverse=True)
+    hot_rows = int(cache_bytes // (D * 4))
+    return sum(weights[:hot_rows]) / sum(weights)
+
+
 def word2vec(words: float, D: int, window: int = 5, negative: int = 5, sg: bool = True,
-             sample_keep: float = 1.0, vocab: int = 0) -> Bound:
-    # Per kept centre (the shrinking window averages (W + 1) / 2 a side): skip-gram makes one
-    # prediction per context, CBOW one per centre; a prediction reads and writes its input
-    # row (or, for CBOW, each context row once: the mean and its update stay in cache) and its
-    # K + 1 output rows, in float32. Every row beyond the first touch of the 2 V rows of syn0
-    # and syn1neg is a revisit. Philox: one block per raw token (subsampling) and one
-    # per negative drawn.
-    contexts = window + 1  # 2 * (W + 1) / 2
+             sample_keep: float = 1.0, vocab: int = 0, group: int = 0,
+             hot: Optional[float] = None) -> Bound:
+    # Per kept centre: word2vec_row_visits rows of D float32, each read and written. The
+    # predictions and so the flops (a dot product and two row updates of D per output row
+    # and prediction) are the same in either order. Philox: one block per raw token
+    # (subsampling) and one per negative drawn.
+    # Random accesses are counted in cache lines: a visit to a row off the cache misses on
+    # every line of it, and each miss holds a fill buffer for a whole memory latency, so
+    # the measured random-read rate at the table's size costs them (a latency bound, not a
+    # bandwidth one). Revisits: `hot` (word2vec_hot_share) when known, the share of visits
+    # that find their row in the nearest cache; otherwise every visit after the first touch
+    # of a row, as if every revisit were a cache hit.
+    contexts = window + 1
     row = 4 * D * 2
     kept = words * sample_keep
-    visits = contexts * (1 + negative + 1) if sg else contexts + negative + 1
-    draws = contexts * negative if sg else negative
+    visits = word2vec_row_visits(window, negative, sg, group)
     preds = contexts if sg else 1
-    return Bound(f"word2vec {'sg' if sg else 'cbow'} D={D} W={window} K={negative}",
+    draws = negative / group if group else (contexts * negative if sg else negative)
+    order = f" G={group}" if group else ""
+    reuse = hot if hot is not None else reuse_of(kept * visits, 2 * vocab)
+    return Bound(f"word2vec {'sg' if sg else 'cbow'} D={D} W={window} K={negative}{order}",
                  kept * visits * row, flops=kept * preds * (negative + 1) * 3 * 2 * D,
                  table=2 * vocab * D * 4, table_bytes=kept * visits * row,
-                 gathers=kept * visits, philox=words + kept * draws,
-                 reuse=reuse_of(kept * visits, 2 * vocab))
+                 gathers=kept * visits * (lines_per_row(D) if hot is not None else 1),
+                 philox=words + kept * draws, reuse=reuse)
 
 
 def readme_rows() -> List[Bound]:

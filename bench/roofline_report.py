@@ -22,6 +22,8 @@ NAMES = {
     "full_softmax": "exact full softmax fwd+bwd",
     "word2vec_sg": "word2vec skip-gram, 1 epoch",
     "word2vec_cbow": "word2vec CBOW, 1 epoch",
+    "word2vec_sg_batched": "word2vec skip-gram, shared negatives, 1 epoch",
+    "word2vec_cbow_batched": "word2vec CBOW, shared negatives, 1 epoch",
 }
 
 

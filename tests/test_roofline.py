@@ -75,6 +75,33 @@ def test_kernel_bounds_count_from_first_principles():
     assert full.flops == sum(2 * m * nn * k for m, nn, k in full.gemms)
 
 
+def test_word2vec_rows_per_centre_in_either_update_order():
+    # W + 1 = 6 contexts a centre on average; K = 5
+    assert bm.word2vec_row_visits(5, 5, sg=True) == 6 * 7          # each pair: 1 + 1 + K
+    assert bm.word2vec_row_visits(5, 5, sg=False) == 6 + 1 + 5
+    assert bm.word2vec_row_visits(5, 5, sg=True, group=1) == 6 + 1 + 5
+    assert bm.word2vec_row_visits(5, 5, sg=False, group=4) == 6 + 1 + 5 / 4
+    shared = bm.word2vec(1000, 100, sg=True, group=1)
+    assert shared.flops == bm.word2vec(1000, 100, sg=True).flops  # same predictions
+    assert shared.bytes == 1000 * 12 * 100 * 4 * 2
+
+
+def test_word2vec_gathers_count_cache_lines_of_cold_rows():
+    # 400-byte rows start at offsets 0, 16, 32, 48 of a line: 7 lines each; 96-byte rows at
+    # 0 and 32: 2 lines each; 64-byte rows: 1
+    assert (bm.lines_per_row(100), bm.lines_per_row(24), bm.lines_per_row(16)) == (7, 2, 1)
+    # ten equally frequent words, skip-gram pairs: a syn0 row is visited 6/10 per centre,
+    # a syn1neg row 6/10 as a positive and 30/10 as a negative; a cache of ten rows holds
+    # the ten syn1neg rows
+    share = bm.word2vec_hot_share([1.0] * 10, [0.1] * 10, D=100, window=5, negative=5,
+                                  sg=True, cache_bytes=10 * 400)
+    assert share == pytest.approx(36 / (36 + 6))
+    assert bm.word2vec_hot_share([1.0] * 10, [0.1] * 10, 100, 5, 5, True,
+                                 cache_bytes=20 * 400) == pytest.approx(1.0)
+    b = bm.word2vec(1000, 100, sg=False, hot=0.25)
+    assert (b.gathers, b.reuse) == (1000 * 12 * 7, 0.25)
+
+
 def test_reuse_from_distinct_rows():
     assert bm.reuse_of(100, 25) == pytest.approx(0.75)
     assert bm.reuse_of(100, None) == 0.0

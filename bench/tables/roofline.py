@@ -14,6 +14,8 @@ KERNELS = OrderedDict([
     ("full_softmax", ("exact softmax fwd+bwd", None)),
     ("word2vec_sg", ("word2vec skip-gram, 1 epoch", "words_per_s")),
     ("word2vec_cbow", ("word2vec CBOW, 1 epoch", "words_per_s")),
+    ("word2vec_sg_batched", ("word2vec skip-gram, shared negatives, 1 epoch", "words_per_s")),
+    ("word2vec_cbow_batched", ("word2vec CBOW, shared negatives, 1 epoch", "words_per_s")),
 ])
 PEER_NAMES = {"lce": "`lce`", "torch.multinomial": "`torch.multinomial`"}
 
@@ -77,7 +79,8 @@ def roofline_runs():
                      threads, f"{float(pick(run, metric='load_avg_1m')[0]['value']):.1f}"]
                     + cells)
     headers = ["run (UTC)", "commit", "threads", "load"] + [
-        "alias", "neg. sampling", "sampled", "hier.", "exact", "w2v SG", "w2v CBOW"]
+        "alias", "neg. sampling", "sampled", "hier.", "exact", "w2v SG", "w2v CBOW",
+        "w2v SG shared", "w2v CBOW shared"]
     return markdown(headers, body) + ["", src.line()]
 
 
