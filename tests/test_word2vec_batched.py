@@ -109,3 +109,21 @@ def test_batched_rejects_bad_input():
     torch.library.opcheck(torch.ops.fastsoftmax.word2vec_train_batched.default,
                           args(2) + (torch.tensor([1.0, 0.5]), 2),
                           test_utils=("test_schema", "test_faketensor"))
+
+
+def test_word2vec_update_option(tmp_path):
+    with pytest.raises(ValueError, match="update must be 'pairs' or 'batched', got 'fast'"):
+        Word2Vec(update="fast")
+    corpus = planted_corpus()
+    for sg in (1, 0):
+        m = Word2Vec(corpus, vector_size=24, window=3, min_count=1, sg=sg, epochs=5, sample=0,
+                     workers=2, seed=2, alpha=0.025 if sg else 0.05, update="batched")
+        # members of one group share their contexts: as test_planted_structure_neighbours
+        # asks of the pairs order, each member's nearest member is of its group
+        hits = sum([w for w, _ in m.wv.most_similar(f"m{g}_{k}", topn=20)
+                    if w.startswith("m")][0].startswith(f"m{g}_")
+                   for g in range(6) for k in range(4))
+        assert hits >= 22, (sg, hits)
+    m.save(str(tmp_path / "m.npz"))
+    assert Word2Vec.load(str(tmp_path / "m.npz")).update == "batched"
+    assert Word2Vec(vector_size=4).update == "pairs"  # the default order

@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="update order: auto (lockstep rounds sized to the run, CUDA's "
                         "default), 0 (word2vec.c's sequential order, the CPU's default) or "
                         "centres a round")
+    p.add_argument("-update", default="pairs", choices=("pairs", "batched"),
+                   help="order of negative sampling's updates: pairs (word2vec.c's) or "
+                        "batched (minibatches of shared negatives, CPU)")
     p.add_argument("-encoding", default="utf8", help="text encoding of -train")
     p.add_argument("-decode-errors", dest="decode_errors", default="strict",
                    choices=("strict", "replace", "ignore"),
@@ -178,7 +181,8 @@ def run(args) -> int:
                      sg=0 if args.cbow else 1, hs=args.hs, negative=args.negative,
                      sample=args.sample,
                      alpha=alpha, min_alpha=alpha * 1e-4, epochs=args.iter, seed=args.seed,
-                     workers=args.threads, device=args.device, round_size=args.round_size)
+                     workers=args.threads, device=args.device, round_size=args.round_size,
+                     update=args.update)
     corpus = LineSentence(args.train, encoding=args.encoding, errors=args.decode_errors)
     started = time.perf_counter()
     try:

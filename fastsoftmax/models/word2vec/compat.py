@@ -149,3 +149,33 @@ def from_gensim(cls, g, device):
                                      f"one rebuilt from the counts ({attr} of {key!r}); "
                                      "its syn1 cannot be used")
     return model
+
+
+def update_vocab(model, counts: dict, min_count: int, trim_rule) -> None:
+    """gensim's online update: retained words of the new corpus that are new are appended;
+    all counts grow by the new counts; keep probabilities are recomputed for the words of
+    the new corpus (from its counts), new rows get fresh vectors, old rows keep theirs."""
+    logger.info("Updating model with new vocabulary")
+    kv, old_v = model.wv, len(model.wv)
+    retained = [w for w, c in counts.items() if data.keep_word(w, c, min_count, trim_rule)]
+    new = [w for w in retained if w not in kv.key_to_index]
+    for w in new:
+        kv.key_to_index[w] = len(kv.index_to_key)
+        kv.index_to_key.append(w)
+    total = np.concatenate((kv.counts, np.zeros(len(new), dtype=np.int64)))
+    rows = np.array([kv.key_to_index[w] for w in retained], dtype=np.int64)
+    added = np.array([counts[w] for w in retained], dtype=np.int64)
+    total[rows] += added
+    kv.counts = total
+    keep = np.concatenate((model._keep_np, np.ones(len(new), dtype=np.float32)))
+    keep[rows] = data.keep_probabilities(added, int(added.sum()), model.sample)
+    model._keep_np = keep
+    logger.info("added %i new unique words (%i pre-existing updated)", len(new),
+                len(retained) - len(new))
+    logger.info("updating layer weights")
+    fresh = torch.from_numpy(model._initial_vectors(len(kv))[old_v:]).to(model.device)
+    model._syn0 = torch.cat((model._syn0, fresh))
+    if model._syn1neg is not None:
+        model._syn1neg = torch.cat((model._syn1neg, torch.zeros_like(fresh)))
+    if model._syn1 is not None:  # one inner node per new word; the tree is rebuilt
+        model._syn1 = torch.cat((model._syn1, torch.zeros_like(fresh)))

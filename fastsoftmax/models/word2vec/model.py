@@ -64,6 +64,10 @@ class Word2Vec:
         round_size: the update order: 0 word2vec.c's sequential one, R > 0 lockstep rounds of
             R centres (the same model whatever the threads or warps), "auto" rounds sized to
             the run; None is 0 on the CPU and "auto" on CUDA (docs/word2vec-gpu.md).
+        update: the order of negative sampling's updates: "pairs" word2vec.c's, one
+            prediction after another; "batched" minibatches of shared negatives on the CPU
+            (each centre's, in CBOW each group's, K negatives shared by its predictions; one
+            step of small matrix products). hs=1 and lockstep rounds keep the pairs order.
         gpu_warps: removed (refused with its replacement, round_size).
 
     As in gensim 4, callbacks fire during the constructor's own training only. Without a
@@ -75,11 +79,31 @@ class Word2Vec:
                  hashfxn=hash, epochs=5, null_word=0, trim_rule=None, sorted_vocab=1,
                  batch_words=MAX_SENTENCE_WORDS, compute_loss=False, callbacks=(),
                  comment=None, max_final_vocab=None, shrink_windows=True, *, device="cpu",
-                 huffman="gensim", alpha_schedule="linear", round_size=None, gpu_warps=None):
+                 huffman="gensim", alpha_schedule="linear", round_size=None, update="pairs",
+                 gpu_warps=None):
         if sentences is not None and corpus_file is not None:
             raise TypeError("give either sentences or corpus_file, not both")  # as gensim
-        settings.apply(self, **{k: v for k, v in locals().items() if k not in (
-            "self", "sentences", "corpus_file", "trim_rule", "callbacks")})
+        settings.refuse_removed(hashfxn, gpu_warps)
+        self.vector_size = self.layer1_size = settings.positive_int("vector_size", vector_size)
+        self.window = settings.positive_int("window", window)
+        self.batch_words = settings.positive_int("batch_words", batch_words)
+        self.sg, self.hs = int(bool(sg)), settings.flag("hs", hs)
+        self.huffman = settings.choice("huffman", huffman, ("gensim", "word2vec.c"))
+        self.alpha_schedule = settings.choice("alpha_schedule", alpha_schedule,
+                                              ("linear", "gensim-corpus_file"), got="not")
+        self.round_size = training.checked_round_size(round_size)
+        self.update = settings.choice("update", update, settings.UPDATES)
+        self.negative = settings.negatives(negative, self.hs)
+        self.epochs, self.min_count = settings.counts(epochs, min_count)
+        self.alpha, self.min_alpha = settings.rates(alpha, min_alpha)
+        self.ns_exponent, self.cbow_mean = float(ns_exponent), int(bool(cbow_mean))
+        self.sample, self.seed = float(sample), int(seed)
+        self.workers = settings.worker_count(workers)
+        self.device = settings.device_of(device)
+        self.max_vocab_size, self.max_final_vocab = max_vocab_size, max_final_vocab
+        self.null_word, self.sorted_vocab = int(bool(null_word)), int(bool(sorted_vocab))
+        self.compute_loss, self.shrink_windows = bool(compute_loss), bool(shrink_windows)
+        self.comment = comment
         self.wv = KeyedVectors(self.vector_size)
         self.raw_vocab: dict = {}
         self.effective_min_count = self.min_count
@@ -170,7 +194,7 @@ class Word2Vec:
         mc = data.effective_min_count(counts, self.min_count, self.max_final_vocab)
         self.effective_min_count = mc
         if update:
-            self._update_vocab(counts, mc, trim_rule)
+            compat.update_vocab(self, counts, mc, trim_rule)
         else:
             keys, cnt = data.select(counts, mc, trim_rule, self.sorted_vocab)
             if not keys:
@@ -195,35 +219,6 @@ class Word2Vec:
         self.raw_vocab = counts if keep_raw_vocab else {}
         self._sync_vectors()
         self._tables()
-
-    def _update_vocab(self, counts: dict, min_count: int, trim_rule) -> None:
-        """gensim's online update: retained words of the new corpus that are new are appended;
-        all counts grow by the new counts; keep probabilities are recomputed for the words of
-        the new corpus (from its counts), new rows get fresh vectors, old rows keep theirs."""
-        logger.info("Updating model with new vocabulary")
-        kv, old_v = self.wv, len(self.wv)
-        retained = [w for w, c in counts.items() if data.keep_word(w, c, min_count, trim_rule)]
-        new = [w for w in retained if w not in kv.key_to_index]
-        for w in new:
-            kv.key_to_index[w] = len(kv.index_to_key)
-            kv.index_to_key.append(w)
-        total = np.concatenate((kv.counts, np.zeros(len(new), dtype=np.int64)))
-        rows = np.array([kv.key_to_index[w] for w in retained], dtype=np.int64)
-        added = np.array([counts[w] for w in retained], dtype=np.int64)
-        total[rows] += added
-        kv.counts = total
-        keep = np.concatenate((self._keep_np, np.ones(len(new), dtype=np.float32)))
-        keep[rows] = data.keep_probabilities(added, int(added.sum()), self.sample)
-        self._keep_np = keep
-        logger.info("added %i new unique words (%i pre-existing updated)", len(new),
-                    len(retained) - len(new))
-        logger.info("updating layer weights")
-        fresh = torch.from_numpy(self._initial_vectors(len(kv))[old_v:]).to(self.device)
-        self._syn0 = torch.cat((self._syn0, fresh))
-        if self._syn1neg is not None:
-            self._syn1neg = torch.cat((self._syn1neg, torch.zeros_like(fresh)))
-        if self._syn1 is not None:  # one inner node per new word; the tree is rebuilt
-            self._syn1 = torch.cat((self._syn1, torch.zeros_like(fresh)))
 
     def _initial_vectors(self, rows: int) -> np.ndarray:
         rng = np.random.default_rng(self.seed)
@@ -368,7 +363,7 @@ class Word2Vec:
                "workers", "max_vocab_size", "max_final_vocab", "null_word", "sorted_vocab",
                "batch_words", "compute_loss", "comment", "shrink_windows", "corpus_count",
                "corpus_total_words", "_tokens_trained", "min_alpha_yet_reached", "alpha_schedule",
-               "round_size")
+               "round_size", "update")
 
     def save(self, path: str, separately=None, sep_limit=10 * 1024**2, ignore=frozenset(),
              pickle_protocol=None) -> None:

@@ -10,6 +10,7 @@ import torch
 
 from ...tree import ClassTree
 from .data import keep_probabilities
+from . import settings
 from .persistence import (checked_mmap, choose_separate, file_contents, keyed_vectors_arrays,
                           keyed_vectors_from_arrays, load_npz, read_only, save_npz)
 from .training import checked_round_size
@@ -68,6 +69,7 @@ def _model(cls, path: str, arrays: dict, meta: dict, device):
         if k in cfg:
             setattr(model, k, cfg[k])
     checked_round_size(model.round_size)
+    settings.choice("update", model.update, settings.UPDATES)
     model.wv = keyed_vectors_from_arrays(type(model.wv), arrays, "wv_")
     mapped = model.wv.vectors if isinstance(model.wv.vectors, np.memmap) else None
     model._syn0 = _tensor(model.wv.vectors, model.device)

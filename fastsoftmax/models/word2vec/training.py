@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...ops.word2vec import Word2VecTrainArgs
+from ...ops.word2vec import Word2VecTrainArgs, word2vec_train_batched
 from . import data
 from .data import epoch_batches
 
@@ -211,6 +211,20 @@ def walkers(model, rounds: int) -> int:
     return 1 << 30 if rounds else 1
 
 
+# update="batched": the centres that share one set of negatives. Skip-gram: one centre, whose
+# contexts already make a minibatch of up to 2 * window predictions (HogBatch); CBOW makes one
+# prediction a centre, so a group of centres shares them (bench/bench_word2vec.py measured the
+# sizes).
+BATCH_GROUP = {1: 1, 0: 4}
+
+
+def batched(model, rounds: int) -> bool:
+    """Whether this run trains in minibatches of shared negatives: update="batched" with
+    negative sampling alone, on the CPU, in the sequential order (otherwise word2vec.c's)."""
+    return (getattr(model, "update", "pairs") == "batched" and model.negative > 0 and
+            not model.hs and not rounds and model.device.type == "cpu")
+
+
 def train_batch(model, b: dict, before: np.ndarray, alpha, min_alpha, total,
                 lockf=None, rounds=0) -> list:
     """One native call on batch `b` (data.epoch_batches), its sentences at positions `before`
@@ -219,7 +233,7 @@ def train_batch(model, b: dict, before: np.ndarray, alpha, min_alpha, total,
     hs = dict(syn1=model._syn1, hs_paths=model._hs_paths,
               hs_offsets=model._hs_offsets) if model.hs else {}
     syn1neg = model._syn1neg if model.negative else model._syn0.new_empty(0, model.vector_size)
-    stats = Word2VecTrainArgs(
+    common = dict(
         syn0=model._syn0, syn1neg=syn1neg, tokens=torch.from_numpy(b["tokens"]).to(dev),
         sentence_ends=torch.from_numpy(b["ends"]).to(dev),
         words_before=torch.from_numpy(before).to(dev), keep_prob=model._keep,
@@ -227,7 +241,12 @@ def train_batch(model, b: dict, before: np.ndarray, alpha, min_alpha, total,
         first_token=model._tokens_trained, sg=bool(model.sg), cbow_mean=bool(model.cbow_mean),
         window=model.window, negative=model.negative, shrink_windows=model.shrink_windows,
         alpha=alpha, min_alpha=min_alpha, total_words=total,
-        num_workers=walkers(model, rounds), lockf=lockf, round_size=rounds, **hs).run().tolist()
+        num_workers=walkers(model, rounds), lockf=lockf)
+    if batched(model, rounds):
+        stats = word2vec_train_batched(**common, group=BATCH_GROUP[int(model.sg)])
+    else:
+        stats = Word2VecTrainArgs(**common, round_size=rounds, **hs).run()
+    stats = stats.tolist()
     model._tokens_trained += len(b["tokens"])
     return stats
 
