@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from .._atomic import atomic_write
+from ..atomic import atomic_write
 from ..models.textfiles import CorpusDecodeError, LineSentence
 from ..models.word2vec import Word2Vec
 
