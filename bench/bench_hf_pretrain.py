@@ -19,7 +19,8 @@ steps for `num-sampled`), batches of 16 windows of 64 tokens read in order from 
 of the training split (fastsoftmax.models.lm.data.batchify). The sampled head draws from the
 training unigram counts to the power 0.75, from a generator seeded with the seed.
 Evaluation: non-overlapping windows of 64 tokens, each predicting its 64 next tokens
-(shift_labels), so every validation token but the first is scored once.
+(shift_labels): every validation token is scored once but the first and the tail that does
+not fill a window (217,600 of WikiText-2's 217,646).
 
 Each run is a process of its own with one torch thread, `--jobs` at a time; the machine's
 1-minute load average at its start and end goes into its rows, since a shared machine's
@@ -114,7 +115,7 @@ def train(model, stream, budget_s=None, steps=None):
 
 
 def validation_ppl(model, ids):
-    """exp of the mean exact cross entropy over every validation token but the first."""
+    """exp of the mean exact cross entropy over the validation tokens of whole windows."""
     import torch
 
     model.eval()
