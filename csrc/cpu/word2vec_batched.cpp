@@ -111,11 +111,14 @@ struct Group {
   std::vector<int> centre;       // [slots] the centre of each slot (sentence position)
   std::vector<float*> y;         // [1 + K] one prediction's columns
   std::vector<float> f;          // [1 + K] its scores
+  std::vector<const float*> ctx; // CBOW: the rows summed into one h, or one dh
+  std::vector<float> ones;       // 1.0 coefficients for those sums
 
   // h and dh hold a whole group from the start: the predictions point into h.
   Group(const TrainParams& a, int group)
       : h(a.sg ? 0 : static_cast<size_t>(group) * a.D), dh(h.size()), y(1 + a.negative),
-        f(1 + a.negative) {}
+        f(1 + a.negative), ctx(std::max(2 * a.window, group)),
+        ones(ctx.size(), 1.0f) {}
   // Room for n predictions over `cols` columns.
   void reserve(int n, int cols, int64_t D, int K) {
     if (static_cast<int>(row_used.size()) < n) {
@@ -165,6 +168,32 @@ FS_ALWAYS_INLINE void score_group(const TrainParams& a, Group& g, int slots, flo
   }
 }
 
+// CBOW's input update: each context position of the group's centres moves once, by the sum
+// of the dh of the centres whose window holds it (neighbouring centres share most of their
+// contexts, so this writes each row once where the pairs order writes it once per centre).
+FS_ALWAYS_INLINE void update_contexts(const TrainParams& a, Group& g, const KeptSentence& ks) {
+  const int slots = static_cast<int>(g.centre.size());
+  int first = ks.size(), last = 0;
+  for (int t = 0; t < slots; ++t) {
+    int lo, hi;
+    ks.span(g.centre[t], lo, hi);
+    first = std::min(first, lo);
+    last = std::max(last, hi);
+  }
+  for (int p = first; p < last; ++p) {
+    int n = 0;
+    for (int t = 0; t < slots; ++t) {
+      int lo, hi;
+      ks.span(g.centre[t], lo, hi);
+      if (p >= lo && p < hi && p != g.centre[t]) g.ctx[n++] = &g.dh[t * a.D];
+    }
+    if (n == 0) continue;
+    const int32_t w = ks.ids[p];
+    combine<true>(g.ones.data(), g.ctx.data(), n, w2v::lock_factor(a, w),
+                  a.syn0 + static_cast<int64_t>(w) * a.D, a.D);
+  }
+}
+
 // The group's step once scored: the output rows' updates G^T X from the inputs as they were,
 // then the inputs' G Y from the output rows as they were, then the output rows. CBOW's
 // input update goes to every context row of its centre (divided by the count for a sum, as
@@ -176,6 +205,7 @@ FS_ALWAYS_INLINE void update_group(const TrainParams& a, Group& g, const KeptSen
   for (int c = 0; c < cols; ++c)
     combine<false>(&g.col_coef[c * n], &g.col_ins[c * n], g.col_used[c], 1.0f,
                    &g.dout[c * D], D);
+  int lo_ignored, hi_ignored;
   for (int r = 0; r < n; ++r) {
     const float* coef = &g.row_coef[r * (1 + K)];
     float* const* rows = &g.row_cols[r * (1 + K)];
@@ -186,17 +216,12 @@ FS_ALWAYS_INLINE void update_group(const TrainParams& a, Group& g, const KeptSen
       combine<true>(coef, rows, g.row_used[r], w2v::lock_factor(a, w), x, D);
       continue;
     }
-    float* dh = &g.dh[r * D];
-    int lo, hi;
-    const int contexts = ks.span(g.centre[r], lo, hi);
+    // dh = G Y, divided by the count for a sum (as in the pairs order)
+    const int contexts = ks.span(g.centre[r], lo_ignored, hi_ignored);
     combine<false>(coef, rows, g.row_used[r],
-                   a.cbow_mean ? 1.0f : 1.0f / static_cast<float>(contexts), dh, D);
-    for (int j = lo; j < hi; ++j) {
-      if (j == g.centre[r]) continue;
-      const int32_t w = ks.ids[j];
-      w2v::axpy(w2v::lock_factor(a, w), dh, a.syn0 + static_cast<int64_t>(w) * D, D);
-    }
+                   a.cbow_mean ? 1.0f : 1.0f / static_cast<float>(contexts), &g.dh[r * D], D);
   }
+  if (!sg) update_contexts(a, g, ks);
   for (int c = 0; c < cols; ++c)
     if (g.col_used[c]) w2v::axpy(1.0f, &g.dout[c * D], g.out[c], D);
 }
@@ -228,15 +253,14 @@ FS_ALWAYS_INLINE int64_t train_group(const TrainParams& a, const KeptSentence& k
         g.slot.push_back(slots);
       }
     } else {
-      // h = sum (or mean) of the context rows, as they are before the group's update.
+      // h = sum (or mean) of the context rows, as they are before the group's update: one
+      // pass, the sum of each eight floats kept in a register.
       float* h = &g.h[slots * D];
-      std::fill(h, h + D, 0.0f);
+      int c = 0;
       for (int j = lo; j < hi; ++j)
-        if (j != i) w2v::axpy(1.0f, a.syn0 + static_cast<int64_t>(ks.ids[j]) * D, h, D);
-      if (a.cbow_mean) {
-        const float inv = 1.0f / static_cast<float>(contexts);
-        for (int64_t d = 0; d < D; ++d) h[d] *= inv;
-      }
+        if (j != i) g.ctx[c++] = a.syn0 + static_cast<int64_t>(ks.ids[j]) * D;
+      combine<false>(g.ones.data(), g.ctx.data(), contexts,
+                     a.cbow_mean ? 1.0f / static_cast<float>(contexts) : 1.0f, h, D);
       g.in.push_back(h);
       g.slot.push_back(slots);
     }
