@@ -119,9 +119,9 @@ def test_training_logs_progress_and_prints_nothing(tmp_path, capsys, caplog):
 
     data = write_corpus(tmp_path / "data")
     with caplog.at_level(logging.INFO, logger="fastsoftmax"):
-        lm.fit(lm.TrainConfig(data=data, embed_dim=8, hidden_size=8, layers=1, epochs=1,
-                              batch_size=4, bptt=5, max_steps=3, device="cpu", progress=False,
-                              checkpoint=str(tmp_path / "lm.pt")))
+        lm_run = lm.fit(lm.TrainConfig(data=data, embed_dim=8, hidden_size=8, layers=1, epochs=1,
+                                       batch_size=4, bptt=5, max_steps=3, device="cpu",
+                                       progress=False, checkpoint=str(tmp_path / "lm.pt")))
         pairs = tmp_path / "pairs.txt"
         pairs.write_text("".join(f"a{i % 5} b{i % 3}\tb{i % 3} a{i % 5}\n" for i in range(40)))
         seq2seq.fit(dict(data=str(pairs), epochs=1, hidden_size=8, embed_dim=8, progress=False,
@@ -133,6 +133,12 @@ def test_training_logs_progress_and_prints_nothing(tmp_path, capsys, caplog):
     for name in ("lm.pt", "s2s.pt", "mn.pt"):
         assert f"saved {tmp_path / name}" in text
     assert "valid ppl" in text and "train loss" in text and "test accuracy" in text
+    # The LM's fit returns finish_run's entries, as the other models' do, and test_ppl and
+    # vocab; its test perplexity is the one evaluate_checkpoint computes from the saved run.
+    assert set(lm_run) == {"model", "history", "test", "data", "config", "checkpoint",
+                           "test_ppl", "vocab"}
+    assert lm_run["test"]["ppl"] == lm_run["test_ppl"] == pytest.approx(
+        lm.evaluate_checkpoint(lm_run["checkpoint"], data, device="cpu")["ppl"], rel=1e-9)
 
 
 class ItemCounter:
