@@ -24,6 +24,7 @@ import bound_model as bm  # noqa: E402
 from common import DATA  # noqa: E402
 from fastsoftmax import functional as FF  # noqa: E402
 from fastsoftmax.models import Word2Vec  # noqa: E402
+from fastsoftmax.models.word2vec.training import BATCH_GROUP  # noqa: E402
 from peers import HAS_LCE, hs_ours, hs_plain, lce_loss, make_hs  # noqa: E402
 
 W2V_PARAMS = dict(vector_size=100, window=5, negative=5, sample=1e-3, min_count=5, alpha=0.025,
@@ -179,15 +180,30 @@ def load_corpus(max_words: int):
     return out, words
 
 
-def kept_fraction(sentences, min_count: int, sample: float):
-    """(words in vocabulary, their share kept by frequent-word subsampling, vocabulary
-    size), by word2vec's keep probability min(1, (sqrt(c / (s T)) + 1) s T / c)."""
+def vocabulary_counts(sentences, min_count: int, sample: float):
+    """(counts of the words in vocabulary, their expected counts after subsampling), by
+    word2vec's keep probability min(1, (sqrt(c / (s T)) + 1) s T / c)."""
     counts = collections.Counter(w for s in sentences for w in s)
-    kept_counts = [c for c in counts.values() if c >= min_count]
-    total = sum(kept_counts)
-    thr = sample * total
-    kept = sum(min(c, (math.sqrt(c / thr) + 1) * thr) for c in kept_counts)
-    return total, kept / total, len(kept_counts)
+    counts = [c for c in counts.values() if c >= min_count]
+    thr = sample * sum(counts)
+    return counts, [min(c, (math.sqrt(c / thr) + 1) * thr) for c in counts]
+
+
+def word2vec_bound(total: int, counts, kept, sg: bool, group: int) -> bm.Bound:
+    """The bound of one epoch over `total` in-vocabulary words, its revisits from the share
+    of row visits that stay in the nearest cache (the smallest measured level, 1 MiB)."""
+    p = W2V_PARAMS
+    noise = [c ** 0.75 for c in counts]
+    noise = [q / sum(noise) for q in noise]
+    hot = bm.word2vec_hot_share(kept, noise, p["vector_size"], p["window"], p["negative"], sg,
+                                group, cache_bytes=2 ** 20)
+    return bm.word2vec(total, p["vector_size"], p["window"], p["negative"], sg=sg,
+                       sample_keep=sum(kept) / total, vocab=len(counts), group=group, hot=hot)
+
+
+# The update orders the roofline times: word2vec.c's pairs, and shared negatives (the group
+# of centres sharing them is the trainer's, per model).
+W2V_ORDERS = {"": ("pairs", None), "_batched": ("batched", BATCH_GROUP)}
 
 
 def word2vec_cases(quick: bool, gensim: bool = True) -> List[Case]:
@@ -198,28 +214,32 @@ def word2vec_cases(quick: bool, gensim: bool = True) -> List[Case]:
         print(f"word2vec skipped: no corpus at {CORPUS}")
         return []
     sentences, raw = load_corpus(300_000 if quick else 1_000_000)
-    total, keep, vocab = kept_fraction(sentences, W2V_PARAMS["min_count"], W2V_PARAMS["sample"])
+    counts, kept = vocabulary_counts(sentences, W2V_PARAMS["min_count"], W2V_PARAMS["sample"])
+    total, vocab = sum(counts), len(counts)
     cases = []
-    for sg in (1, 0):
-        models = [("ours", Word2Vec)]
-        if gensim:
-            try:
-                from gensim.models import Word2Vec as GWord2Vec
-                models.append(("gensim", GWord2Vec))
-            except ImportError:
-                print("gensim peer skipped: gensim is not installed")
-        providers = []
-        for name, cls in models:
-            m = cls(sg=sg, workers=torch.get_num_threads(), seed=1, epochs=1, **W2V_PARAMS)
-            m.build_vocab(sentences)
-            providers.append(Provider(name, lambda m=m: m.train(
-                sentences, total_examples=m.corpus_count, total_words=m.corpus_total_words,
-                epochs=1), raw, max_repeats=3))
-        bound = bm.word2vec(total, W2V_PARAMS["vector_size"], W2V_PARAMS["window"],
-                            W2V_PARAMS["negative"], sg=bool(sg), sample_keep=keep, vocab=vocab)
-        cases.append(Case(f"word2vec_{'sg' if sg else 'cbow'}",
-                          f"words={raw} V={vocab} D=100 W=5 K=5 keep={keep:.2f}", "words",
-                          bound, providers))
+    for suffix, (update, groups) in W2V_ORDERS.items():
+        for sg in (1, 0):
+            models = [("ours", Word2Vec, dict(update=update))]
+            if gensim and not suffix:  # gensim once, beside the pairs order
+                try:
+                    from gensim.models import Word2Vec as GWord2Vec
+                    models.append(("gensim", GWord2Vec, {}))
+                except ImportError:
+                    print("gensim peer skipped: gensim is not installed")
+            providers = []
+            for name, cls, extra in models:
+                m = cls(sg=sg, workers=torch.get_num_threads(), seed=1, epochs=1, **W2V_PARAMS,
+                        **extra)
+                m.build_vocab(sentences)
+                providers.append(Provider(name, lambda m=m: m.train(
+                    sentences, total_examples=m.corpus_count,
+                    total_words=m.corpus_total_words, epochs=1), raw, max_repeats=3))
+            group = groups[sg] if groups else 0
+            bound = word2vec_bound(total, counts, kept, bool(sg), group)
+            keep = sum(kept) / total
+            cases.append(Case(f"word2vec_{'sg' if sg else 'cbow'}{suffix}",
+                              f"words={raw} V={vocab} D=100 W=5 K=5 keep={keep:.2f}"
+                              + (f" G={group}" if group else ""), "words", bound, providers))
     return cases
 
 

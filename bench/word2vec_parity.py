@@ -10,7 +10,7 @@ most frequent words), and the paired differences ours - gensim reported as mean 
 
 Implementations:
   ours                fastsoftmax, corpus_file=, word2vec.c's global linear decay (default)
-  ours-batched        the same with shared negatives (update_order="batched")
+  ours-batched        the same with shared negatives (update="batched")
   ours-cf-decay       fastsoftmax trained one epoch per train() call with the rates gensim's
                       corpus_file workers reach: epoch e decays over progress e/E .. (e + 1/W)/E
   gensim-iterable     gensim, the corpus as an in-memory list of LineSentence's sentences
@@ -40,7 +40,7 @@ CORPUS = os.path.join(DATA, "wikitext-2", "wiki.train.tokens")
 PARAMS = dict(vector_size=100, window=5, sample=1e-3, min_count=5, alpha=0.025, min_alpha=1e-4)
 SETTINGS = {"cbow-neg": (0, 0, 5), "sg-neg": (1, 0, 5), "cbow-hs": (0, 1, 0), "sg-hs": (1, 1, 0)}
 # Our update orders: the keywords that select each (ours-cf-decay trains as ours does).
-OURS = {"ours": {}, "ours-batched": {"update_order": "batched"}}
+OURS = {"ours": {}, "ours-batched": {"update": "batched"}}
 IMPLS = tuple(OURS) + ("ours-cf-decay", "gensim-iterable", "gensim-corpus_file")
 METRICS = ("ws353", "simlex999", "analogy")
 CSV = os.path.join(RESULTS, "word2vec-parity-cpu.csv")

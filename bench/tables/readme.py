@@ -25,17 +25,37 @@ def _figure(rows, case, provider, rate):
 
 
 def roofline_rows(src):
-    """The kernels of the latest full one-thread roofline run."""
-    run = src.add(latest_run(rows_of("roofline-cpu"), command="python bench/roofline.py "
-                                                             "--threads 1"))
+    """Each kernel from the newest one-thread roofline run that timed it."""
+    from .roofline import latest_per_kernel
+
+    latest = latest_per_kernel()
     body = []
     for case, what, rate, peer in KERNELS:
+        run = src.add(latest[case])
         mine = pick(run, case=case, provider="ours")
         dims = shape(mine[0]["shape"]).replace("n = ", "draws = ")
         unit = rate.replace("_per_s", "") if rate else ""
         body.append([f"{what} ({dims})", _figure(run, case, "ours", rate).replace("/s", f" {unit}/s"),
                      f"{PEERS[peer]}: " + _figure(run, case, peer, rate).replace("/s", f" {unit}/s"),
                      f"**{ratio(value(run, case=case, provider='ours', metric='speedup_vs_' + peer))}**"])
+    return body + shared_negatives_rows(src, latest)
+
+
+def shared_negatives_rows(src, latest):
+    """word2vec with shared negatives (update="batched") against gensim timed in the same run
+    (gensim is timed beside the pairs order's case)."""
+    body = []
+    for model, name in (("sg", "skip-gram"), ("cbow", "CBOW")):
+        case = f"word2vec_{model}_batched"
+        if case not in latest:
+            continue
+        run = src.add(latest[case])
+        mine = pick(run, case=case, provider="ours")
+        ours = value(run, case=case, provider="ours", metric="words_per_s")
+        gensim = value(run, case=f"word2vec_{model}", provider="gensim", metric="words_per_s")
+        body.append([f"word2vec {name}, shared negatives (`update=\"batched\"`), 1 epoch "
+                     f"({shape(mine[0]['shape'])})", f"{sci(ours)} words/s",
+                     f"{PEERS['gensim']}: {sci(gensim)} words/s", f"**{ratio(ours / gensim)}**"])
     return body
 
 
