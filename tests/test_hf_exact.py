@@ -113,3 +113,25 @@ def test_float32_loss_and_every_gradient_to_1e5(float64_models, arch):
     assert got.keys() == want.keys()
     for name in want:
         _assert_close_relative(got[name], want[name], 1e-5, name)
+
+
+@pytest.mark.parametrize("arch", ["LlamaForCausalLM", "Gemma2ForCausalLM"])
+def test_blocks_of_a_few_rows_give_the_same_float64_figures(float64_models, arch):
+    # 4 rows of logits a block (chunk_bytes), so the 30 rows take 8 blocks, the last short.
+    ref, _ = float64_models[arch]
+    ours = patch(copy.deepcopy(ref), chunk_bytes=4 * V * 8)
+    inputs = _inputs("num_items_in_batch")
+    want_loss, want = _reference_step(ref, inputs)
+    got_loss = ours(**inputs).loss
+    got = _grads(ours, got_loss)
+    _assert_close_relative(got_loss.detach(), want_loss, 1e-9, "loss")
+    for name in want:
+        _assert_close_relative(got[name], want[name], 1e-9, name)
+
+
+def test_a_label_outside_the_vocabulary_is_a_sentence(float64_models):
+    _, ours = float64_models["LlamaForCausalLM"]
+    inputs = _inputs("ignored_labels")
+    inputs["labels"][1, 3] = V
+    with pytest.raises(ValueError, match=rf"labels must be token ids in \[0, {V}\)"):
+        ours(**inputs)
