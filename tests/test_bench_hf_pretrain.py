@@ -45,8 +45,8 @@ def test_train_runs_the_steps_asked_from_the_seed_weights(head):
     start = model.lm_head.weight.detach().clone()
     assert torch.equal(start, bench.build_model(V, seed=3).lm_head.weight)
     bench.patch_head(model, head, torch.arange(V, 0, -1).double(), seed=3)
-    steps, seconds, step_s, loss = bench.train(model, stream, steps=3)
-    assert steps == 3 and 0 < step_s <= seconds and math.isfinite(loss)
+    steps, seconds, step_s, wall_s, loss = bench.train(model, stream, steps=3)
+    assert steps == 3 and 0 < step_s <= seconds and wall_s > 0 and math.isfinite(loss)
     assert not torch.equal(model.lm_head.weight, start)
 
 
@@ -58,11 +58,12 @@ def test_learning_rate_warms_up_then_decays_to_zero_over_the_budget():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["wall", "--heads", "0"], "a head is 'exact' or a number of sampled classes"),
-    (["wall", "--heads", "40000"], "below V = 33,278"),
+    (["equal-time", "--heads", "0"], "a head is 'exact' or a number of sampled classes"),
+    (["equal-time", "--heads", "40000"], "below V = 33,278"),
     (["num-sampled", "--steps", "0"], "--steps must be positive"),
-    (["wall", "--data", "/nonexistent"], "no WikiText-2 folder at /nonexistent"),
-    (["wall", "--epochs", "2"], "unrecognized arguments: --epochs"),
+    (["equal-time", "--valid-tokens", "64"], "--valid-tokens must exceed one window"),
+    (["equal-time", "--data", "/nonexistent"], "no WikiText-2 folder at /nonexistent"),
+    (["equal-time", "--epochs", "2"], "unrecognized arguments: --epochs"),
 ])
 def test_command_line_refuses_bad_input_with_a_sentence(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
