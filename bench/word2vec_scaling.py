@@ -79,7 +79,7 @@ def measure(args, sentences):
                                       provider=provider, shape=f"threads={threads} input={source}"
                                       f" epochs={args.epochs} round={r}", metric=k, value=v)
                                  for k, v in (("words_per_s", round(wps)),
-                                              ("cpu_s_per_s", round(busy, 2)),
+                                              ("cpu_s_per_s", round(busy, 3)),
                                               ("load_avg_1min", f"{load:.1f}"))]
                         print(f"{model} threads={threads} round {r} {impl:13s} {source:12s} "
                               f"{wps:11,.0f} words/s, {busy:.2f} CPU s/s (load {load:.1f})", flush=True)

@@ -2,5 +2,5 @@
 renders them (make results)."""
 
 from . import (benchmarks, gpu, gpu_paths, huggingface, models, readme, roofline,  # noqa: F401
-               scaling, word2vec, word2vec_gpu)
+               scaling, word2vec, word2vec_gpu, word2vec_scaling)
 from .common import TABLES  # noqa: F401
