@@ -194,18 +194,21 @@ FS_ALWAYS_INLINE void update_contexts(const TrainParams& a, Group& g, const Kept
   }
 }
 
-// The group's step once scored: the output rows' updates G^T X from the inputs as they were,
-// then the inputs' G Y from the output rows as they were, then the output rows. CBOW's
-// input update goes to every context row of its centre (divided by the count for a sum, as
-// in the pairs order).
+// The group's step once scored. Skip-gram: the output rows' updates G^T X from the inputs
+// as they were (into dout), then the inputs' G Y in place from the output rows as they were,
+// then the output rows. CBOW: the inputs' updates dh = G Y first (its inputs h are copies, so
+// the output rows then move in place by G^T H), then the context rows (update_contexts; dh
+// is divided by the count for a sum, as in the pairs order).
 FS_ALWAYS_INLINE void update_group(const TrainParams& a, Group& g, const KeptSentence& ks,
                                    int slots, bool sg) {
   const int K = a.negative, n = static_cast<int>(g.in.size()), cols = slots + K;
   const int64_t D = a.D;
-  for (int c = 0; c < cols; ++c)
-    combine<false>(&g.col_coef[c * n], &g.col_ins[c * n], g.col_used[c], 1.0f,
-                   &g.dout[c * D], D);
-  int lo_ignored, hi_ignored;
+  if (sg) {
+    for (int c = 0; c < cols; ++c)
+      combine<false>(&g.col_coef[c * n], &g.col_ins[c * n], g.col_used[c], 1.0f,
+                     &g.dout[c * D], D);
+  }
+  int lo, hi;
   for (int r = 0; r < n; ++r) {
     const float* coef = &g.row_coef[r * (1 + K)];
     float* const* rows = &g.row_cols[r * (1 + K)];
@@ -214,16 +217,19 @@ FS_ALWAYS_INLINE void update_group(const TrainParams& a, Group& g, const KeptSen
       float* x = const_cast<float*>(g.in[r]);
       const int32_t w = static_cast<int32_t>((x - a.syn0) / D);
       combine<true>(coef, rows, g.row_used[r], w2v::lock_factor(a, w), x, D);
-      continue;
+    } else {
+      const int contexts = ks.span(g.centre[r], lo, hi);
+      combine<false>(coef, rows, g.row_used[r],
+                     a.cbow_mean ? 1.0f : 1.0f / static_cast<float>(contexts), &g.dh[r * D],
+                     D);
     }
-    // dh = G Y, divided by the count for a sum (as in the pairs order)
-    const int contexts = ks.span(g.centre[r], lo_ignored, hi_ignored);
-    combine<false>(coef, rows, g.row_used[r],
-                   a.cbow_mean ? 1.0f : 1.0f / static_cast<float>(contexts), &g.dh[r * D], D);
+  }
+  for (int c = 0; c < cols; ++c) {
+    if (!g.col_used[c]) continue;
+    if (sg) w2v::axpy(1.0f, &g.dout[c * D], g.out[c], D);
+    else combine<true>(&g.col_coef[c * n], &g.col_ins[c * n], g.col_used[c], 1.0f, g.out[c], D);
   }
   if (!sg) update_contexts(a, g, ks);
-  for (int c = 0; c < cols; ++c)
-    if (g.col_used[c]) w2v::axpy(1.0f, &g.dout[c * D], g.out[c], D);
 }
 
 // Builds the predictions of the centres [c0, c1) of the sentence (their negatives `negs`
