@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "vec_math.h"
 #include "word2vec_cpu.h"
 
 // hsum takes a v8f and is forced inline: the ABI note on 32-byte arguments does not apply.
@@ -102,6 +103,7 @@ struct Group {
   std::vector<float*> row_cols;  // [n, 1 + K]
   std::vector<float> row_coef;
   std::vector<int> row_used;     // [n]
+  std::vector<float> score, softplus, sigma;  // [n, 1 + K] s, softplus(s), sigma(s)
   // Per column: the inputs that update it and their coefficients (for G^T X).
   std::vector<const float*> col_ins;  // [slots + K, n]
   std::vector<float> col_coef;
@@ -110,14 +112,13 @@ struct Group {
   std::vector<float> h, dh;      // CBOW: [slots, D] inputs and their updates
   std::vector<int> centre;       // [slots] the centre of each slot (sentence position)
   std::vector<float*> y;         // [1 + K] one prediction's columns
-  std::vector<float> f;          // [1 + K] its scores
   std::vector<const float*> ctx; // CBOW: the rows summed into one h, or one dh
   std::vector<float> ones;       // 1.0 coefficients for those sums
 
   // h and dh hold a whole group from the start: the predictions point into h.
   Group(const TrainParams& a, int group)
       : h(a.sg ? 0 : static_cast<size_t>(group) * a.D), dh(h.size()), y(1 + a.negative),
-        f(1 + a.negative), ctx(std::max(2 * a.window, group)),
+        ctx(std::max(2 * a.window, group)),
         ones(ctx.size(), 1.0f) {}
   // Room for n predictions over `cols` columns.
   void reserve(int n, int cols, int64_t D, int K) {
@@ -125,6 +126,9 @@ struct Group {
       row_used.resize(n);
       row_cols.resize(static_cast<size_t>(n) * (1 + K));
       row_coef.resize(row_cols.size());
+      score.resize(row_cols.size());
+      softplus.resize(row_cols.size());
+      sigma.resize(row_cols.size());
     }
     if (col_ins.size() < static_cast<size_t>(n) * cols) {
       col_ins.resize(static_cast<size_t>(n) * cols);
@@ -138,27 +142,35 @@ struct Group {
 };
 
 // Scores every prediction of the group against its centre's column and the negatives, adds
-// the losses and fills the per-prediction and per-column coefficient lists.
+// the losses and fills the per-prediction and per-column coefficient lists. The logistic
+// functions run on all the group's scores at once, eight at a time (vec_math.h): with
+// s = f for a negative and -f for the centre, the loss is softplus(s) and the coefficient
+// alpha (label - sigma(f)) is +-alpha sigma(s).
 FS_ALWAYS_INLINE void score_group(const TrainParams& a, Group& g, int slots, float alpha,
                                   Stats& st) {
   const int K = a.negative, n = static_cast<int>(g.in.size()), cols = slots + K;
+  const int M = 1 + K;
   std::fill(g.col_used.begin(), g.col_used.begin() + cols, 0);
   float* const* y = g.y.data();  // the prediction's columns: its centre's, then the negatives
-  float* f = g.f.data();
+  float* s = g.score.data();
   for (int k = 0; k < K; ++k) g.y[1 + k] = g.out[slots + k];
   for (int r = 0; r < n; ++r) {
     g.y[0] = g.out[g.slot[r]];
-    dot_rows(g.in[r], y, 1 + K, f, a.D);
+    dot_rows(g.in[r], y, M, s + r * M, a.D);
+    s[r * M] = -s[r * M];
+  }
+  vec::softplus_sigmoid(s, static_cast<int64_t>(n) * M, g.softplus.data(), g.sigma.data());
+  float loss = 0.0f;
+  for (int r = 0; r < n; ++r) {
     int used = 0;
-    for (int c = 0; c <= K; ++c) {
+    for (int c = 0; c < M; ++c) {
       const int col = c == 0 ? g.slot[r] : slots + c - 1;
       if (c > 0 && g.word[col] == g.word[g.slot[r]]) continue;  // the centre drawn as noise
-      const float label = c == 0 ? 1.0f : 0.0f;
-      st.loss += w2v::fast_neg_log_sigmoid(c == 0 ? f[c] : -f[c]);
-      if (w2v::outside_logistic_range(f[c])) continue;  // gensim's rule, word2vec_math.h
-      const float coef = alpha * (label - w2v::fast_sigmoid(f[c]));
-      g.row_cols[r * (1 + K) + used] = g.out[col];
-      g.row_coef[r * (1 + K) + used] = coef;
+      loss += g.softplus[r * M + c];
+      if (w2v::outside_logistic_range(s[r * M + c])) continue;  // gensim's rule
+      const float coef = (c == 0 ? alpha : -alpha) * g.sigma[r * M + c];
+      g.row_cols[r * M + used] = g.out[col];
+      g.row_coef[r * M + used] = coef;
       ++used;
       const int e = g.col_used[col]++;
       g.col_ins[col * n + e] = g.in[r];
@@ -166,6 +178,7 @@ FS_ALWAYS_INLINE void score_group(const TrainParams& a, Group& g, int slots, flo
     }
     g.row_used[r] = used;
   }
+  st.loss += loss;
 }
 
 // CBOW's input update: each context position of the group's centres moves once, by the sum
