@@ -13,7 +13,7 @@ from fastsoftmax.cli import memn2n as memn2n_cli
 from fastsoftmax.models import memn2n as mn
 from fastsoftmax.models import skeleton as sk
 from fastsoftmax.models.checkpoints import load_checkpoint, save_checkpoint
-from fastsoftmax.models.restarts import seeded_path, validation_error
+from fastsoftmax.models.restarts import PERPLEXITY, Measure, seeded_path, validation_error
 
 
 @dataclass
@@ -70,9 +70,42 @@ def test_one_restart_is_the_plain_run(tmp_path):
 
 
 def test_a_run_without_validation_scores_ranks_last():
-    assert validation_error([dict(valid_accuracy=float("nan"))], "valid_accuracy") == float("inf")
-    assert validation_error([dict(epoch=1), dict(exact=75.0), dict(epoch=3)], "exact") == 25.0
+    assert validation_error([dict(valid_accuracy=float("nan"))]) == float("inf")
+    exact = Measure("exact", None)
+    assert validation_error([dict(epoch=1), dict(exact=75.0), dict(epoch=3)], exact) == 25.0
+    assert validation_error([dict(val_ppl=9.5), dict(val_ppl=7.25)], PERPLEXITY) == 7.25
+    assert validation_error([dict(val_ppl=float("nan"))], PERPLEXITY) == float("inf")
     assert seeded_path("/a/b.pt", 7) == "/a/b.seed7.pt"
+
+
+PPL_RECIPE = sk.Recipe("toy-ppl", Config, logging.getLogger("tests.restarts"),
+                       validation=PERPLEXITY)
+# Per seed: (validation perplexity, test perplexity). Seed 1 is best on validation, 2 on test.
+PERPLEXITIES = {0: (30.0, 31.0), 1: (12.5, 14.0), 2: (13.0, 9.0)}
+
+
+@PPL_RECIPE.restartable
+def toy_ppl_fit(config, log=None):
+    """A run of a lower-is-better validation score, PERPLEXITIES[seed]."""
+    config, _ = PPL_RECIPE.start(config)
+    valid, test = PERPLEXITIES[config.seed]
+    history = [dict(epoch=1, val_ppl=valid * 2), dict(epoch=2, val_ppl=valid)]
+    save_checkpoint(config.checkpoint, "toy-ppl", dict(train_config=config.to_dict()))
+    return dict(history=history, test=dict(ppl=test), config=config,
+                checkpoint=config.checkpoint)
+
+
+def test_a_lower_is_better_score_keeps_the_lowest_validation_perplexity(tmp_path):
+    lines, path = [], str(tmp_path / "lm.pt")
+    res = toy_ppl_fit(dict(restarts=3, checkpoint=path), log=lines.append)
+    assert res["restarts"] == [dict(seed=0, valid_ppl=30.0, test_ppl=31.0),
+                               dict(seed=1, valid_ppl=12.5, test_ppl=14.0),
+                               dict(seed=2, valid_ppl=13.0, test_ppl=9.0)]
+    assert res["config"].seed == 1 and res["test"] == dict(ppl=14.0)
+    assert lines[1] == "restart 2/3 (seed 1): validation ppl 12.50, test ppl 14.00"
+    assert lines[-1] == f"kept restart 2 of 3 (seed 1, lowest validation ppl): {path}"
+    assert load_checkpoint(path, "toy-ppl")["restarts"]["kept_seed"] == 1
+    assert os.listdir(tmp_path) == ["lm.pt"]
 
 
 @pytest.mark.parametrize("kw, message", [

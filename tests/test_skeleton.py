@@ -13,6 +13,7 @@ from torch import nn
 
 from fastsoftmax.models import skeleton as sk
 from fastsoftmax.models.checkpoints import save_checkpoint
+from fastsoftmax.models.trainer import Trainer
 
 logger = logging.getLogger("tests.skeleton")
 
@@ -132,7 +133,32 @@ def test_trainer_of_a_resumed_run_continues_it_and_says_so(tmp_path):
     assert lines == [f"resuming {path}: 1 epochs done, training to epoch 3"]
     fresh = RECIPE.trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), config, None,
                            state=dict, log=lines.append)
-    assert fresh.epoch == 0 and len(lines) == 1
+    assert fresh.epoch == 0 and len(lines) == 1 and fresh.saves
+
+
+class TaggedTrainer(Trainer):
+    """A Trainer subclass with a keyword of its own, as the vocabulary-parallel one has."""
+
+    def __init__(self, *args, tag: str, **kw):
+        super().__init__(*args, **kw)
+        self.tag, self.resumed_from = tag, None
+
+    def resume(self, saved: dict) -> None:
+        self.resumed_from = saved["epoch"]
+        super().resume(saved)
+
+
+def test_trainer_builds_the_class_asked_for_with_its_options(tmp_path):
+    path = tmp_path / "run.pt"
+    _toy_checkpoint(path, epochs=3)
+    config, state = RECIPE.start(Config(resume=str(path), epochs=3), {"epochs"})
+    model = sk.restore_model(nn.Linear, state)
+    trainer = RECIPE.trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), config, state,
+                             state=dict, log=lambda line: None, cls=TaggedTrainer, tag="v1",
+                             saves=False)
+    assert type(trainer) is TaggedTrainer and trainer.tag == "v1" and not trainer.saves
+    assert trainer.resumed_from == 1 and trainer.epoch == 1  # its own resume ran
+    assert trainer.save() is None  # a trainer that does not save writes nothing
 
 
 def test_model_and_data_restores_or_builds_from_the_seed():

@@ -4,15 +4,17 @@ across seeds reaches its figure only in some runs).
 
 Every restart is a whole run of the model's fit with its own seed (a run drawing generated
 data draws it from that seed too, so that the kept checkpoint evaluates and resumes as any
-other). The run kept is the one whose last validation row has the lowest error (100 - the
-Recipe's validation accuracy, %); a run with no validation score ranks last and, on a tie,
-the earlier seed is kept. Its checkpoint (and plot, for a model that draws one) ends at the
+other). The run kept is the one whose last validation row has the lowest error: the
+Recipe's Measure says which history entry that is and which way it goes (an accuracy in %,
+whose error is 100 - it, or a perplexity, lower the better as it is); a run with no
+validation score ranks last and, on a tie, the earlier seed is kept. Its checkpoint (and plot, for a model that draws one) ends at the
 paths the configuration names, recording the restarts; the other runs' files are removed.
 """
 
 import dataclasses
 import math
 import os
+from dataclasses import dataclass
 from typing import Callable, List, Optional
 
 from . import checkpoints
@@ -22,12 +24,39 @@ from .checkpoints import refuse_overwrite
 OUTPUTS = ("checkpoint", "plot")
 
 
-def validation_error(history: List[dict], accuracy: str) -> float:
-    """100 - the last history row's `accuracy` (%), math.inf when no row has a number."""
-    scores = [row[accuracy] for row in history if isinstance(row.get(accuracy), (int, float))]
+@dataclass(frozen=True)
+class Measure:
+    """The score restarts rank runs by: `valid`, the history rows' key of its validation
+    figure, `test`, the test result's key of the same figure (None: the model has no test
+    set), and whether it is an accuracy in % (ranked by its error, 100 - it: the rows and log
+    lines say 'error') or a figure lower the better as it is, called `name` there (a
+    perplexity: 'ppl')."""
+
+    valid: str
+    test: Optional[str]
+    accuracy: bool = True
+    name: str = "error"
+
+    def error(self, value: float) -> float:
+        """The lower-is-better figure of a score `value`."""
+        return 100.0 - value if self.accuracy else value
+
+    def describe(self, value: float) -> str:
+        return f"{value:.2f}%" if self.accuracy else f"{value:.2f}"
+
+
+ACCURACY = Measure("valid_accuracy", "accuracy")
+PERPLEXITY = Measure("val_ppl", "ppl", accuracy=False, name="ppl")
+
+
+def validation_error(history: List[dict], measure: Measure = ACCURACY) -> float:
+    """The lower-is-better figure of the last history row that has `measure`'s validation
+    score (100 - an accuracy, a perplexity as it is); math.inf when none has a number."""
+    key = measure.valid
+    scores = [row[key] for row in history if isinstance(row.get(key), (int, float))]
     if not scores or math.isnan(scores[-1]):
         return math.inf
-    return 100.0 - scores[-1]
+    return measure.error(scores[-1])
 
 
 def seeded_path(path: str, seed: int) -> str:
@@ -62,40 +91,46 @@ def fit_restarts(recipe, fit: Callable, config, report: Callable, **options) -> 
     """Run fit(one restart's configuration, **options) for every seed of config.restarts
     (`recipe`: the model's skeleton.Recipe), `report` receiving a line per run and one naming
     the run kept; return the kept run's result, its configuration
-    naming the restart count, with `restarts` (one row per run: seed, validation error, test
-    error when the run has one)."""
+    naming the restart count, with `restarts` (one row per run: seed, valid_<name> and, when
+    the run has a test score, test_<name>, `name` being the Recipe's Measure's: 'error' of
+    an accuracy in %, 'ppl')."""
     check_restarts(config)
-    runs = []
+    measure, runs = recipe.validation, []
+    valid, test = f"valid_{measure.name}", f"test_{measure.name}"
     for number, seed in enumerate(seeds(config), 1):
         outputs = {f: seeded_path(getattr(config, f), seed) for f in OUTPUTS
                    if getattr(config, f, None) is not None}
         result = fit(dataclasses.replace(config, seed=seed, restarts=1, **outputs), **options)
-        row = dict(seed=seed, valid_error=validation_error(result["history"],
-                                                          recipe.valid_accuracy),
-                   **_test_error(result.get("test")))
-        report(f"restart {number}/{config.restarts} (seed {seed}): " + _describe(row))
+        row = {"seed": seed, valid: validation_error(result["history"], measure),
+               **_test_score(result.get("test"), measure, test)}
+        report(f"restart {number}/{config.restarts} (seed {seed}): "
+               + _describe(row, measure, valid, test))
         runs.append((row, result))
-    kept = min(range(len(runs)), key=lambda i: runs[i][0]["valid_error"])
+    kept = min(range(len(runs)), key=lambda i: runs[i][0][valid])
     row, result = runs[kept]
     final = _keep_files(config, result["config"], [r["config"] for _, r in runs], kept)
     _record(recipe.kind, final["checkpoint"], [r for r, _ in runs], row["seed"])
     report(f"kept restart {kept + 1} of {config.restarts} (seed {row['seed']}, lowest "
-        f"validation error): {final['checkpoint']}")
+           f"validation {measure.name}): {final['checkpoint']}")
     run_config = dataclasses.replace(result["config"], restarts=config.restarts, **final)
     return dict(result, config=run_config, checkpoint=final["checkpoint"],
                 restarts=[r for r, _ in runs])
 
 
-def _test_error(test: Optional[dict]) -> dict:
-    if isinstance(test, dict) and isinstance(test.get("accuracy"), (int, float)):
-        return dict(test_error=100.0 - test["accuracy"])
+def _test_score(test: Optional[dict], measure: Measure, key: str) -> dict:
+    """{key: the lower-is-better test figure} when the run's test result has one, else {}."""
+    if measure.test is None or not isinstance(test, dict):
+        return {}
+    if isinstance(test.get(measure.test), (int, float)):
+        return {key: measure.error(test[measure.test])}
     return {}
 
 
-def _describe(row: dict) -> str:
-    error = row["valid_error"]
-    return ("no validation score" if math.isinf(error) else f"validation error {error:.2f}%"
-            + (f", test error {row['test_error']:.2f}%" if "test_error" in row else ""))
+def _describe(row: dict, measure: Measure, valid: str, test: str) -> str:
+    if math.isinf(row[valid]):
+        return "no validation score"
+    return (f"validation {measure.name} {measure.describe(row[valid])}"
+            + (f", test {measure.name} {measure.describe(row[test])}" if test in row else ""))
 
 
 def _keep_files(config, kept_config, configs: list, kept: int) -> dict:

@@ -20,7 +20,7 @@ import torch
 
 from . import checkpoints
 from .checkpoints import claim_files, run_values
-from .restarts import fit_restarts
+from .restarts import ACCURACY, Measure, fit_restarts
 from .trainer import RunOptions, Trainer, logger as trainer_logger
 
 # Options that belong to this invocation, not to the model or its training: never compared
@@ -102,8 +102,9 @@ class Recipe:
     """What tells one model's runs apart to the shared code: the checkpoint kind, the
     TrainConfig class, the model module's logger (None: trainer.py's), check_numbers, the
     options that may change on resume, the invocation's own options, the options newer
-    than some checkpoints (with the value those were trained with) and the history rows' key
-    of the validation accuracy (%) that restarts compare."""
+    than some checkpoints (with the value those were trained with) and the validation score
+    restarts compare (a restarts.Measure: the history rows' key, and whether it is an
+    accuracy in % or lower the better, as a perplexity)."""
 
     kind: str
     config: type
@@ -112,7 +113,7 @@ class Recipe:
     may_change: Tuple[str, ...] = ("epochs",)
     run_options: Tuple[str, ...] = RUN_OPTIONS
     added: Optional[dict] = None
-    valid_accuracy: str = "valid_accuracy"
+    validation: Measure = ACCURACY
 
     @property
     def load_checkpoint(self) -> Callable:
@@ -158,13 +159,17 @@ class Recipe:
     def restartable(self, fit: Callable) -> Callable:
         """`fit(config, **options)` made to honour config.restarts: 1 runs fit as it is; N > 1
         runs it for seeds seed ... seed + N - 1, logs one line per run and the one kept (of
-        lowest validation error), and returns the kept run's result (restarts.fit_restarts)."""
+        lowest validation error), and returns the kept run's result (restarts.fit_restarts).
+        The Recipe's check runs first, so that what no restart can train is refused before
+        the first one starts."""
 
         @functools.wraps(fit)
         def fit_with_restarts(config, **options):
             if isinstance(config, dict):
                 config = self.config(**config)
             check_fields(config, POSITIVE_INT, "restarts")
+            if self.check is not None:
+                self.check(config)
             if config.restarts == 1:
                 return fit(config, **options)
             report = options.get("log") or (self.logger or trainer_logger).info
@@ -185,11 +190,13 @@ class Recipe:
         return build(config, data), data
 
     def trainer(self, model, optimizer, config, resumed: Optional[dict], *, state: Callable,
-                log: Optional[Callable] = None) -> Trainer:
+                log: Optional[Callable] = None, cls: type = Trainer, **options) -> Trainer:
         """The run's Trainer (see trainer.Trainer; `state` returns the model's own checkpoint
-        entries), continuing the `resumed` checkpoint's run when there is one."""
-        trainer = Trainer(self.kind, model, optimizer, config, state=state, log=log,
-                          **({} if self.logger is None else dict(module_logger=self.logger)))
+        entries), continuing the `resumed` checkpoint's run when there is one. `cls` is a
+        Trainer or a subclass of it, built with `options` besides (saves=False for a process
+        that writes no checkpoint, a subclass's own keywords)."""
+        trainer = cls(self.kind, model, optimizer, config, state=state, log=log, **options,
+                      **({} if self.logger is None else dict(module_logger=self.logger)))
         if resumed is not None:
             trainer.resume(resumed)
             trainer.log(f"resuming {config.resume}: {trainer.epoch} epochs done, training to "

@@ -20,6 +20,15 @@ def dist_env() -> tuple:
             int(os.environ.get("LOCAL_RANK", "0")))
 
 
+def check_processes(config) -> None:
+    """--restarts N > 1 runs its N trainings one after another in one process, each moving
+    or removing the others' files: under torchrun every process would, so it is refused."""
+    if config.restarts != 1 and dist_env()[0] > 1:
+        raise ValueError(f"--restarts {config.restarts} trains its runs one after another in "
+                         f"one process, not under torchrun: start one torchrun per --seed "
+                         f"instead")
+
+
 def pick_device(name: Optional[str], local_rank: int) -> torch.device:
     """The device `name` (None: cuda when available); a GPU named without its index is this
     process's, the local rank's."""

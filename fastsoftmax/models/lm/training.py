@@ -22,14 +22,15 @@ from ...optim import make_optimizer
 from .. import checkpoints, skeleton
 from ..checkpoints import rng_state
 from ..heads import has_sparse_gradient
+from ..restarts import PERPLEXITY
 from ..skeleton import (Recipe, TrainOptions, check_fields, count_parameters, finish_run,
                         one_of, restore_model)
 from ..trainer import Trainer
 from ..vocabulary import Vocabulary
 from . import vocab_parallel as vp
 from .data import Corpus, batchify
-from .distributed import (Streams, data_parallel, dist_env, join_processes, pick_device,
-                          rank_streams)
+from .distributed import (Streams, check_processes, data_parallel, dist_env, join_processes,
+                          pick_device, rank_streams)
 from .epochs import LRSchedule, evaluate, steps_done, train_epoch
 from .hs_tree import TREES, build_tree
 from .model import CompiledStep, RNNLanguageModel
@@ -162,8 +163,9 @@ def _settle(values: dict, state: Optional[dict]) -> None:
         warnings.warn(SPARSE_ADAM, stacklevel=2)
 
 
-RECIPE = Recipe(KIND, TrainConfig, logger, may_change=MAY_CHANGE_ON_RESUME,
-                run_options=RUN_OPTIONS)
+# Restarts keep the run of lowest validation perplexity (the history rows' val_ppl).
+RECIPE = Recipe(KIND, TrainConfig, logger, check_processes, may_change=MAY_CHANGE_ON_RESUME,
+                run_options=RUN_OPTIONS, validation=PERPLEXITY)
 load_checkpoint = RECIPE.load_checkpoint
 
 
@@ -234,10 +236,13 @@ def _build(config: TrainConfig, corpus: Corpus) -> RNNLanguageModel:
     )
 
 
+@RECIPE.restartable
 def fit(config: TrainConfig, *, given=None, log: Optional[Callable] = None) -> dict:
     """Train (or, with config.resume, continue) a language model as `fastsoftmax-lm train`
     does; returns dict(model, history, test, data, config, checkpoint) as every model's fit,
-    with test_ppl (test["ppl"]) and vocab (the corpus's).
+    with test_ppl (test["ppl"]) and vocab (the corpus's). config.restarts N > 1 trains seeds
+    seed ... seed + N - 1 and keeps the run of lowest validation perplexity (with
+    `restarts`, its rows: Recipe.restartable), in one process only.
 
     The run always checkpoints, after every epoch (and every config.save_every steps) to
     config.checkpoint or, by default, to a new file in the working directory whose path is
@@ -285,14 +290,12 @@ def _quiet(*parts) -> None:
 
 def _trainer(config: TrainConfig, state: Optional[dict], model, optimizer, layout, rank: int,
              log: Callable, entries: Callable) -> Trainer:
-    """The run's Trainer, continuing `state`: RECIPE.trainer, of which only rank 0 writes the
-    checkpoint, or under --vocab-parallel the one that writes a file per vocabulary rank."""
-    if layout is not None:
-        return vp.trainer(RECIPE, layout, model, optimizer, config, state, state=entries,
-                          log=log)
-    trainer = RECIPE.trainer(model, optimizer, config, state, state=entries, log=log)
-    trainer.saves = rank == 0
-    return trainer
+    """The run's Trainer, continuing `state`: RECIPE.trainer's, of which only rank 0 writes
+    the checkpoint, or under --vocab-parallel vp.VocabParallelTrainer, which writes a file
+    per vocabulary rank."""
+    kind = (dict(saves=rank == 0) if layout is None
+            else dict(cls=vp.VocabParallelTrainer, layout=layout))
+    return RECIPE.trainer(model, optimizer, config, state, state=entries, log=log, **kind)
 
 
 def _runner(model: RNNLanguageModel, config: TrainConfig, world: int, layout, device):

@@ -82,19 +82,6 @@ def unloaded_model(state: dict):
     return RNNLanguageModel(counts=vocab.counts, **state["model_config"]), vocab
 
 
-def trainer(recipe, layout: Layout, model, optimizer, config, resumed: Optional[dict], *,
-            state, log) -> "VocabParallelTrainer":
-    """What recipe.trainer (fastsoftmax.models.skeleton.Recipe) is to a single process: the
-    run's VocabParallelTrainer, continuing the `resumed` checkpoint (this rank's shard)."""
-    run = VocabParallelTrainer(recipe.kind, model, optimizer, config, layout=layout,
-                               state=state, log=log)
-    if resumed is not None:
-        run.resume(resumed)
-        run.log(f"resuming {config.resume}: {run.epoch} epochs done, training to epoch "
-                f"{config.epochs}")
-    return run
-
-
 def check_model(config) -> None:
     """The options vocabulary-parallel training does not take, refused before any work."""
     if config.output not in ("full", "sampled", "nce", "neg"):
@@ -169,7 +156,9 @@ def shard_path(path: str, layout: Layout, stamp: int, vocab_rank: Optional[int] 
 
 
 class VocabParallelTrainer(Trainer):
-    """Trainer whose checkpoint is one file per vocabulary rank (see the module docstring)."""
+    """Trainer whose checkpoint is one file per vocabulary rank (see the module docstring):
+    the lm's fit builds it with Recipe.trainer(..., cls=VocabParallelTrainer, layout=...),
+    which resumes it from the checkpoint's main file (this rank's shard read here)."""
 
     def __init__(self, *args, layout: Layout, **kw):
         super().__init__(*args, saves=layout.data_rank == 0, **kw)
