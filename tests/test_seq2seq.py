@@ -75,6 +75,16 @@ def test_learns_tiny_task_exactly(trained, kind):
     assert res["history"][-1]["exact"] == 100.0, res["history"][-1]
 
 
+def test_fit_returns_the_held_out_scores_as_its_test(trained):
+    res = trained["reverse"]
+    d = res["data"]
+    assert set(res) == {"model", "history", "test", "data", "config", "checkpoint"}
+    fresh = s2s.evaluate(res["model"], d["valid_pairs"], d["valid"], d["task"], d["tgt_vocab"])
+    assert res["test"] == dict(loss=pytest.approx(fresh["loss"], rel=1e-12),
+                               exact=fresh["exact"], pairs=len(d["valid_pairs"]))
+    assert res["test"]["exact"] == res["history"][-1]["exact"]
+
+
 def test_beam_search_on_trained_model(trained):
     res = trained["reverse"]
     d = res["data"]
@@ -275,6 +285,10 @@ def test_resume_matches_uninterrupted_training(tmp_path):
     ):
         torch.testing.assert_close(a, c, msg=k)
     assert s2s.load_checkpoint(ck)["epoch"] == 2
+    # resumed at its end, no epoch trains: the held-out scores are the same model's, scored anew
+    again = fit(dict(settings, epochs=2, resume=ck, checkpoint=ck), tmp_path, data=data)
+    assert again["history"] == resumed["history"]
+    assert again["test"] == dict(resumed["test"], loss=pytest.approx(resumed["test"]["loss"]))
 
 
 def test_a_checkpoint_of_the_old_layout_loads_and_resumes(tmp_path):

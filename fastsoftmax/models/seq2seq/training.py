@@ -12,7 +12,8 @@ import torch
 
 from .. import checkpoints
 from ..checkpoints import rng_state
-from ..skeleton import Recipe, TrainOptions, count_parameters, restore_model
+from ..restarts import Measure
+from ..skeleton import Recipe, TrainOptions, count_parameters, finish_run, restore_model
 from ..vocabulary import Vocabulary
 from .data import batches, load_task, target_counts
 from . import hard_attention as hard
@@ -90,8 +91,9 @@ def _model_entries(model: Seq2Seq) -> dict:
                 counts=model.state()["counts"])
 
 
+# Restarts keep the run of highest held-out exact match; the task has no test set of its own.
 RECIPE = Recipe(KIND, TrainConfig, logger, may_change=MAY_CHANGE_ON_RESUME,
-                added=ADDED_OPTIONS, valid_accuracy="exact")
+                added=ADDED_OPTIONS, validation=Measure("exact", None))
 load_checkpoint = RECIPE.load_checkpoint
 
 
@@ -160,9 +162,10 @@ def _describe(row: dict) -> str:
 def fit(config: TrainConfig | dict, *, data: Optional[dict] = None, given=None,
         log: Optional[Callable] = None, eval_every: int = 1,
         eval_limit: Optional[int] = None) -> dict:
-    """Trains (or, with config.resume, continues) a model; returns dict(model, history, data,
-    config, checkpoint). `data` may be given ready-made (split_task's dict) instead of
-    config.data. The run checkpoints after every epoch (see TrainConfig.checkpoint); on
+    """Trains (or, with config.resume, continues) a model; returns dict(model, history, test,
+    data, config, checkpoint) as every model's fit, `test` holding the trained model's
+    held-out scores (see _held_out). `data` may be given ready-made (split_task's dict)
+    instead of config.data. The run checkpoints after every epoch (see TrainConfig.checkpoint); on
     resume the options in `given` (default: those differing from the defaults) must agree
     with the checkpoint except MAY_CHANGE_ON_RESUME. Held-out scores every `eval_every`
     epochs and after the last, on the first `eval_limit` held-out pairs. Progress goes to
@@ -199,7 +202,32 @@ def fit(config: TrainConfig | dict, *, data: Optional[dict] = None, given=None,
                 row["bleu"] = ev["bleu"]
         return row
 
-    history = trainer.fit(config.epochs, train_epoch, _describe)
-    trainer.log(f"saved {config.checkpoint}")
-    return {"model": model, "history": history, "data": data, "config": config,
-            "checkpoint": config.checkpoint}
+    done = trainer.epoch
+    trainer.fit(config.epochs, train_epoch, _describe)
+    test = _held_out(trainer, valid_pairs, valid, data, scored=trainer.epoch > done)
+    return finish_run(trainer, data, test, _describe_held_out(test))
+
+
+def _held_out(trainer, pairs: list, examples: list, data: dict, scored: bool) -> dict:
+    """fit's `test`: the trained model's loss, exact match (%) and BLEU (word pairs) on the
+    held-out `pairs` (a seq2seq task has no test split), with their count. They are the last
+    epoch's when this run `scored` it (the last epoch is always scored), else scored now."""
+    if not pairs:
+        return dict(pairs=0)
+    last = trainer.history[-1] if trainer.history else {}
+    if scored and "exact" in last:
+        scores = dict(loss=last["valid_loss"], exact=last["exact"])
+        scores.update({"bleu": last["bleu"]} if "bleu" in last else {})
+    else:
+        config = trainer.config
+        scores = evaluate(trainer.model, pairs, examples, data["task"], data["tgt_vocab"],
+                          beam_size=config.beam_size or 1, device=config.device)
+        del scores["hyps"]
+    return dict(scores, pairs=len(pairs))
+
+
+def _describe_held_out(test: dict) -> str:
+    if not test["pairs"]:
+        return "no held-out pairs to score"
+    return (f"held-out exact match {test['exact']:.2f}% ({test['pairs']} pairs), loss "
+            f"{test['loss']:.4f}" + (f", BLEU {test['bleu']:.2f}" if "bleu" in test else ""))
