@@ -121,6 +121,32 @@ def parity_differences():
                      "excludes 0.")]
 
 
+@table("word2vec-parity-verdict")
+def parity_verdict():
+    """Shared negatives against gensim iterable with negative sampling: does each 95%
+    interval of (ours-batched - gensim) contain 0 or lie above it?"""
+    src = Sources()
+    runs, used = parity_scores()
+    src.add(r for r in used if r["provider"].split(" ")[0] in ("ours-batched", "gensim-iterable")
+            and r["case"].endswith("-neg"))
+    body = []
+    for epochs, workers in runs_by_group(runs):
+        for setting in ("sg-neg", "cbow-neg"):
+            d = paired_differences(runs, setting, "ours-batched", "gensim-iterable", epochs,
+                                   workers)
+            if d is None:
+                continue
+            cells = []
+            for m in METRICS:
+                mean, half = t_interval(d[m])
+                cells.append(("holds" if mean + half >= 0 else "**below**")
+                             + f" ({signed(mean - half, 4)} … {signed(mean + half, 4)})")
+            body.append([setting, str(epochs), str(workers), str(len(d[METRICS[0]]))] + cells)
+    return markdown(["setting", "epochs", "workers", "seeds", "WS-353", "SimLex-999", "analogy"],
+                    body) + ["", src.line("ours-batched − gensim-iterable, the 95% interval in "
+                                          "brackets; holds: it contains 0 or lies above it.")]
+
+
 @table("word2vec-parity-means")
 def parity_means():
     src = Sources()
