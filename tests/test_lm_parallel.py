@@ -15,7 +15,8 @@ import fastsoftmax
 from fastsoftmax.cli import lm as cli
 from fastsoftmax.models import RNNLanguageModel, lm
 from test_lm import one_thread  # noqa: F401 (an autouse fixture: one intra-op thread)
-from test_lm import _resume_args, _train_args, _train_killed_after_save, small_model
+from test_lm import _train_args, small_model
+from test_lm_resume import _resume_args, _train_killed_after_save
 from test_lm import corpus_dir as corpus_dir_fixture
 
 corpus_dir = corpus_dir_fixture  # the fixture, taken by name by the tests below

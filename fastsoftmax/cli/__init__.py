@@ -200,7 +200,8 @@ def add_run_options(parser: argparse.ArgumentParser, defaults, kind: str, may_ch
     if hasattr(defaults, "restarts"):  # every TrainOptions (models/skeleton.py)
         parser.add_argument("--restarts", type=positive_int, default=defaults.restarts,
                             help="train this many seeds (--seed, --seed + 1, ...) and keep the "
-                                 "run of lowest validation error")
+                                 "run with the best validation score (the lowest error, or "
+                                 "for the language model the lowest perplexity)")
     parser.add_argument("--progress", dest="progress", action="store_true",
                         default=defaults.progress,
                         help="progress bar even when stderr is not a terminal (None: terminal "
