@@ -61,8 +61,7 @@ SHAPES = {
 }
 
 
-# ---- providers: each returns (loss, [tensors whose grads to compare]) ----------------------
-
+# Providers: each returns the summed loss; check_close compares their gradients.
 def ns_ours(h, w, t, neg):
     return FF.negative_sampling_loss(h, w, t, negatives=neg, reduction="sum")
 
@@ -109,8 +108,6 @@ def nce_plain(h, w, b, t, sampled):
 def full_softmax(h, w, b, t):
     return F.cross_entropy(F.linear(h, w, b), t, reduction="sum")
 
-
-# ---- timing and memory ---------------------------------------------------------------------
 
 def step(fn, args, params):
     for p in params:
