@@ -272,6 +272,8 @@ def test_sampled_counts_and_bad_options(models):
         patch(llama, loss="sampled", num_sampled=8, counts=counts[:-1])
     with pytest.raises(TypeError, match="num_sampled"):
         patch(llama, loss="exact", num_sampled=8)
+    with pytest.raises(ValueError, match="chunk_bytes must be a positive int"):
+        patch(llama, loss="exact", chunk_bytes=0)
     with pytest.raises(ValueError, match="'exact' or 'sampled'"):
         patch(llama, loss="full")
     with pytest.raises(ValueError, match="final_logit_softcapping"):

@@ -6,9 +6,11 @@
 `patch` replaces the `forward` of one `*ForCausalLM` instance (its class and every other
 instance stay as they were) by a wrapper that runs the model's own decoder (`model.model`, or
 `model.transformer` for GPT-2), then computes the loss from the last hidden states and the
-`lm_head` weight: the exact softmax cross entropy streamed over blocks of classes
-(fastsoftmax.functional.full_softmax_loss), or in training a sampled softmax
-(sampled_softmax_loss; the exact loss in eval mode, as SampledSoftmaxLoss).
+`lm_head` weight: the exact softmax cross entropy, over blocks of rows with its gradients
+formed in the forward pass when a float32/float64 model is trained (_loss_with_gradients.py),
+else streamed over blocks of classes (fastsoftmax.functional.full_softmax_loss); or in
+training a sampled softmax (sampled_softmax_loss; the exact loss in eval mode, as
+SampledSoftmaxLoss).
 
 What it keeps of transformers' ForCausalLMLoss (transformers.loss.loss_utils), so a patched
 model trains on the same objective: labels are shifted left by one inside the model (the
@@ -107,8 +109,12 @@ def patch(model, loss: str = "exact", *, return_logits: bool = False, **head_opt
     """Make `model` (one of SUPPORTED, or a PEFT model wrapping one) compute its causal-LM
     loss with fastsoftmax; returns `model`, patched in place.
 
-    loss="exact": the exact softmax cross entropy, streamed over blocks of classes (options:
-    `chunk_bytes`, the logits held at once, and `fused`, as full_softmax_loss takes them).
+    loss="exact": the exact softmax cross entropy. When a gradient is wanted from a float32
+    or float64 model (no autocast, not under torch.compile): blocks of TRAINING_ROWS rows of
+    all V logits, each block's gradients formed at once in the forward pass; otherwise
+    streamed over blocks of classes by full_softmax_loss. Options: `chunk_bytes`, the logits
+    held at once (either path; default TRAINING_ROWS rows, and full_softmax_loss's 256 MiB),
+    and `fused`, as full_softmax_loss takes it (True: always full_softmax_loss's kernels).
     loss="sampled": in training, a sampled softmax over `num_sampled` distinct classes drawn
     per step and shared by the batch, from `sampler` (a fastsoftmax Sampler, 'log_uniform',
     'uniform' or 'unigram'; default log-uniform, or unigram of `counts` to the power `power`
@@ -132,6 +138,10 @@ def patch(model, loss: str = "exact", *, return_logits: bool = False, **head_opt
     unknown = sorted(set(head_options) - allowed)
     if unknown:
         raise TypeError(f"loss={loss!r} takes {sorted(allowed)}, got {unknown}")
+    chunk_bytes = head_options.get("chunk_bytes", 1)
+    if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes < 1:
+        raise ValueError(f"chunk_bytes must be a positive int (bytes of logits held at once), "
+                         f"got {chunk_bytes!r}")
     decoder, softcaps = SUPPORTED[name]
     if loss == "sampled":
         _check_sampled(target, head_options, softcaps)
