@@ -23,9 +23,6 @@
 #include "vec_math.h"
 #include "word2vec_cpu.h"
 
-// hsum takes a v8f and is forced inline: the ABI note on 32-byte arguments does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 namespace fastsoftmax {
 namespace {
 
@@ -37,7 +34,7 @@ using w2v::TrainParams;
 using w2v::WorkerRows;
 using w2v::prefetch_row;
 
-FS_ALWAYS_INLINE float hsum(v8f s) {
+FS_ALWAYS_INLINE float hsum(const v8f& s) {
   return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
@@ -77,7 +74,7 @@ FS_ALWAYS_INLINE void dot_rows(const float* x, float* const* y, int n, float* ou
 // independent accumulators: with one, each multiply-add waited on the previous one's
 // latency (n is only 2 to 10 here), and the kernel ran at a quarter of its throughput.
 template <bool add>
-FS_ALWAYS_INLINE void store(float* out, v8f acc, float scale) {
+FS_ALWAYS_INLINE void store(float* out, const v8f& acc, float scale) {
   v8f* o = reinterpret_cast<v8f*>(out);
   if (add) *o += scale * acc;
   else *o = scale * acc;
@@ -135,12 +132,13 @@ struct Group {
   std::vector<float*> y;         // [1 + K] one prediction's columns
   std::vector<const float*> ctx; // CBOW: the rows summed into one h, or one dh
   std::vector<float> ones;       // 1.0 coefficients for those sums
+  std::vector<int> lo, hi;       // CBOW: [slots] each centre's window
 
   // h and dh hold a whole group from the start: the predictions point into h.
   Group(const TrainParams& a, int group)
       : h(a.sg ? 0 : static_cast<size_t>(group) * a.D), dh(h.size()), y(1 + a.negative),
         ctx(std::max(2 * a.window, group)),
-        ones(ctx.size(), 1.0f) {}
+        ones(ctx.size(), 1.0f), lo(group), hi(group) {}
   // Room for n predictions over `cols` columns.
   void reserve(int n, int cols, int64_t D, int K) {
     if (static_cast<int>(row_used.size()) < n) {
@@ -209,18 +207,14 @@ FS_ALWAYS_INLINE void update_contexts(const TrainParams& a, Group& g, const Kept
   const int slots = static_cast<int>(g.centre.size());
   int first = ks.size(), last = 0;
   for (int t = 0; t < slots; ++t) {
-    int lo, hi;
-    ks.span(g.centre[t], lo, hi);
-    first = std::min(first, lo);
-    last = std::max(last, hi);
+    ks.span(g.centre[t], g.lo[t], g.hi[t]);
+    first = std::min(first, g.lo[t]);
+    last = std::max(last, g.hi[t]);
   }
   for (int p = first; p < last; ++p) {
     int n = 0;
-    for (int t = 0; t < slots; ++t) {
-      int lo, hi;
-      ks.span(g.centre[t], lo, hi);
-      if (p >= lo && p < hi && p != g.centre[t]) g.ctx[n++] = &g.dh[t * a.D];
-    }
+    for (int t = 0; t < slots; ++t)
+      if (p >= g.lo[t] && p < g.hi[t] && p != g.centre[t]) g.ctx[n++] = &g.dh[t * a.D];
     if (n == 0) continue;
     const int32_t w = ks.ids[p];
     combine<true>(g.ones.data(), g.ctx.data(), n, w2v::lock_factor(a, w),
