@@ -67,40 +67,49 @@ def paired_interval(diff):
     return statistics.mean(diff), half
 
 
-# The implementation the README quotes: Word2Vec's CPU default.
-README_W2V_IMPL = "ours"
+# The update orders the README quotes (bench/word2vec_parity.py's names), a row each where
+# 5-epoch rows exist beside gensim's.
+README_W2V_IMPLS = {"ours": "", "ours-batched": ", shared negatives"}
 
 
 def word2vec_quality_rows(src):
-    """The default against gensim iterable at 5 epochs, paired seeds, from the newest
+    """Each update order against gensim iterable at 5 epochs, paired seeds, from the newest
     workers setting that holds both (bench/word2vec_parity.py; a later row of a seed replaces
     an earlier one, as its --summarize does)."""
     from .word2vec import paired_differences, parity_scores
 
     runs, used = parity_scores()
     body = []
-    for setting, name in (("sg-neg", "skip-gram"), ("cbow-neg", "CBOW")):
-        def newest(workers, setting=setting):
-            return max(r["time"] for r in used if r["case"].endswith("/" + setting)
-                       and f"epochs=5 workers={workers} " in r["shape"])
-        groups = [w for (st, i, e, w, _) in runs if (st, i, e) == (setting, README_W2V_IMPL, 5)
-                  and paired_differences(runs, setting, README_W2V_IMPL, "gensim-iterable",
-                                         5, w)]
-        workers = max(set(groups), key=newest)
-        src.add(r for r in used if r["case"].endswith("/" + setting) and r["metric"] == "ws353"
-                and f"epochs=5 workers={workers} " in r["shape"]
-                and r["provider"].split(" ")[0] in (README_W2V_IMPL, "gensim-iterable"))
-        diff = paired_differences(runs, setting, README_W2V_IMPL, "gensim-iterable", 5,
-                                  workers)["ws353"]
-        mean, half = paired_interval(diff)
-        score = lambda impl: statistics.mean(  # noqa: E731
-            v["ws353"] for (st, i, e, w, _), v in runs.items()
-            if (st, i, e, w) == (setting, impl, 5, workers))
-        body.append([f"word2vec {name} quality, WikiText-2, 5 epochs, {len(diff)} seeds",
-                     f"WS-353 {score(README_W2V_IMPL):.3f}",
-                     f"gensim 4.4.0: {score('gensim-iterable'):.3f}",
-                     f"{signed(mean)} ± {half:.3f} (95% CI)"])
+    for impl, label in README_W2V_IMPLS.items():
+        for setting, name in (("sg-neg", "skip-gram"), ("cbow-neg", "CBOW")):
+            groups = {w for (st, i, e, w, _) in runs if (st, i, e) == (setting, impl, 5)
+                      and paired_differences(runs, setting, impl, "gensim-iterable", 5, w)}
+            if groups:
+                body.append(quality_row(src, runs, used, impl, setting, f"{name}{label}",
+                                        groups))
     return body
+
+
+def quality_row(src, runs, used, impl, setting, name, groups):
+    """One README row: `impl` against gensim iterable in the newest of `groups` (workers)."""
+    from .word2vec import paired_differences
+
+    def newest(workers):
+        return max(r["time"] for r in used if r["case"].endswith("/" + setting)
+                   and r["provider"].split(" ")[0] == impl
+                   and f"epochs=5 workers={workers} " in r["shape"])
+    workers = max(groups, key=newest)
+    src.add(r for r in used if r["case"].endswith("/" + setting) and r["metric"] == "ws353"
+            and f"epochs=5 workers={workers} " in r["shape"]
+            and r["provider"].split(" ")[0] in (impl, "gensim-iterable"))
+    diff = paired_differences(runs, setting, impl, "gensim-iterable", 5, workers)["ws353"]
+    mean, half = paired_interval(diff)
+    score = lambda who: statistics.mean(  # noqa: E731
+        v["ws353"] for (st, i, e, w, _), v in runs.items()
+        if (st, i, e, w) == (setting, who, 5, workers))
+    return [f"word2vec {name} quality, WikiText-2, 5 epochs, {len(diff)} seeds",
+            f"WS-353 {score(impl):.3f}", f"gensim 4.4.0: {score('gensim-iterable'):.3f}",
+            f"{signed(mean)} ± {half:.3f} (95% CI)"]
 
 
 def gpu_order_rows(src):
