@@ -108,7 +108,7 @@ def main():
     parser.add_argument("--num-sampled", type=int, default=8192)
     parser.add_argument("--repeat", type=int, default=3, help="timed steps per variant")
     parser.add_argument("--chunk-mib", type=int, default=32,
-                        help="exact_chunk's chunk_bytes, in MiB (exact: the default, 256)")
+                        help="exact_chunk's chunk_bytes, in MiB (exact: the patch's default)")
     parser.add_argument("--variants", default=",".join(VARIANTS[:5]),
                         help=f"comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--no-write", action="store_true", help="print rows only")

@@ -67,10 +67,11 @@ _LOSS_KWARGS = ("num_items_in_batch", "ignore_index", "shift_labels")
 _STATE = "_fastsoftmax_patch"
 # The rows whose [rows, V] logits the training path of loss="exact" (_loss_with_gradients.py)
 # holds at once, when chunk_bytes is not given. Its memory is then rows / (2 * tokens) of the
-# unpatched loss's logits and their gradient (6 % at 1,024 tokens, whatever V); fewer rows
-# make thinner matrix products: at V = 128,256, D = 512, 1,024 tokens on the 2-core EPYC, the
-# loss's forward and backward took 1.04x the unpatched time with blocks of 128 rows, 1.08x
-# with 64, 1.29x with 32 and 1.73x with 16 (medians of 3, a loaded machine).
+# unpatched loss's logits and their gradient (6 % at 1,024 tokens, whatever V; 256 rows would
+# be 12.5 %); fewer rows make thinner matrix products. The loss's forward and backward at
+# V = 128,256, D = 512, 1,024 tokens on the 2-core EPYC (load 11-15, medians of 3): unpatched
+# 9.0 s; blocks of 256 rows 7.8 s, 128 rows 10.0 s, 64 rows 13.8 s, 32 rows 18.2 s; the
+# streamed loss (full_softmax_loss, 256 MiB blocks of classes) 13.0 s.
 TRAINING_ROWS = 128
 
 
