@@ -1,15 +1,15 @@
 """A small Llama trained from scratch on WikiText-2 (word level, V = 33,278) through
 fastsoftmax.integrations.transformers.patch: the exact softmax against the sampled one.
 
-    python bench/bench_hf_pretrain.py equal-time --budget-s 150 --seeds 0 1 2 --jobs 6
+    python bench/bench_hf_pretrain.py equal-time --budget-s 60 --valid-tokens 65536 --jobs 6
     python bench/bench_hf_pretrain.py num-sampled --steps 150 --valid-tokens 65536 --jobs 3
 
 equal-time: every (seed, head) trains for the same time budget, then the validation perplexity
 is measured with the exact loss (model.eval()) on the whole validation split. Time is the
 process's CPU time (time.process_time) with one torch thread: on a machine of its own that is
 its wall time, and on a shared one it leaves out the time other work held the core (a
-wall-clock budget of 300 s bought the exact loss 97 steps in one run and 42 in the next, as
-the machine's load went from 3 to 14).
+wall-clock budget of 300 s bought the exact loss 97 steps in one run and 42 in the next, at
+load averages between 10 and 15).
 Rows go to bench/results/hf-pretrain-cpu.csv.
 num-sampled: one seed, a fixed number of steps per head (so step times compare), the same
 evaluation; a head is `exact` or a number of sampled classes. Rows go to
@@ -189,8 +189,8 @@ def parse_args(argv):
                          "num-sampled: exact 4096 1024 256 64)")
     ap.add_argument("--seeds", nargs="+", type=int, default=None,
                     help="equal-time: 0 1 2; num-sampled: 0")
-    ap.add_argument("--budget-s", type=float, default=150.0,
-                    help="equal-time: CPU seconds of training per run (default 150)")
+    ap.add_argument("--budget-s", type=float, default=60.0,
+                    help="equal-time: CPU seconds of training per run (default 60)")
     ap.add_argument("--steps", type=int, default=150,
                     help="num-sampled: steps per run (default 150)")
     ap.add_argument("--valid-tokens", type=int, default=None,

@@ -1,6 +1,6 @@
 """The result tables of the README and docs/, one module a page; bench/results_render.py
 renders them (make results)."""
 
-from . import (benchmarks, gpu, gpu_paths, huggingface, models, readme, roofline,  # noqa: F401
-               scaling, word2vec, word2vec_gpu, word2vec_scaling)
+from . import (benchmarks, gpu, gpu_paths, huggingface, models, pretraining,  # noqa: F401
+               readme, roofline, scaling, word2vec, word2vec_gpu, word2vec_scaling)
 from .common import TABLES  # noqa: F401
