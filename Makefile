@@ -217,7 +217,9 @@ CUDA_WHEEL_SKIP := test_atomic_files test_lm_vocab_parallel test_lm_parallel tes
   test_memn2n_babi test_memn2n_cli test_memn2n_departures test_memnn test_memnn_cli \
   test_reference_docs test_results_tables test_roofline test_seq2seq_cli test_skeleton \
   test_treernn test_treernn_cli test_vocab_parallel test_word2vec_cli \
-  test_word2vec_gpu_quality
+  test_word2vec_gpu_quality test_restarts test_lm_restarts test_lm_resume test_training_size \
+  test_models_exports test_file_sizes test_bench_hf_pretrain test_word2vec_scaling_model \
+  test_hf_exact test_hf_trl
 cuda-wheel-check: cuda-wheel-cpu-guard
 	ls dist-cuda/fastsoftmax-*.whl >/dev/null || { echo "make cuda-wheel first"; exit 1; }
 	CI_TORCH=$(CI_TORCH) PY=$(PY) tools/torch_venv.sh throwaway build/venv-cuda >/dev/null
