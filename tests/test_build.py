@@ -89,7 +89,8 @@ def test_missing_extension_says_how_to_build(monkeypatch):
 
 OPS = ("alias_build", "sample", "sample_unique", "negative_sampling_forward",
        "negative_sampling_backward", "sampled_logits_forward", "sampled_logits_backward",
-       "word2vec_train", "huffman_tree", "hierarchical_softmax_forward",
+       "word2vec_train", "word2vec_train_batched", "huffman_tree",
+       "hierarchical_softmax_forward",
        "hierarchical_softmax_backward")
 
 
