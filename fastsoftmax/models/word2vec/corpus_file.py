@@ -9,19 +9,12 @@ a train() call reads the file once and every later epoch replays the int32 buffe
 The vocabulary scan reads the file the same way with ``fastsoftmax::corpus_count`` (`count`).
 
 Other encodings, and errors= other than "strict", take the Python path.
-
-Sentences in memory (token lists) go the same way (`TextEncoder`): a batch is joined into
-lines of space-separated words and read by corpus_encode, which looks the words up in C++
-instead of one Python dict lookup per word. A batch whose text would not split back into
-its tokens (a token that is not a str, is empty, holds whitespace or a lone surrogate) is
-encoded by data.encode instead.
 """
 
 from __future__ import annotations
 
 import codecs
 import logging
-import re
 from collections import Counter
 from typing import Iterator, List, Optional, Tuple
 
@@ -32,12 +25,6 @@ from ... import ops
 from ..textfiles import MAX_SENTENCE_WORDS, LineSentence, decode_error
 
 CHUNK_BYTES = 1 << 24
-
-# What str.split() splits on, as UTF-8: the ASCII bytes, and the other characters' sequences
-# (none is past U+3000).
-ASCII_SPACE = bytes(b for b in range(128) if chr(b).isspace())
-OTHER_SPACE = re.compile(b"|".join(
-    re.escape(chr(c).encode("utf-8")) for c in range(128, 0x3001) if chr(c).isspace()))
 
 
 def native(corpus) -> bool:
@@ -186,34 +173,3 @@ def batch_of(tokens: np.ndarray, ends: np.ndarray, words: np.ndarray, offset: in
         "sentences_before": sentences + np.arange(len(words), dtype=np.int64),
         "raw": int(raw_ends[-1]) if len(words) else 0,
     }
-
-
-class TextEncoder:
-    """data.encode's batch made natively from token lists: `encode(pieces, offset,
-    first_sentence)` gives the same dict, or None where the lines' text would not split back
-    into the tokens."""
-
-    def __init__(self, key_to_index: dict):
-        self.vocab, self.ends = vocabulary_bytes(key_to_index)
-
-    def encode(self, pieces: list, offset: int, first_sentence: int) -> Optional[dict]:
-        try:
-            text = "\n".join(map(" ".join, pieces)) + "\n"
-        except TypeError:  # a token that is not a str
-            return None
-        raw = text.encode("utf-8", "surrogatepass")
-        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
-        # The separators written: a space between words and a newline after each piece. Any
-        # other whitespace is inside a token, which the split would cut or trim.
-        written = int(lengths.sum()) - int(np.count_nonzero(lengths)) + len(pieces)
-        if len(raw) - len(raw.translate(None, ASCII_SPACE)) != written:
-            return None
-        if not text.isascii() and OTHER_SPACE.search(raw):
-            return None
-        tokens, ends, words, bad = ops.corpus_encode(
-            torch.frombuffer(bytearray(raw), dtype=torch.uint8), self.vocab, self.ends,
-            MAX_SENTENCE_WORDS)
-        # A lone surrogate is a bad byte; an empty token is a word fewer in its line.
-        if bad >= 0 or not np.array_equal(words.numpy(), lengths):
-            return None
-        return batch_of(tokens.numpy(), ends.numpy(), lengths, offset, first_sentence)

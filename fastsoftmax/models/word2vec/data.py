@@ -9,8 +9,7 @@ releases the GIL) trains:
     corpus -> sentences cut into pieces of <= 10,000 words -> batches of ~limit raw words
     reader thread: encode(batch) -> queue -> training thread: ops.word2vec_train(batch)
 
-A UTF-8 corpus file is encoded natively instead (corpus_file.py), to the same batches, and so
-is a batch of sentences whose tokens survive being written as text (corpus_file.TextEncoder).
+A UTF-8 corpus file is encoded natively instead (corpus_file.py), to the same batches.
 """
 
 from __future__ import annotations
@@ -119,16 +118,9 @@ def encode(key_to_index: dict, pieces: list, offset: int, first_sentence: int):
                                 offset, first_sentence)
 
 
-def python_batches(key_to_index, corpus, limit: int, by_text: bool = False):
+def python_batches(key_to_index, corpus, limit: int):
     """The corpus cut into batches of about `limit` raw words, encoded: a batch closes after
-    the sentence piece that brings its raw words to `limit` or more. by_text: each batch is
-    encoded natively (corpus_file.TextEncoder) where its tokens allow, to the same arrays."""
-    text = corpus_file.TextEncoder(key_to_index) if by_text else None
-
-    def batch(pieces, offset, sentences):
-        made = text.encode(pieces, offset, sentences) if text else None
-        return made if made is not None else encode(key_to_index, pieces, offset, sentences)
-
+    the sentence piece that brings its raw words to `limit` or more."""
     pieces: list = []
     raw = offset = sentences = 0
     for sentence in corpus:
@@ -136,12 +128,12 @@ def python_batches(key_to_index, corpus, limit: int, by_text: bool = False):
             pieces.append(piece)
             raw += len(piece)
             if raw >= limit:
-                yield batch(pieces, offset, sentences)
+                yield encode(key_to_index, pieces, offset, sentences)
                 offset += raw
                 sentences += len(pieces)
                 pieces, raw = [], 0
     if pieces:
-        yield batch(pieces, offset, sentences)
+        yield encode(key_to_index, pieces, offset, sentences)
 
 
 def _reader(batches, out: queue.Queue, stop: threading.Event):
@@ -172,7 +164,7 @@ def epoch_batches(key_to_index, corpus, limit: int, queue_size: int, cache: Opti
     if corpus_file.native(corpus):
         made = corpus_file.batches(corpus, key_to_index, limit)
     else:
-        made = python_batches(key_to_index, corpus, limit, by_text=True)
+        made = python_batches(key_to_index, corpus, limit)
     q: queue.Queue = queue.Queue(maxsize=max(1, queue_size))
     stop = threading.Event()
     reader = threading.Thread(target=_reader, args=(made, q, stop), daemon=True)
