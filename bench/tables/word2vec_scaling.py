@@ -40,13 +40,23 @@ def stops_at(s):
     return float("inf") if s <= 0 else 4.5 * (1 / s - 1)
 
 
+def last_run(rows):
+    """The rows of the last run in file order: a run writes each (case, provider, shape,
+    metric) once (its rounds are in the shape), so a key seen again starts the next run."""
+    start, seen = 0, set()
+    for i, r in enumerate(rows):
+        key = (r["case"], r["provider"], r["shape"], r["metric"])
+        if key in seen:
+            start, seen = i, set()
+        seen.add(key)
+    return rows[start:]
+
+
 def measured_here():
     """{(model, impl, input): {threads: median words/s}}, {same: median CPU s/s}, and the rows
     of the latest bench/word2vec_scaling.py run."""
     rows = rows_of("word2vec-scaling-cpu")
-    stamp = max(r["time"] for r in rows)
-    command = next(r["command"] for r in rows if r["time"] == stamp)
-    run = pick(rows, command=command)
+    run = last_run(pick(rows, command=rows[-1]["command"]))
     rates, busy = {}, {}
     for r in run:
         shape = dict(kv.split("=") for kv in r["shape"].split())
