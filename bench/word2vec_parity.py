@@ -9,7 +9,8 @@ most frequent words), and the paired differences ours - gensim reported as mean 
     python bench/word2vec_parity.py --summarize      # the table of what the CSV holds
 
 Implementations:
-  ours                fastsoftmax, corpus_file=, word2vec.c's global linear decay (default)
+  ours                fastsoftmax in word2vec.c's order (update="pairs"), corpus_file=, its
+                      global linear decay
   ours-batched        the same with shared negatives (update="batched")
   ours-cf-decay       fastsoftmax trained one epoch per train() call with the rates gensim's
                       corpus_file workers reach: epoch e decays over progress e/E .. (e + 1/W)/E
@@ -40,7 +41,7 @@ CORPUS = os.path.join(DATA, "wikitext-2", "wiki.train.tokens")
 PARAMS = dict(vector_size=100, window=5, sample=1e-3, min_count=5, alpha=0.025, min_alpha=1e-4)
 SETTINGS = {"cbow-neg": (0, 0, 5), "sg-neg": (1, 0, 5), "cbow-hs": (0, 1, 0), "sg-hs": (1, 1, 0)}
 # Our update orders: the keywords that select each (ours-cf-decay trains as ours does).
-OURS = {"ours": {}, "ours-batched": {"update": "batched"}}
+OURS = {"ours": {"update": "pairs"}, "ours-batched": {"update": "batched"}}
 IMPLS = tuple(OURS) + ("ours-cf-decay", "gensim-iterable", "gensim-corpus_file")
 METRICS = ("ws353", "simlex999", "analogy")
 CSV = os.path.join(RESULTS, "word2vec-parity-cpu.csv")
@@ -59,7 +60,7 @@ def train(impl, setting, seed, epochs, workers, sentences):
     if impl in OURS:
         m = Word2Vec(corpus_file=CORPUS, **kw, **OURS[impl])
     elif impl == "ours-cf-decay":
-        m = Word2Vec(**kw)
+        m = Word2Vec(**kw, **OURS["ours"])
         m.build_vocab(corpus_file=CORPUS)
         a, b = PARAMS["alpha"], PARAMS["min_alpha"]
         for e in range(epochs):  # gensim corpus_file: each worker's progress is 1/W of it

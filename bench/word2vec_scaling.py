@@ -29,7 +29,7 @@ CORPUS = os.path.join(DATA, "wikitext-2", "wiki.train.tokens")
 PARAMS = dict(vector_size=100, window=5, negative=5, sample=1e-3, min_count=5)
 INPUTS = ("memory", "corpus_file")
 # Our implementations: the keywords that select each update order.
-OURS = {"ours": {}, "ours-batched": {"update": "batched"}}
+OURS = {"ours": {"update": "pairs"}, "ours-batched": {"update": "batched"}}
 IMPLS = tuple(OURS) + ("gensim",)
 
 

@@ -112,7 +112,8 @@ def test_batched_rejects_bad_input():
 
 
 def test_word2vec_update_option(tmp_path):
-    with pytest.raises(ValueError, match="update must be 'pairs' or 'batched', got 'fast'"):
+    with pytest.raises(ValueError,
+                       match="update must be 'auto', 'pairs' or 'batched', got 'fast'"):
         Word2Vec(update="fast")
     corpus = planted_corpus()
     for sg in (1, 0):
@@ -126,4 +127,18 @@ def test_word2vec_update_option(tmp_path):
         assert hits >= 22, (sg, hits)
     m.save(str(tmp_path / "m.npz"))
     assert Word2Vec.load(str(tmp_path / "m.npz")).update == "batched"
-    assert Word2Vec(vector_size=4).update == "pairs"  # the default order
+    assert Word2Vec(vector_size=4).update == "auto"  # the default order
+
+
+@pytest.mark.parametrize("sg, same_as", [(1, "batched"), (0, "pairs")])
+def test_auto_update_is_batched_for_skip_gram_and_pairs_for_cbow(sg, same_as):
+    # One worker is a pure function of the inputs and the seed: "auto" trains exactly as the
+    # order it stands for, and differently from the other one.
+    corpus = planted_corpus()
+    def train(update):
+        return Word2Vec(corpus, vector_size=16, window=3, min_count=1, sg=sg, epochs=2,
+                        workers=1, seed=3, update=update).wv.vectors
+    auto = train("auto")
+    other = "pairs" if same_as == "batched" else "batched"
+    assert np.array_equal(auto, train(same_as))
+    assert not np.array_equal(auto, train(other))

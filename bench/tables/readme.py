@@ -11,8 +11,10 @@ KERNELS = [  # roofline case, what it is, its rate metric (None: a time), its ma
     ("sampled_softmax", "sampled softmax fwd+bwd", None, "plain"),
     ("hierarchical_softmax", "hierarchical softmax fwd+bwd", None, "plain"),
     ("full_softmax", "exact softmax fwd+bwd", None, "plain"),
-    ("word2vec_sg", "word2vec skip-gram, 1 epoch", "words_per_s", "gensim"),
-    ("word2vec_cbow", "word2vec CBOW, 1 epoch", "words_per_s", "gensim"),
+    ("word2vec_sg", "word2vec skip-gram, word2vec.c's order (`update=\"pairs\"`), 1 epoch",
+     "words_per_s", "gensim"),
+    ("word2vec_cbow", "word2vec CBOW, word2vec.c's order (the default for CBOW), 1 epoch",
+     "words_per_s", "gensim"),
 ]
 PEERS = {"plain": "plain PyTorch", "gensim": "gensim 4.4.0",
          "torch.multinomial": "`torch.multinomial`"}
@@ -45,7 +47,8 @@ def shared_negatives_rows(src, latest):
     """word2vec with shared negatives (update="batched") against gensim timed in the same run
     (gensim is timed beside the pairs order's case)."""
     body = []
-    for model, name in (("sg", "skip-gram"), ("cbow", "CBOW")):
+    for model, name, which in (("sg", "skip-gram", "the default for skip-gram"),
+                               ("cbow", "CBOW", '`update="batched"`')):
         case = f"word2vec_{model}_batched"
         if case not in latest:
             continue
@@ -53,7 +56,7 @@ def shared_negatives_rows(src, latest):
         mine = pick(run, case=case, provider="ours")
         ours = value(run, case=case, provider="ours", metric="words_per_s")
         gensim = value(run, case=f"word2vec_{model}", provider="gensim", metric="words_per_s")
-        body.append([f"word2vec {name}, shared negatives (`update=\"batched\"`), 1 epoch "
+        body.append([f"word2vec {name}, shared negatives ({which}), 1 epoch "
                      f"({shape(mine[0]['shape'])})", f"{sci(ours)} words/s",
                      f"{PEERS['gensim']}: {sci(gensim)} words/s", f"**{ratio(ours / gensim)}**"])
     return body
@@ -69,7 +72,7 @@ def paired_interval(diff):
 
 # The update orders the README quotes (bench/word2vec_parity.py's names), a row each where
 # 5-epoch rows exist beside gensim's.
-README_W2V_IMPLS = {"ours": "", "ours-batched": ", shared negatives"}
+README_W2V_IMPLS = {"ours": ", word2vec.c's order", "ours-batched": ", shared negatives"}
 
 
 def word2vec_quality_rows(src):

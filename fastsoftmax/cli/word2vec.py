@@ -65,9 +65,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="update order: auto (lockstep rounds sized to the run, CUDA's "
                         "default), 0 (word2vec.c's sequential order, the CPU's default) or "
                         "centres a round")
-    p.add_argument("-update", default="pairs", choices=("pairs", "batched"),
-                   help="order of negative sampling's updates: pairs (word2vec.c's) or "
-                        "batched (minibatches of shared negatives, CPU)")
+    p.add_argument("-update", default="auto", choices=("auto", "pairs", "batched"),
+                   help="order of negative sampling's updates: pairs (word2vec.c's), "
+                        "batched (minibatches of shared negatives, CPU) or auto (batched "
+                        "for skip-gram, pairs for CBOW: the faster that held quality)")
     p.add_argument("-encoding", default="utf8", help="text encoding of -train")
     p.add_argument("-decode-errors", dest="decode_errors", default="strict",
                    choices=("strict", "replace", "ignore"),

@@ -67,7 +67,9 @@ class Word2Vec:
         update: the order of negative sampling's updates: "pairs" word2vec.c's, one
             prediction after another; "batched" minibatches of shared negatives on the CPU
             (each centre's, in CBOW each group's, K negatives shared by its predictions; one
-            step of small matrix products). hs=1 and lockstep rounds keep the pairs order.
+            step of small matrix products); "auto" (the default) batched for skip-gram and
+            pairs for CBOW, the faster order that held gensim's quality in each
+            (docs/word2vec-quality.md). hs=1, lockstep rounds and CUDA keep the pairs order.
         gpu_warps: removed (refused with its replacement, round_size).
 
     As in gensim 4, callbacks fire during the constructor's own training only. Without a
@@ -79,7 +81,7 @@ class Word2Vec:
                  hashfxn=hash, epochs=5, null_word=0, trim_rule=None, sorted_vocab=1,
                  batch_words=MAX_SENTENCE_WORDS, compute_loss=False, callbacks=(),
                  comment=None, max_final_vocab=None, shrink_windows=True, *, device="cpu",
-                 huffman="gensim", alpha_schedule="linear", round_size=None, update="pairs",
+                 huffman="gensim", alpha_schedule="linear", round_size=None, update="auto",
                  gpu_warps=None):
         if sentences is not None and corpus_file is not None:
             raise TypeError("give either sentences or corpus_file, not both")  # as gensim

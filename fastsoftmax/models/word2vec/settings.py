@@ -9,8 +9,10 @@ import torch
 
 # The update orders of negative sampling (Word2Vec's `update`): word2vec.c's, one prediction
 # after another ("pairs"), or minibatches of shared negatives ("batched",
-# csrc/cpu/word2vec_batched.cpp).
-UPDATES = ("pairs", "batched")
+# csrc/cpu/word2vec_batched.cpp). "auto" takes, per setting, the faster order that held
+# gensim's quality over 8 seeds (docs/word2vec-quality.md): shared negatives for skip-gram,
+# word2vec.c's pairs for CBOW, whose groups of centres fell below gensim on SimLex-999.
+UPDATES = ("auto", "pairs", "batched")
 
 
 def refuse(name: str, why: str):
@@ -42,8 +44,9 @@ def flag(name: str, value) -> int:
 
 def choice(name: str, value, allowed: tuple, got: str = "got"):
     if value not in allowed:
-        raise ValueError(f"{name} must be " + " or ".join(repr(a) for a in allowed) +
-                         f", {got} {value!r}")
+        names = [repr(a) for a in allowed]
+        listed = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+        raise ValueError(f"{name} must be {listed}, {got} {value!r}")
     return value
 
 

@@ -219,10 +219,13 @@ BATCH_GROUP = {1: 1, 0: 4}
 
 
 def batched(model, rounds: int) -> bool:
-    """Whether this run trains in minibatches of shared negatives: update="batched" with
-    negative sampling alone, on the CPU, in the sequential order (otherwise word2vec.c's)."""
-    return (getattr(model, "update", "pairs") == "batched" and model.negative > 0 and
-            not model.hs and not rounds and model.device.type == "cpu")
+    """Whether this run trains in minibatches of shared negatives: update="batched", or "auto"
+    for skip-gram, with negative sampling alone, on the CPU, in the sequential order
+    (otherwise word2vec.c's). Models saved before "auto" existed say "pairs"."""
+    update = getattr(model, "update", "pairs")
+    wanted = update == "batched" or (update == "auto" and model.sg)
+    return (wanted and model.negative > 0 and not model.hs and not rounds and
+            model.device.type == "cpu")
 
 
 def train_batch(model, b: dict, before: np.ndarray, alpha, min_alpha, total,
