@@ -7,25 +7,15 @@ import os
 import re
 
 import pytest
-import torch
 
 from fastsoftmax.cli import lm as cli
 from fastsoftmax.models import lm
 from fastsoftmax.models.checkpoints import load_checkpoint
 
-from test_lm import write_corpus
+from test_lm import one_thread, write_corpus  # noqa: F401 (one_thread: an autouse fixture)
 
 TINY = dict(embed_dim=8, hidden_size=8, layers=1, epochs=1, batch_size=4, bptt=5, max_steps=4,
             device="cpu", progress=False)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: more intra-op threads only add synchronisation."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
