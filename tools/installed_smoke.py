@@ -16,7 +16,7 @@ status is 1 if any failed:
   losses    negative sampling, sampled softmax, NCE, hierarchical softmax (Huffman tree):
             forward and backward
   model     tiny training runs of Word2Vec (hs and negative sampling together; also in
-            lockstep rounds)
+            lockstep rounds; skip-gram with shared negatives)
   fused     the fused exact softmax (Triton kernels; without a GPU under Triton's
             interpreter), forward and backward, when Triton is installed
   ops       every fastsoftmax:: op registered in the dispatcher ran in the checks above
@@ -305,8 +305,16 @@ def main() -> int:
                               negative=3, epochs=1, workers=1, seed=1, round_size=16)
             if (rounds.wv.vectors == model.wv.vectors).all():
                 raise AssertionError("Word2Vec(round_size=16) trained the sequential model")
+            # Skip-gram with negative sampling alone: the default order there is minibatches of
+            # shared negatives (update="auto"), its own op; "pairs" is word2vec.c's.
+            orders = [Word2Vec(sentences, vector_size=16, window=3, min_count=1, sg=1,
+                               negative=3, epochs=1, workers=1, seed=1, update=update)
+                      for update in ("auto", "batched", "pairs")]
+            if (orders[0].wv.vectors != orders[1].wv.vectors).any() or \
+                    (orders[1].wv.vectors == orders[2].wv.vectors).all():
+                raise AssertionError("Word2Vec(sg=1) in its default order is not shared negatives")
             return ("Word2Vec, 1 epoch, hs + negative sampling, from sentences and corpus_file, "
-                    "and in lockstep rounds")
+                    "in lockstep rounds, and skip-gram with shared negatives")
 
     @check("ops")
     def _():
