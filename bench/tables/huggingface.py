@@ -50,6 +50,17 @@ def _baseline(runs, size, providers):
     return same[-1] if same else None
 
 
+def _runs_with_baseline(src):
+    """(V, T, first time stamp, {provider: rows}, the no-head peak in MiB) of each run that has
+    a baseline, its rows cited in src."""
+    runs = _runs()
+    for (V, T), first, providers in runs:
+        base_rows = _baseline(runs, (V, T), providers)
+        if base_rows is not None:
+            base = value(src.add(base_rows), metric="peak_beyond_model_mib")
+            yield V, T, first, providers, base
+
+
 def _when(first, providers):
     """The run's start (UTC) and commit: the exact patch's code changed between runs."""
     commit = next(iter(providers.values()))[0]["commit"]
@@ -80,12 +91,7 @@ def _ordered(providers):
 def hf_patch_memory():
     src = Sources()
     body = []
-    runs = _runs()
-    for (V, T), first, providers in runs:
-        base_rows = _baseline(runs, (V, T), providers)
-        if base_rows is None:
-            continue
-        base = value(src.add(base_rows), metric="peak_beyond_model_mib")
+    for V, T, first, providers, base in _runs_with_baseline(src):
         ref = providers.get("unpatched")
         for p in _ordered(providers):
             rows = src.add(providers[p])
@@ -116,12 +122,9 @@ def hf_patch_memory():
 def hf_patch_goals():
     src = Sources()
     body = []
-    runs = _runs()
-    for (V, T), first, providers in runs:
-        base_rows = _baseline(runs, (V, T), providers)
-        if base_rows is None or not {"unpatched", "exact"} <= set(providers):
+    for V, T, first, providers, base in _runs_with_baseline(src):
+        if not {"unpatched", "exact"} <= set(providers):
             continue
-        base = value(src.add(base_rows), metric="peak_beyond_model_mib")
         extra = {p: value(src.add(providers[p]), metric="peak_beyond_model_mib") - base
                  for p in ("unpatched", "exact")}
         time = {p: value(providers[p], metric="median_step_s") for p in providers}
