@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from ..losses._layer_parts import make_sampler
 from ..losses.full import CHUNK_BYTES, full_softmax_loss
 from ..losses.sampled import sampled_softmax_loss
+from ..ops._checks import checked_ids
 from ..samplers import Sampler
 from . import _loss_with_gradients as _with_gradients
 
@@ -255,13 +256,6 @@ def _training_rows(state: _Patch, rows, weight) -> int:
             else _with_gradients.rows_within(chunk_bytes, rows, weight))
 
 
-def _check_targets(target, vocab, ignore_index):
-    bad = (target != ignore_index) & ((target < 0) | (target >= vocab))
-    if bool(bad.any()):
-        raise ValueError(f"labels must be token ids in [0, {vocab}) or ignore_index "
-                         f"({ignore_index}), got {target[bad][0].item()}")
-
-
 def _slice_positions(hidden, logits_to_keep):
     """transformers' slice_logits_to_keep: an int keeps the last n positions (0: all), a 1-D
     tensor those positions, a 2-D int tensor per-row positions, a 2-D bool mask the True
@@ -307,7 +301,8 @@ def _causal_lm_loss(model, state: _Patch, hidden, labels, num_items_in_batch=Non
             reduction=reduction, ignore_index=ignore_index,
             generator=options.get("generator"))
     elif not state.options.get("fused") and _with_gradients.applies(rows, head.weight):
-        _check_targets(target, head.weight.shape[0], ignore_index)
+        # The row-block path indexes with the labels itself, before any op could check them.
+        checked_ids(target, head.weight.shape[0], "label", ignore_index)
         loss = _with_gradients.summed_loss_with_gradients(
             rows, head.weight, head.bias, target, ignore_index, _softcap(model, state),
             _training_rows(state, rows, head.weight))
