@@ -107,7 +107,7 @@ def word2vec_train_batched(*args, lockf: Optional[Tensor] = None, group: int = 1
     group one SGD step of small matrix products (csrc/cpu/word2vec_batched.cpp). Takes
     word2vec_train's arguments up to num_workers, and `lockf`; no hierarchical softmax, no
     rounds. Returns float64 [3] = (summed loss, positive predictions, tokens kept)."""
-    unsupported = sorted(set(kwargs) - _BATCHED_FIELDS)
+    unsupported = sorted(set(kwargs) - set(_SHARED))
     if unsupported:
         raise TypeError(f"word2vec_train_batched: unsupported keyword(s) {unsupported}: the "
                         "batched order has no hierarchical softmax and no rounds")
@@ -119,12 +119,15 @@ def word2vec_train_batched(*args, lockf: Optional[Tensor] = None, group: int = 1
             "word2vec_train_batched with num_workers > 1 (Hogwild updates race by design; use "
             "one worker)")
     ops_args = call._op_args()
-    return _op("word2vec_train_batched")(*ops_args[:19], ops_args[22], int(group))
+    return _op("word2vec_train_batched")(*ops_args[:len(_SHARED)], ops_args[_LOCKF], int(group))
 
 
-_BATCHED_FIELDS = {f.name for f in fields(Word2VecTrainArgs)[:19]}
+# The batched op's schema: word2vec_train's arguments up to num_workers, then lockf and group.
+_FIELDS = [f.name for f in fields(Word2VecTrainArgs)]
+_SHARED = _FIELDS[:_FIELDS.index("num_workers") + 1]
+_LOCKF = _FIELDS.index("lockf")
 word2vec_train_batched.__signature__ = inspect.Signature(
-    list(inspect.signature(Word2VecTrainArgs).parameters.values())[:19] + [
+    list(inspect.signature(Word2VecTrainArgs).parameters.values())[:len(_SHARED)] + [
         inspect.Parameter("lockf", inspect.Parameter.KEYWORD_ONLY, default=None,
                           annotation=Optional[Tensor]),
         inspect.Parameter("group", inspect.Parameter.KEYWORD_ONLY, default=1, annotation=int)],
