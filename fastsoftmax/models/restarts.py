@@ -7,8 +7,9 @@ data draws it from that seed too, so that the kept checkpoint evaluates and resu
 other). The run kept is the one whose last validation row has the lowest error: the
 Recipe's Measure says which history entry that is and which way it goes (an accuracy in %,
 whose error is 100 - it, or a perplexity, lower the better as it is); a run with no
-validation score ranks last and, on a tie, the earlier seed is kept. Its checkpoint (and plot, for a model that draws one) ends at the
-paths the configuration names, recording the restarts; the other runs' files are removed.
+validation score ranks last and, on a tie, the earlier seed is kept. Its checkpoint (and
+plot, for a model that draws one) ends at the paths the configuration names, recording the
+restarts; the other runs' files are removed.
 """
 
 import dataclasses
@@ -77,10 +78,8 @@ def check_restarts(config) -> None:
         path = getattr(config, field, None)
         if path is None:
             continue
-        what = "checkpoint" if field == "checkpoint" else field
-        refuse_overwrite(path, what, checkpoints.flag(field), config.force)
-        for seed in seeds(config):
-            refuse_overwrite(seeded_path(path, seed), what, checkpoints.flag(field), config.force)
+        for target in [path] + [seeded_path(path, seed) for seed in seeds(config)]:
+            refuse_overwrite(target, field, checkpoints.flag(field), config.force)
 
 
 def seeds(config) -> range:
