@@ -1,10 +1,14 @@
 """word2vec's native corpus_file path: a UTF-8 LineSentence file is read in chunks of whole
 lines, each turned by the op ``fastsoftmax::corpus_encode`` (csrc/cpu/corpus_encode.cpp) into
 int32 token ids, sentence ends and raw word counts, and cut into the same batches as the
-Python path (data.encode over LineSentence) gives, array for array. The batches are kept, so
+Python path (data.python_batches over LineSentence) gives, array for array. The batches are kept, so
 a train() call reads the file once and every later epoch replays the int32 buffer.
 
-    file --(16 MiB of whole lines)--> corpus_encode --> sentences --(~limit raw words)--> batches
+    file --(whole lines: 256 KiB, 512 KiB, ... up to 16 MiB)--> corpus_encode --> sentences
+         --(~limit raw words)--> batches
+
+The chunks start small so that the first batch is ready a few ms into train(), not after the
+first 16 MiB is encoded (the batches do not depend on where the chunks end).
 
 The vocabulary scan reads the file the same way with ``fastsoftmax::corpus_count`` (`count`).
 
@@ -25,6 +29,7 @@ from ... import ops
 from ..textfiles import MAX_SENTENCE_WORDS, LineSentence, decode_error
 
 CHUNK_BYTES = 1 << 24
+FIRST_CHUNK_BYTES = 1 << 18  # the first chunk's size, doubled up to CHUNK_BYTES
 
 
 def native(corpus) -> bool:
@@ -47,12 +52,13 @@ def vocabulary_bytes(key_to_index: dict) -> Tuple[torch.Tensor, torch.Tensor]:
 
 
 def _chunks(path: str) -> Iterator[Tuple[int, bytes]]:
-    """(file offset, bytes) of runs of whole lines, about CHUNK_BYTES each (a longer line is
-    one run of its own)."""
+    """(file offset, bytes) of runs of whole lines, of about FIRST_CHUNK_BYTES, then twice as
+    many each time up to CHUNK_BYTES (a longer line is one run of its own)."""
     with open(path, "rb") as f:
-        offset, rest = 0, b""
+        offset, rest, size = 0, b"", min(FIRST_CHUNK_BYTES, CHUNK_BYTES)
         while True:
-            block = f.read(CHUNK_BYTES)
+            block = f.read(size)
+            size = min(2 * size, CHUNK_BYTES)
             if not block:
                 if rest:
                     yield offset, rest
@@ -123,32 +129,35 @@ def count(corpus: LineSentence, progress_per: int = 10000,
     return counts, sentences, words
 
 
-def batches(corpus: LineSentence, key_to_index: dict, limit: int) -> Iterator[dict]:
-    """data.encode's batches of one pass over the file: a batch closes after the sentence that
-    brings its raw words to `limit` or more, as data._reader cuts them."""
+def batches(corpus: LineSentence, key_to_index: dict, limit: int,
+            first: Optional[int] = None) -> Iterator[dict]:
+    """data.python_batches's batches of one pass over the file: a batch closes after the
+    sentence that brings its raw words to its limit (`limits`) or more."""
     parts: list = []  # (tokens, in-vocabulary counts, raw counts) not yet in a batch
     pending = offset = sentences = 0
+    sizes = limits(limit, first)
+    size = next(sizes)
     for tokens, in_vocab, words in _sentences(corpus, key_to_index):
         raw_ends = np.cumsum(words)
         token_ends = np.cumsum(in_vocab)
-        first = 0  # first sentence of this chunk not yet in a batch
-        while first < len(words):
-            before = raw_ends[first - 1] if first else 0
-            last = int(np.searchsorted(raw_ends, before + limit - pending, side="left"))
+        start = 0  # first sentence of this chunk not yet in a batch
+        while start < len(words):
+            before = raw_ends[start - 1] if start else 0
+            last = int(np.searchsorted(raw_ends, before + size - pending, side="left"))
             if last >= len(words):
                 break
-            t0 = token_ends[first - 1] if first else 0
-            parts.append((tokens[t0:token_ends[last]], in_vocab[first:last + 1],
-                          words[first:last + 1]))
+            t0 = token_ends[start - 1] if start else 0
+            parts.append((tokens[t0:token_ends[last]], in_vocab[start:last + 1],
+                          words[start:last + 1]))
             batch = _batch(parts, offset, sentences)
             offset += batch["raw"]
             sentences += len(batch["ends"])
             yield batch
-            parts, pending, first = [], 0, last + 1
-        if first < len(words):
-            t0 = token_ends[first - 1] if first else 0
-            parts.append((tokens[t0:], in_vocab[first:], words[first:]))
-            pending += int(raw_ends[-1] - (raw_ends[first - 1] if first else 0))
+            parts, pending, start, size = [], 0, last + 1, next(sizes)
+        if start < len(words):
+            t0 = token_ends[start - 1] if start else 0
+            parts.append((tokens[t0:], in_vocab[start:], words[start:]))
+            pending += int(raw_ends[-1] - (raw_ends[start - 1] if start else 0))
     if parts:
         yield _batch(parts, offset, sentences)
 
@@ -157,6 +166,15 @@ def _batch(parts: list, offset: int, sentences: int) -> dict:
     in_vocab = np.concatenate([p[1] for p in parts])
     return batch_of(np.concatenate([p[0] for p in parts]), np.cumsum(in_vocab),
                     np.concatenate([p[2] for p in parts]), offset, sentences)
+
+
+def limits(limit: int, first: Optional[int]) -> Iterator[int]:
+    """Each batch's limit in raw words (both readers cut by them): `limit`, or with `first`
+    the first batch's, doubled up to `limit`, so that a pass's first batch is ready soon."""
+    size = min(first or limit, limit)
+    while True:
+        yield size
+        size = min(2 * size, limit)
 
 
 def batch_of(tokens: np.ndarray, ends: np.ndarray, words: np.ndarray, offset: int,

@@ -7,7 +7,7 @@ per-sentence offsets and progress counters. A reader thread encodes while the na
 releases the GIL) trains:
 
     corpus -> sentences cut into pieces of <= 10,000 words -> batches of ~limit raw words
-    reader thread: encode(batch) -> queue -> training thread: ops.word2vec_train(batch)
+    reader thread: python_batches -> queue -> training thread: ops.word2vec_train(batch)
 
 A UTF-8 corpus file is encoded natively instead (corpus_file.py), to the same batches.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from itertools import chain, repeat
 from typing import Optional
 
@@ -108,32 +109,58 @@ def token_ids(key_to_index: dict, pieces: list):
     return ids, lengths
 
 
-def encode(key_to_index: dict, pieces: list, offset: int, first_sentence: int):
-    """A batch of sentences (word lists) as the trainer's dict (corpus_file.batch_of):
-    `offset` raw words and `first_sentence` sentences of the epoch come before it."""
-    ids, lengths = token_ids(key_to_index, pieces)
-    known = ids >= 0
+def encoded(ids: list, lengths: list, offset: int, first_sentence: int):
+    """A batch of sentences as the trainer's dict (corpus_file.batch_of), from the ids of
+    their words (int64 arrays, -1: out of vocabulary) and their lengths: `offset` raw words
+    and `first_sentence` sentences of the epoch come before it."""
+    ids_np = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+    lengths_np = np.fromiter(lengths, dtype=np.int64, count=len(lengths))
+    known = ids_np >= 0
     in_vocab_before = np.concatenate(([0], np.cumsum(known)))
-    return corpus_file.batch_of(ids[known], in_vocab_before[np.cumsum(lengths)], lengths,
-                                offset, first_sentence)
+    return corpus_file.batch_of(ids_np[known], in_vocab_before[np.cumsum(lengths_np)],
+                                lengths_np, offset, first_sentence)
 
 
-def python_batches(key_to_index, corpus, limit: int):
-    """The corpus cut into batches of about `limit` raw words, encoded: a batch closes after
-    the sentence piece that brings its raw words to `limit` or more."""
-    pieces: list = []
+# The reader thread holds the GIL while it looks words up. A thread that asks for the GIL
+# gets it when the holder blocks, or else after sys.getswitchinterval() (5 ms): the training
+# thread, back from the native op, waited that long. So the reader looks words up in units of
+# about PAUSE_WORDS (under 1 ms of work) and after each calls time.sleep(PAUSE_SECONDS), whose
+# release of the GIL lets a waiting thread take it (docs/word2vec.md has the figures).
+PAUSE_WORDS = 8192
+PAUSE_SECONDS = 0.0
+
+
+def python_batches(key_to_index, corpus, limit: int, first: Optional[int] = None,
+                   pause: Optional[float] = None):
+    """The corpus cut into batches of about `limit` raw words (the first of `first`, see
+    corpus_file.limits), encoded: a batch closes after the sentence piece that brings its
+    raw words to its limit or more. With `pause`, sleeps that long after every PAUSE_WORDS
+    words or so."""
+    lookup, sizes = key_to_index.get, corpus_file.limits(limit, first)
+    size = next(sizes)
+    done: list = []  # the batch's ids so far, as int64 arrays
+    ids: list = []  # and those not yet in an array
+    lengths: list = []
     raw = offset = sentences = 0
     for sentence in corpus:
         for piece in sentence_pieces(sentence):
-            pieces.append(piece)
+            ids += map(lookup, piece, repeat(-1))
+            lengths.append(len(piece))
             raw += len(piece)
-            if raw >= limit:
-                yield encode(key_to_index, pieces, offset, sentences)
+            if raw < size and len(ids) < PAUSE_WORDS:
+                continue
+            done.append(np.fromiter(ids, dtype=np.int64, count=len(ids)))
+            ids = []
+            if raw >= size:
+                yield encoded(done, lengths, offset, sentences)
                 offset += raw
-                sentences += len(pieces)
-                pieces, raw = [], 0
-    if pieces:
-        yield encode(key_to_index, pieces, offset, sentences)
+                sentences += len(lengths)
+                done, lengths, raw, size = [], [], 0, next(sizes)
+            if pause is not None:
+                time.sleep(pause)
+    if lengths:
+        done.append(np.fromiter(ids, dtype=np.int64, count=len(ids)))
+        yield encoded(done, lengths, offset, sentences)
 
 
 def _reader(batches, out: queue.Queue, stop: threading.Event):
@@ -154,17 +181,19 @@ def replayable(corpus) -> bool:
     return isinstance(corpus, (list, tuple)) or corpus_file.native(corpus)
 
 
-def epoch_batches(key_to_index, corpus, limit: int, queue_size: int, cache: Optional[list]):
+def epoch_batches(key_to_index, corpus, limit: int, queue_size: int, cache: Optional[list],
+                  first: Optional[int] = None):
     """Encoded batches of one pass, made by a reader thread (corpus_file.batches for a file
-    it reads natively, python_batches otherwise). With a `cache` list the batches of the
-    first pass are kept and replayed by later epochs; otherwise the corpus is re-read."""
+    it reads natively, python_batches otherwise), the first of `first` raw words doubling up
+    to `limit` (corpus_file.limits). With a `cache` list the batches of the first pass are kept and
+    replayed by later epochs; otherwise the corpus is re-read."""
     if cache:
         yield from cache
         return
     if corpus_file.native(corpus):
-        made = corpus_file.batches(corpus, key_to_index, limit)
+        made = corpus_file.batches(corpus, key_to_index, limit, first)
     else:
-        made = python_batches(key_to_index, corpus, limit)
+        made = python_batches(key_to_index, corpus, limit, first, PAUSE_SECONDS)
     q: queue.Queue = queue.Queue(maxsize=max(1, queue_size))
     stop = threading.Event()
     reader = threading.Thread(target=_reader, args=(made, q, stop), daemon=True)

@@ -1,0 +1,121 @@
+"""word2vec's two readers when they hurry: the file read in chunks that grow from a small first
+one, the first batches of a pass made small (`first`, doubling up to the limit) and the Python
+reader's pauses, each leaving the batches (or, where the cuts move, the trained vectors with
+one worker) exactly as they were."""
+
+import random
+
+import numpy as np
+import pytest
+
+from fastsoftmax.models.textfiles import CorpusDecodeError, LineSentence
+from fastsoftmax.models.word2vec import Word2Vec, corpus_file, data, training
+from test_corpus_file import assert_same_batches, random_text
+
+VOCAB = ["w%d" % i for i in range(10)] + ["é", "日本"]
+
+
+def text_file(tmp_path, seed: int, lines: int = 80):
+    rng = random.Random(seed)
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(random_text(rng, lines, VOCAB).encode())
+    return path
+
+
+def test_chunks_grow_from_the_first_size_and_cover_the_file(tmp_path, monkeypatch):
+    path = tmp_path / "lines.txt"
+    path.write_bytes(b"".join(b"w%d w1\n" % (i % 10) for i in range(200)))  # 6 bytes a line
+    monkeypatch.setattr(corpus_file, "FIRST_CHUNK_BYTES", 8)
+    monkeypatch.setattr(corpus_file, "CHUNK_BYTES", 300)
+    chunks = list(corpus_file._chunks(str(path)))
+    assert b"".join(c for _, c in chunks) == path.read_bytes()
+    assert [o for o, _ in chunks] == list(np.cumsum([0] + [len(c) for _, c in chunks[:-1]]))
+    # whole lines of the bytes read so far: 8, 8 + 16, 8 + 16 + 32, ... then 300 a read
+    ends = np.cumsum([len(c) for _, c in chunks])
+    read = np.minimum(np.cumsum([8, 16, 32, 64, 128, 256] + [300] * 10), 1200)
+    np.testing.assert_array_equal(ends, read[:len(ends)] // 6 * 6)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_growing_chunks_and_first_batches_equal_the_python_path(tmp_path, monkeypatch, seed):
+    rng = random.Random(seed)
+    path = text_file(tmp_path, seed)
+    monkeypatch.setattr(corpus_file, "FIRST_CHUNK_BYTES", rng.choice([1, 5, 16]))
+    monkeypatch.setattr(corpus_file, "CHUNK_BYTES", rng.choice([40, 1 << 24]))
+    key_to_index = {w: i for i, w in enumerate(VOCAB)}
+    limit, first = rng.choice([(20, 3), (60, 1), (60, 100), (10**6, 7)])
+    corpus = LineSentence(str(path))
+    native = list(corpus_file.batches(corpus, key_to_index, limit, first))
+    python = list(data.python_batches(key_to_index, corpus, limit, first))
+    assert_same_batches(native, python)
+
+
+def test_first_batches_double_up_to_the_limit_and_hold_the_same_sentences():
+    rng = random.Random(1)
+    sentences = [[rng.choice(VOCAB + ["oov"]) for _ in range(rng.randrange(0, 9))]
+                 for _ in range(300)]
+    key_to_index = {w: i for i, w in enumerate(VOCAB)}
+    plain = list(data.python_batches(key_to_index, sentences, 100))
+    ramped = list(data.python_batches(key_to_index, sentences, 100, first=10))
+    # each batch closes at the sentence that brings it to its limit: 10, 20, 40, 80, 100, ...
+    ends = np.cumsum([len(s) for s in sentences])
+    start = 0
+    for batch, size in zip(ramped[:-1], [10, 20, 40, 80] + [100] * 100):
+        assert batch["raw"] >= size and batch["raw"] - (batch["words_before"][-1] - start) < size
+        start += batch["raw"]
+    assert start + ramped[-1]["raw"] == ends[-1]
+    for key in ("tokens", "words_before", "sentences_before"):
+        np.testing.assert_array_equal(np.concatenate([b[key] for b in ramped]),
+                                      np.concatenate([b[key] for b in plain]), err_msg=key)
+
+
+def test_a_bad_byte_past_the_first_chunks_names_its_line(tmp_path, monkeypatch):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"w1 w2\n" * 40 + b"w1 \xe2\x28\xa1 w2\n" + b"w1\n")
+    monkeypatch.setattr(corpus_file, "FIRST_CHUNK_BYTES", 4)  # the bad line is in chunk 6
+    corpus = LineSentence(str(path))
+    with pytest.raises(CorpusDecodeError) as native:
+        list(corpus_file.batches(corpus, {"w1": 0}, 3, 1))
+    with pytest.raises(CorpusDecodeError) as python:
+        list(data.python_batches({"w1": 0}, corpus, 3, 1))
+    assert str(native.value) == str(python.value)
+    assert f"{path}:41: not utf8 text (byte 4 of the line" in str(native.value)
+    with pytest.raises(CorpusDecodeError, match=f"{path}:41: not utf8 text"):
+        corpus_file.count(corpus)
+
+
+def test_pauses_come_every_pause_words_and_change_no_batch(monkeypatch):
+    sentences = [["w1", "w2", "oov"]] * 40  # 120 words, batches of 51, 51 and 18
+    slept = []
+    monkeypatch.setattr(data, "PAUSE_WORDS", 10)
+    monkeypatch.setattr(data.time, "sleep", slept.append)
+    paused = list(data.python_batches({"w1": 0, "w2": 1}, sentences, 50, pause=0.0))
+    # after 12, 24, 36 and 48 words of a batch and at its end; after 12 of the last one
+    assert slept == [0.0] * 11
+    slept.clear()
+    assert_same_batches(paused, list(data.python_batches({"w1": 0, "w2": 1}, sentences, 50)))
+    assert slept == []
+
+
+@pytest.mark.parametrize("sg,update", [(0, "pairs"), (1, "pairs"), (0, "batched")])
+def test_one_worker_trains_the_same_vectors_with_small_first_batches(monkeypatch, sg, update):
+    # One worker: the op is a pure function of the tokens, the positions and the seed, so
+    # where the batches end must not matter (its random draws follow the global token index).
+    rng = np.random.default_rng(2)
+    sentences = [[f"w{i}" for i in rng.integers(0, 40, rng.integers(1, 30))] for _ in range(400)]
+    kw = dict(vector_size=12, min_count=1, window=3, sg=sg, workers=1, epochs=2, seed=5,
+              batch_words=200, update=update)
+    real, cuts = training.epoch_batches, {}
+
+    def counted(key_to_index, corpus, limit, queue_size, cache, first=None):
+        for b in real(key_to_index, corpus, limit, queue_size, cache, first):
+            cuts.setdefault(first, []).append(b["raw"])
+            yield b
+
+    monkeypatch.setattr(training, "epoch_batches", counted)
+    plain = Word2Vec(sentences, **kw)
+    monkeypatch.setattr(training, "epoch_batches", lambda *args: counted(*args, first=37))
+    small_first = Word2Vec(sentences, **kw)
+    assert cuts[37][:3] != cuts[None][:3] and len(cuts[37]) > len(cuts[None])
+    np.testing.assert_array_equal(small_first.wv.vectors, plain.wv.vectors)
+    np.testing.assert_array_equal(small_first.syn1neg, plain.syn1neg)
