@@ -86,15 +86,24 @@ def test_a_bad_byte_past_the_first_chunks_names_its_line(tmp_path, monkeypatch):
 
 def test_pauses_come_every_pause_words_and_change_no_batch(monkeypatch):
     sentences = [["w1", "w2", "oov"]] * 40  # 120 words, batches of 51, 51 and 18
-    slept = []
+    paused = []
     monkeypatch.setattr(data, "PAUSE_WORDS", 10)
-    monkeypatch.setattr(data.time, "sleep", slept.append)
-    paused = list(data.python_batches({"w1": 0, "w2": 1}, sentences, 50, pause=0.0))
+    batches = list(data.python_batches({"w1": 0, "w2": 1}, sentences, 50,
+                                       pause=lambda: paused.append(1)))
     # after 12, 24, 36 and 48 words of a batch and at its end; after 12 of the last one
-    assert slept == [0.0] * 11
-    slept.clear()
-    assert_same_batches(paused, list(data.python_batches({"w1": 0, "w2": 1}, sentences, 50)))
-    assert slept == []
+    assert len(paused) == 11
+    assert_same_batches(batches, list(data.python_batches({"w1": 0, "w2": 1}, sentences, 50)))
+
+
+def test_the_reader_sleeps_only_while_a_batch_waits(monkeypatch):
+    slept = []
+    monkeypatch.setattr(data.time, "sleep", slept.append)
+    q = data.queue.Queue()
+    pause = data.gil_pauses(q)
+    pause()
+    q.put({})
+    pause()
+    assert slept == [0]
 
 
 @pytest.mark.parametrize("sg,update", [(0, "pairs"), (1, "pairs"), (0, "batched")])

@@ -19,7 +19,7 @@ import queue
 import threading
 import time
 from itertools import chain, repeat
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -124,18 +124,27 @@ def encoded(ids: list, lengths: list, offset: int, first_sentence: int):
 # The reader thread holds the GIL while it looks words up. A thread that asks for the GIL
 # gets it when the holder blocks, or else after sys.getswitchinterval() (5 ms): the training
 # thread, back from the native op, waited that long. So the reader looks words up in units of
-# about PAUSE_WORDS (under 1 ms of work) and after each calls time.sleep(PAUSE_SECONDS), whose
-# release of the GIL lets a waiting thread take it (docs/word2vec.md has the figures).
+# about PAUSE_WORDS (under 1 ms of work) and after each, while a batch waits in the queue (the
+# trainer will want the GIL to take it), calls time.sleep(0), which lets a waiting thread
+# take the GIL. With the queue empty it does not: then the trainer waits for the reader, and a
+# sleep can cost the reader its turn on a CPU that the training threads keep busy.
 PAUSE_WORDS = 8192
-PAUSE_SECONDS = 0.0
+
+
+def gil_pauses(q: queue.Queue):
+    """python_batches's `pause` for a reader that feeds `q`."""
+    def pause():
+        if q.qsize():
+            time.sleep(0)
+    return pause
 
 
 def python_batches(key_to_index, corpus, limit: int, first: Optional[int] = None,
-                   pause: Optional[float] = None):
+                   pause: Optional[Callable[[], None]] = None):
     """The corpus cut into batches of about `limit` raw words (the first of `first`, see
     corpus_file.limits), encoded: a batch closes after the sentence piece that brings its
-    raw words to its limit or more. With `pause`, sleeps that long after every PAUSE_WORDS
-    words or so."""
+    raw words to its limit or more. `pause()`, if given, is called after every PAUSE_WORDS
+    words or so looked up, and after every batch."""
     lookup, sizes = key_to_index.get, corpus_file.limits(limit, first)
     size = next(sizes)
     done: list = []  # the batch's ids so far, as int64 arrays
@@ -157,7 +166,7 @@ def python_batches(key_to_index, corpus, limit: int, first: Optional[int] = None
                 sentences += len(lengths)
                 done, lengths, raw, size = [], [], 0, next(sizes)
             if pause is not None:
-                time.sleep(pause)
+                pause()
     if lengths:
         done.append(np.fromiter(ids, dtype=np.int64, count=len(ids)))
         yield encoded(done, lengths, offset, sentences)
@@ -185,16 +194,16 @@ def epoch_batches(key_to_index, corpus, limit: int, queue_size: int, cache: Opti
                   first: Optional[int] = None):
     """Encoded batches of one pass, made by a reader thread (corpus_file.batches for a file
     it reads natively, python_batches otherwise), the first of `first` raw words doubling up
-    to `limit` (corpus_file.limits). With a `cache` list the batches of the first pass are kept and
-    replayed by later epochs; otherwise the corpus is re-read."""
+    to `limit` (corpus_file.limits). With a `cache` list the batches of the first pass are
+    kept and replayed by later epochs; otherwise the corpus is re-read."""
     if cache:
         yield from cache
         return
+    q: queue.Queue = queue.Queue(maxsize=max(1, queue_size))
     if corpus_file.native(corpus):
         made = corpus_file.batches(corpus, key_to_index, limit, first)
     else:
-        made = python_batches(key_to_index, corpus, limit, first, PAUSE_SECONDS)
-    q: queue.Queue = queue.Queue(maxsize=max(1, queue_size))
+        made = python_batches(key_to_index, corpus, limit, first, gil_pauses(q))
     stop = threading.Event()
     reader = threading.Thread(target=_reader, args=(made, q, stop), daemon=True)
     reader.start()
