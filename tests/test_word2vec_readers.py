@@ -128,3 +128,19 @@ def test_one_worker_trains_the_same_vectors_with_small_first_batches(monkeypatch
     assert cuts[37][:3] != cuts[None][:3] and len(cuts[37]) > len(cuts[None])
     np.testing.assert_array_equal(small_first.wv.vectors, plain.wv.vectors)
     np.testing.assert_array_equal(small_first.syn1neg, plain.syn1neg)
+
+
+@pytest.mark.parametrize("keys", [
+    ["w1", "é", "日本", ""],  # str keys in id order: encoded by map
+    ["w1", "bad\udc80", "é"],  # a lone surrogate: the loop, with surrogatepass
+    ["w1", 7, "é"],  # a key that is not a str: an empty word
+])
+@pytest.mark.parametrize("in_order", [True, False])
+def test_vocabulary_bytes_are_the_words_in_id_order(keys, in_order):
+    ids = list(range(len(keys))) if in_order else list(range(len(keys)))[::-1]
+    key_to_index = dict(zip(keys, ids))
+    by_id = sorted(key_to_index, key=key_to_index.get)
+    words = [k.encode("utf-8", "surrogatepass") if isinstance(k, str) else b"" for k in by_id]
+    text, ends = corpus_file.vocabulary_bytes(key_to_index)
+    assert bytes(text.numpy()) == b"".join(words)
+    assert ends.tolist() == list(np.cumsum([len(w) for w in words]))

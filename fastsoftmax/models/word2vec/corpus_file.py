@@ -42,38 +42,58 @@ def vocabulary_bytes(key_to_index: dict) -> Tuple[torch.Tensor, torch.Tensor]:
     """(uint8 bytes, int64 exclusive ends) of the words in id order, UTF-8. A key that is not
     a str (a corpus of other tokens) cannot occur in a text file: it becomes an empty word,
     which no split ever produces."""
-    words: List[bytes] = [b""] * len(key_to_index)
-    for key, index in key_to_index.items():
-        if isinstance(key, str):
-            words[index] = key.encode("utf-8", "surrogatepass")
+    words = _encoded_in_id_order(key_to_index)
+    if words is None:
+        words = [b""] * len(key_to_index)
+        for key, index in key_to_index.items():
+            if isinstance(key, str):
+                words[index] = key.encode("utf-8", "surrogatepass")
     lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
     text = np.frombuffer(b"".join(words), dtype=np.uint8)
     return torch.from_numpy(text.copy()), torch.from_numpy(np.cumsum(lengths))
 
 
-def _chunks(path: str) -> Iterator[Tuple[int, bytes]]:
+def _encoded_in_id_order(key_to_index: dict) -> Optional[List[bytes]]:
+    """The words as UTF-8 with no Python step a word, for the usual vocabulary: str keys in
+    id order, none with a lone surrogate; None for any other. It runs before the first batch:
+    3 ms for WikiText-2's 23k words where the loop above took 5 to 11 ms."""
+    n = len(key_to_index)
+    if not np.array_equal(np.fromiter(key_to_index.values(), dtype=np.int64, count=n),
+                          np.arange(n)):
+        return None
+    try:
+        return list(map(str.encode, key_to_index))
+    except (TypeError, UnicodeEncodeError):  # a key that is not a str, or a lone surrogate
+        return None
+
+
+def _chunks(path: str) -> Iterator[Tuple[int, memoryview]]:
     """(file offset, bytes) of runs of whole lines, of about FIRST_CHUNK_BYTES, then twice as
-    many each time up to CHUNK_BYTES (a longer line is one run of its own)."""
+    many each time up to CHUNK_BYTES (a longer line is one run of its own). Each run is read
+    in place into a new bytearray (the op reads it there) and not copied: a copy would hold
+    the GIL, which the training thread then waits for."""
     with open(path, "rb") as f:
-        offset, rest, size = 0, b"", min(FIRST_CHUNK_BYTES, CHUNK_BYTES)
+        offset, rest, size = 0, bytearray(), min(FIRST_CHUNK_BYTES, CHUNK_BYTES)
         while True:
-            block = f.read(size)
+            buf = bytearray(len(rest) + size)
+            buf[:len(rest)] = rest
+            end = len(rest) + f.readinto(memoryview(buf)[len(rest):])
             size = min(2 * size, CHUNK_BYTES)
-            if not block:
+            if end == len(rest):  # the end of the file
                 if rest:
-                    yield offset, rest
+                    yield offset, memoryview(buf)[:end]
                 return
-            data = rest + block
-            cut = data.rfind(b"\n") + 1
+            cut = buf.rfind(b"\n", 0, end) + 1
             if cut:
-                yield offset, data[:cut]
-                offset, rest = offset + cut, data[cut:]
+                yield offset, memoryview(buf)[:cut]
+                offset, rest = offset + cut, buf[cut:end]
             else:
-                rest = data
+                rest = buf[:end]
 
 
-def _raise_bad_byte(corpus: LineSentence, file_offset: int, chunk: bytes, bad: int):
+def _raise_bad_byte(corpus: LineSentence, file_offset: int, chunk: memoryview, bad: int):
     """LineSentence's error for the byte at chunk[bad]: the file, line and byte in line."""
+    chunk = bytes(chunk)
     line_start = chunk.rfind(b"\n", 0, bad) + 1
     line_end = chunk.find(b"\n", bad)
     line = chunk[line_start:] if line_end < 0 else chunk[line_start:line_end + 1]
@@ -92,7 +112,7 @@ def _sentences(corpus: LineSentence, key_to_index: dict):
     """Per chunk: (tokens int32, in-vocabulary tokens per sentence, raw words per sentence)."""
     vocab, ends = vocabulary_bytes(key_to_index)
     for file_offset, chunk in _chunks(corpus.path):
-        text = torch.frombuffer(bytearray(chunk), dtype=torch.uint8)
+        text = torch.frombuffer(chunk, dtype=torch.uint8)
         tokens, sentence_ends, words, bad = ops.corpus_encode(text, vocab, ends,
                                                               MAX_SENTENCE_WORDS)
         if bad >= 0:
@@ -112,7 +132,7 @@ def count(corpus: LineSentence, progress_per: int = 10000,
     counts: Counter = Counter()
     sentences = words = 0
     for file_offset, chunk in _chunks(corpus.path):
-        text = torch.frombuffer(bytearray(chunk), dtype=torch.uint8)
+        text = torch.frombuffer(chunk, dtype=torch.uint8)
         blob, ends, found, s, w, bad = ops.corpus_count(text, MAX_SENTENCE_WORDS)
         if bad >= 0:
             _raise_bad_byte(corpus, file_offset, chunk, bad)
