@@ -69,6 +69,17 @@ def test_first_batches_double_up_to_the_limit_and_hold_the_same_sentences():
                                       np.concatenate([b[key] for b in plain]), err_msg=key)
 
 
+def test_batch_limits_double_from_first_up_to_the_limit():
+    def first_limits(limit, first, n=6):
+        sizes = corpus_file.limits(limit, first)
+        return [next(sizes) for _ in range(n)]
+
+    assert first_limits(100, None) == first_limits(100, 0) == [100] * 6
+    assert first_limits(100, 10) == [10, 20, 40, 80, 100, 100]
+    assert first_limits(100, 500) == [100] * 6
+    assert first_limits(100, -3) == [1, 2, 4, 8, 16, 32]  # never a batch per piece forever
+
+
 def test_a_bad_byte_past_the_first_chunks_names_its_line(tmp_path, monkeypatch):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"w1 w2\n" * 40 + b"w1 \xe2\x28\xa1 w2\n" + b"w1\n")

@@ -191,7 +191,7 @@ def _batch(parts: list, offset: int, sentences: int) -> dict:
 def limits(limit: int, first: Optional[int]) -> Iterator[int]:
     """Each batch's limit in raw words (both readers cut by them): `limit`, or with `first`
     the first batch's, doubled up to `limit`, so that a pass's first batch is ready soon."""
-    size = min(first or limit, limit)
+    size = min(max(1, first), limit) if first else limit
     while True:
         yield size
         size = min(2 * size, limit)
