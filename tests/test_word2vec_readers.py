@@ -132,9 +132,9 @@ def test_one_worker_trains_the_same_vectors_with_small_first_batches(monkeypatch
             cuts.setdefault(first, []).append(b["raw"])
             yield b
 
-    monkeypatch.setattr(training, "epoch_batches", counted)
+    monkeypatch.setattr(training, "epoch_batches", lambda *args, **_: counted(*args))
     plain = Word2Vec(sentences, **kw)
-    monkeypatch.setattr(training, "epoch_batches", lambda *args: counted(*args, first=37))
+    monkeypatch.setattr(training, "epoch_batches", lambda *args, **_: counted(*args, first=37))
     small_first = Word2Vec(sentences, **kw)
     assert cuts[37][:3] != cuts[None][:3] and len(cuts[37]) > len(cuts[None])
     np.testing.assert_array_equal(small_first.wv.vectors, plain.wv.vectors)
