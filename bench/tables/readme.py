@@ -11,10 +11,6 @@ KERNELS = [  # roofline case, what it is, its rate metric (None: a time), its ma
     ("sampled_softmax", "sampled softmax fwd+bwd", None, "plain"),
     ("hierarchical_softmax", "hierarchical softmax fwd+bwd", None, "plain"),
     ("full_softmax", "exact softmax fwd+bwd", None, "plain"),
-    ("word2vec_sg", "word2vec skip-gram, word2vec.c's order (`update=\"pairs\"`), 1 epoch",
-     "words_per_s", "gensim"),
-    ("word2vec_cbow", "word2vec CBOW, word2vec.c's order (the default for CBOW), 1 epoch",
-     "words_per_s", "gensim"),
 ]
 PEERS = {"plain": "plain PyTorch", "gensim": "gensim 4.4.0",
          "torch.multinomial": "`torch.multinomial`"}
@@ -40,25 +36,25 @@ def roofline_rows(src):
         body.append([f"{what} ({dims})", _figure(run, case, "ours", rate).replace("/s", f" {unit}/s"),
                      f"{PEERS[peer]}: " + _figure(run, case, peer, rate).replace("/s", f" {unit}/s"),
                      f"**{ratio(value(run, case=case, provider='ours', metric='speedup_vs_' + peer))}**"])
-    return body + shared_negatives_rows(src, latest)
+    return body
 
 
-def shared_negatives_rows(src, latest):
-    """word2vec with shared negatives (update="batched") against gensim timed in the same run
-    (gensim is timed beside the pairs order's case)."""
+def word2vec_speed_rows(src):
+    """word2vec's default order per model against gensim, both timed side by side in each run
+    of bench/bench_word2vec_update.py at its newest commit (the median run, and the range)."""
+    from .word2vec_update import DEFAULT_ORDER, newest_runs, ratio_range, speeds
+
+    runs = newest_runs(src)
     body = []
-    for model, name, which in (("sg", "skip-gram", "the default for skip-gram"),
-                               ("cbow", "CBOW", '`update="batched"`')):
-        case = f"word2vec_{model}_batched"
-        if case not in latest:
-            continue
-        run = src.add(latest[case])
-        mine = pick(run, case=case, provider="ours")
-        ours = value(run, case=case, provider="ours", metric="words_per_s")
-        gensim = value(run, case=f"word2vec_{model}", provider="gensim", metric="words_per_s")
-        body.append([f"word2vec {name}, shared negatives ({which}), 1 epoch "
-                     f"({shape(mine[0]['shape'])})", f"{sci(ours)} words/s",
-                     f"{PEERS['gensim']}: {sci(gensim)} words/s", f"**{ratio(ours / gensim)}**"])
+    for model, name, order in (("sg", "skip-gram", "shared negatives"),
+                               ("cbow", "CBOW", "word2vec.c's order")):
+        for inp, label in (("iterable", "a list of sentences"), ("corpus_file", "`corpus_file`")):
+            pairs = speeds(runs, model, inp, DEFAULT_ORDER[model])
+            ours = statistics.median(o for o, _ in pairs)
+            gensim = statistics.median(g for _, g in pairs)
+            body.append([f"word2vec {name} (default: {order}), WikiText-2 from {label}, 1 epoch, "
+                         f"2 workers, {len(pairs)} runs", f"{sci(ours)} words/s",
+                         f"gensim 4.4.0: {sci(gensim)} words/s", f"**{ratio_range(pairs)}**"])
     return body
 
 
@@ -155,7 +151,7 @@ def lm_row(src):
 @table("readme-cpu")
 def readme_cpu():
     src = Sources()
-    body = roofline_rows(src) + word2vec_quality_rows(src) + gpu_order_rows(src) + lm_row(src)
+    body = roofline_rows(src) + word2vec_speed_rows(src) + word2vec_quality_rows(src) + gpu_order_rows(src) + lm_row(src)
     return markdown(["what", "fastsoftmax", "compared with", "ratio"], body) + ["", src.line()]
 
 
