@@ -3,11 +3,10 @@ train() to the first native call (the first batch being read), the sum of the ga
 native calls (the training thread waiting for a batch or for the GIL), and train()'s wall.
 
     python bench/word2vec_reader_idle.py [--models cbow,sg] [--inputs iterable,corpus_file]
-        [--workers 2] [--rounds 5] [--first N] [--jsonl] [--encode]
+        [--workers 2] [--rounds 5] [--jsonl] [--encode]
 
 WikiText-2, 1 epoch, update="pairs", gensim's defaults otherwise. Every round runs every
-(model, input) once; the table gives medians over rounds. --first N makes each pass's first
-batch N raw words (doubling up to the usual limit) by passing first=N to epoch_batches.
+(model, input) once; the table gives medians over rounds.
 --jsonl prints one line per run instead, to interleave runs of two checkouts (run it from
 each, in turn). --encode instead times the Python reader alone: CPU seconds of
 data.python_batches over WikiText-2 (a vocabulary of min_count 5, batches of 160,000 words),
@@ -33,10 +32,10 @@ from fastsoftmax.models.word2vec import training  # noqa: E402
 PARAMS = dict(vector_size=100, window=5, negative=5, sample=1e-3, min_count=5, epochs=1)
 
 
-def timed_calls(first):
-    """Wraps training.train_batch to log (start, end) of every native call; with `first`,
-    epoch_batches gets first=first. Returns the log (a list to clear between runs)."""
-    calls, native, batches = [], training.train_batch, training.epoch_batches
+def timed_calls():
+    """Wraps training.train_batch to log (start, end) of every native call. Returns the log
+    (a list to clear between runs)."""
+    calls, native = [], training.train_batch
 
     def train_batch(*args, **kw):
         start = time.perf_counter()
@@ -45,8 +44,6 @@ def timed_calls(first):
         return out
 
     training.train_batch = train_batch
-    if first:
-        training.epoch_batches = lambda *args: batches(*args, first=first)
     return calls
 
 
@@ -83,7 +80,6 @@ def main():
     ap.add_argument("--inputs", default="iterable,corpus_file")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--first", type=int, default=0)
     ap.add_argument("--jsonl", action="store_true")
     ap.add_argument("--encode", action="store_true")
     args = ap.parse_args()
@@ -99,7 +95,7 @@ def main():
     bad = [x for x in args.inputs.split(",") if x not in inputs]
     if bad:
         ap.error(f"unknown input {bad}: inputs {list(inputs)}")
-    calls, runs = timed_calls(args.first), {}
+    calls, runs = timed_calls(), {}
     for _ in range(args.rounds):
         for model in args.models.split(","):
             for name in args.inputs.split(","):

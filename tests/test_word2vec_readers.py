@@ -1,7 +1,6 @@
 """word2vec's two readers when they hurry: the file read in chunks that grow from a small first
-one, the first batches of a pass made small (`first`, doubling up to the limit) and the Python
-reader's pauses, each leaving the batches (or, where the cuts move, the trained vectors with
-one worker) exactly as they were."""
+one and the Python reader's pauses, each leaving the batches exactly as they were; and with one
+worker, the trained vectors do not depend on where the batches are cut."""
 
 import random
 
@@ -37,47 +36,17 @@ def test_chunks_grow_from_the_first_size_and_cover_the_file(tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_growing_chunks_and_first_batches_equal_the_python_path(tmp_path, monkeypatch, seed):
+def test_growing_chunks_give_the_python_paths_batches(tmp_path, monkeypatch, seed):
     rng = random.Random(seed)
     path = text_file(tmp_path, seed)
     monkeypatch.setattr(corpus_file, "FIRST_CHUNK_BYTES", rng.choice([1, 5, 16]))
     monkeypatch.setattr(corpus_file, "CHUNK_BYTES", rng.choice([40, 1 << 24]))
     key_to_index = {w: i for i, w in enumerate(VOCAB)}
-    limit, first = rng.choice([(20, 3), (60, 1), (60, 100), (10**6, 7)])
+    limit = rng.choice([1, 20, 60, 10**6])
     corpus = LineSentence(str(path))
-    native = list(corpus_file.batches(corpus, key_to_index, limit, first))
-    python = list(data.python_batches(key_to_index, corpus, limit, first))
+    native = list(corpus_file.batches(corpus, key_to_index, limit))
+    python = list(data.python_batches(key_to_index, corpus, limit))
     assert_same_batches(native, python)
-
-
-def test_first_batches_double_up_to_the_limit_and_hold_the_same_sentences():
-    rng = random.Random(1)
-    sentences = [[rng.choice(VOCAB + ["oov"]) for _ in range(rng.randrange(0, 9))]
-                 for _ in range(300)]
-    key_to_index = {w: i for i, w in enumerate(VOCAB)}
-    plain = list(data.python_batches(key_to_index, sentences, 100))
-    ramped = list(data.python_batches(key_to_index, sentences, 100, first=10))
-    # each batch closes at the sentence that brings it to its limit: 10, 20, 40, 80, 100, ...
-    ends = np.cumsum([len(s) for s in sentences])
-    start = 0
-    for batch, size in zip(ramped[:-1], [10, 20, 40, 80] + [100] * 100):
-        assert batch["raw"] >= size and batch["raw"] - (batch["words_before"][-1] - start) < size
-        start += batch["raw"]
-    assert start + ramped[-1]["raw"] == ends[-1]
-    for key in ("tokens", "words_before", "sentences_before"):
-        np.testing.assert_array_equal(np.concatenate([b[key] for b in ramped]),
-                                      np.concatenate([b[key] for b in plain]), err_msg=key)
-
-
-def test_batch_limits_double_from_first_up_to_the_limit():
-    def first_limits(limit, first, n=6):
-        sizes = corpus_file.limits(limit, first)
-        return [next(sizes) for _ in range(n)]
-
-    assert first_limits(100, None) == first_limits(100, 0) == [100] * 6
-    assert first_limits(100, 10) == [10, 20, 40, 80, 100, 100]
-    assert first_limits(100, 500) == [100] * 6
-    assert first_limits(100, -3) == [1, 2, 4, 8, 16, 32]  # never a batch per piece forever
 
 
 def test_a_bad_byte_past_the_first_chunks_names_its_line(tmp_path, monkeypatch):
@@ -86,9 +55,9 @@ def test_a_bad_byte_past_the_first_chunks_names_its_line(tmp_path, monkeypatch):
     monkeypatch.setattr(corpus_file, "FIRST_CHUNK_BYTES", 4)  # the bad line is in chunk 6
     corpus = LineSentence(str(path))
     with pytest.raises(CorpusDecodeError) as native:
-        list(corpus_file.batches(corpus, {"w1": 0}, 3, 1))
+        list(corpus_file.batches(corpus, {"w1": 0}, 3))
     with pytest.raises(CorpusDecodeError) as python:
-        list(data.python_batches({"w1": 0}, corpus, 3, 1))
+        list(data.python_batches({"w1": 0}, corpus, 3))
     assert str(native.value) == str(python.value)
     assert f"{path}:41: not utf8 text (byte 4 of the line" in str(native.value)
     with pytest.raises(CorpusDecodeError, match=f"{path}:41: not utf8 text"):
@@ -118,7 +87,7 @@ def test_the_reader_sleeps_only_while_a_batch_waits(monkeypatch):
 
 
 @pytest.mark.parametrize("sg,update", [(0, "pairs"), (1, "pairs"), (0, "batched")])
-def test_one_worker_trains_the_same_vectors_with_small_first_batches(monkeypatch, sg, update):
+def test_one_worker_trains_the_same_vectors_with_smaller_batches(monkeypatch, sg, update):
     # One worker: the op is a pure function of the tokens, the positions and the seed, so
     # where the batches end must not matter (its random draws follow the global token index).
     rng = np.random.default_rng(2)
@@ -127,18 +96,18 @@ def test_one_worker_trains_the_same_vectors_with_small_first_batches(monkeypatch
               batch_words=200, update=update)
     real, cuts = training.epoch_batches, {}
 
-    def counted(key_to_index, corpus, limit, queue_size, cache, first=None):
-        for b in real(key_to_index, corpus, limit, queue_size, cache, first):
-            cuts.setdefault(first, []).append(b["raw"])
+    def counted(key_to_index, corpus, limit, *rest, smaller=None):  # smaller moves the cuts
+        for b in real(key_to_index, corpus, smaller or limit, *rest):
+            cuts.setdefault(smaller, []).append(b["raw"])
             yield b
 
     monkeypatch.setattr(training, "epoch_batches", lambda *args, **_: counted(*args))
     plain = Word2Vec(sentences, **kw)
-    monkeypatch.setattr(training, "epoch_batches", lambda *args, **_: counted(*args, first=37))
-    small_first = Word2Vec(sentences, **kw)
+    monkeypatch.setattr(training, "epoch_batches", lambda *args, **_: counted(*args, smaller=37))
+    small = Word2Vec(sentences, **kw)
     assert cuts[37][:3] != cuts[None][:3] and len(cuts[37]) > len(cuts[None])
-    np.testing.assert_array_equal(small_first.wv.vectors, plain.wv.vectors)
-    np.testing.assert_array_equal(small_first.syn1neg, plain.syn1neg)
+    np.testing.assert_array_equal(small.wv.vectors, plain.wv.vectors)
+    np.testing.assert_array_equal(small.syn1neg, plain.syn1neg)
 
 
 @pytest.mark.parametrize("keys", [

@@ -149,21 +149,18 @@ def count(corpus: LineSentence, progress_per: int = 10000,
     return counts, sentences, words
 
 
-def batches(corpus: LineSentence, key_to_index: dict, limit: int,
-            first: Optional[int] = None) -> Iterator[dict]:
+def batches(corpus: LineSentence, key_to_index: dict, limit: int) -> Iterator[dict]:
     """data.python_batches's batches of one pass over the file: a batch closes after the
-    sentence that brings its raw words to its limit (`limits`) or more."""
+    sentence that brings its raw words to `limit` or more."""
     parts: list = []  # (tokens, in-vocabulary counts, raw counts) not yet in a batch
     pending = offset = sentences = 0
-    sizes = limits(limit, first)
-    size = next(sizes)
     for tokens, in_vocab, words in _sentences(corpus, key_to_index):
         raw_ends = np.cumsum(words)
         token_ends = np.cumsum(in_vocab)
         start = 0  # first sentence of this chunk not yet in a batch
         while start < len(words):
             before = raw_ends[start - 1] if start else 0
-            last = int(np.searchsorted(raw_ends, before + size - pending, side="left"))
+            last = int(np.searchsorted(raw_ends, before + limit - pending, side="left"))
             if last >= len(words):
                 break
             t0 = token_ends[start - 1] if start else 0
@@ -173,7 +170,7 @@ def batches(corpus: LineSentence, key_to_index: dict, limit: int,
             offset += batch["raw"]
             sentences += len(batch["ends"])
             yield batch
-            parts, pending, start, size = [], 0, last + 1, next(sizes)
+            parts, pending, start = [], 0, last + 1
         if start < len(words):
             t0 = token_ends[start - 1] if start else 0
             parts.append((tokens[t0:], in_vocab[start:], words[start:]))
@@ -186,15 +183,6 @@ def _batch(parts: list, offset: int, sentences: int) -> dict:
     in_vocab = np.concatenate([p[1] for p in parts])
     return batch_of(np.concatenate([p[0] for p in parts]), np.cumsum(in_vocab),
                     np.concatenate([p[2] for p in parts]), offset, sentences)
-
-
-def limits(limit: int, first: Optional[int]) -> Iterator[int]:
-    """Each batch's limit in raw words (both readers cut by them): `limit`, or with `first`
-    the first batch's, doubled up to `limit`, so that a pass's first batch is ready soon."""
-    size = min(max(1, first), limit) if first else limit
-    while True:
-        yield size
-        size = min(2 * size, limit)
 
 
 def batch_of(tokens: np.ndarray, ends: np.ndarray, words: np.ndarray, offset: int,

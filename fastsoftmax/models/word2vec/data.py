@@ -139,14 +139,12 @@ def gil_pauses(q: queue.Queue):
     return pause
 
 
-def python_batches(key_to_index, corpus, limit: int, first: Optional[int] = None,
+def python_batches(key_to_index, corpus, limit: int,
                    pause: Optional[Callable[[], None]] = None):
-    """The corpus cut into batches of about `limit` raw words (the first of `first`, see
-    corpus_file.limits), encoded: a batch closes after the sentence piece that brings its
-    raw words to its limit or more. `pause()`, if given, is called after every PAUSE_WORDS
-    words or so looked up, and after every batch."""
-    lookup, sizes = key_to_index.get, corpus_file.limits(limit, first)
-    size = next(sizes)
+    """The corpus cut into batches of about `limit` raw words, encoded: a batch closes after
+    the sentence piece that brings its raw words to `limit` or more. `pause()`, if given, is
+    called after every PAUSE_WORDS words or so looked up, and after every batch."""
+    lookup = key_to_index.get
     done: list = []  # the batch's ids so far, as int64 arrays
     ids: list = []  # and those not yet in an array
     lengths: list = []
@@ -156,15 +154,15 @@ def python_batches(key_to_index, corpus, limit: int, first: Optional[int] = None
             ids += map(lookup, piece, repeat(-1))
             lengths.append(len(piece))
             raw += len(piece)
-            if raw < size and len(ids) < PAUSE_WORDS:
+            if raw < limit and len(ids) < PAUSE_WORDS:
                 continue
             done.append(np.fromiter(ids, dtype=np.int64, count=len(ids)))
             ids = []
-            if raw >= size:
+            if raw >= limit:
                 yield encoded(done, lengths, offset, sentences)
                 offset += raw
                 sentences += len(lengths)
-                done, lengths, raw, size = [], [], 0, next(sizes)
+                done, lengths, raw = [], [], 0
             if pause is not None:
                 pause()
     if lengths:
@@ -190,20 +188,18 @@ def replayable(corpus) -> bool:
     return isinstance(corpus, (list, tuple)) or corpus_file.native(corpus)
 
 
-def epoch_batches(key_to_index, corpus, limit: int, queue_size: int, cache: Optional[list],
-                  first: Optional[int] = None):
+def epoch_batches(key_to_index, corpus, limit: int, queue_size: int, cache: Optional[list]):
     """Encoded batches of one pass, made by a reader thread (corpus_file.batches for a file
-    it reads natively, python_batches otherwise), the first of `first` raw words doubling up
-    to `limit` (corpus_file.limits). With a `cache` list the batches of the first pass are
-    kept and replayed by later epochs; otherwise the corpus is re-read."""
+    it reads natively, python_batches otherwise). With a `cache` list the batches of the
+    first pass are kept and replayed by later epochs; otherwise the corpus is re-read."""
     if cache:
         yield from cache
         return
     q: queue.Queue = queue.Queue(maxsize=max(1, queue_size))
     if corpus_file.native(corpus):
-        made = corpus_file.batches(corpus, key_to_index, limit, first)
+        made = corpus_file.batches(corpus, key_to_index, limit)
     else:
-        made = python_batches(key_to_index, corpus, limit, first, gil_pauses(q))
+        made = python_batches(key_to_index, corpus, limit, gil_pauses(q))
     stop = threading.Event()
     reader = threading.Thread(target=_reader, args=(made, q, stop), daemon=True)
     reader.start()
