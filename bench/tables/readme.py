@@ -4,6 +4,7 @@ import statistics
 
 from .common import (Sources, count, latest_run, markdown, ms, pick, ratio, rows_of, sci,
                      shape, signed, table, value)
+from .word2vec import t_interval
 
 KERNELS = [  # roofline case, what it is, its rate metric (None: a time), its main peer
     ("alias_draws", "draws from unigram^0.75", "draws_per_s", "torch.multinomial"),
@@ -46,8 +47,9 @@ def word2vec_speed_rows(src):
 
     runs = newest_runs(src)
     body = []
-    for model, name, order in (("sg", "skip-gram", "shared negatives"),
-                               ("cbow", "CBOW", "word2vec.c's order")):
+    orders = {"batched": "shared negatives", "pairs": "word2vec.c's order"}
+    for model, name in (("sg", "skip-gram"), ("cbow", "CBOW")):
+        order = orders[DEFAULT_ORDER[model]]
         for inp, label in (("iterable", "a list of sentences"), ("corpus_file", "`corpus_file`")):
             pairs = speeds(runs, model, inp, DEFAULT_ORDER[model])
             ours = statistics.median(o for o, _ in pairs)
@@ -56,14 +58,6 @@ def word2vec_speed_rows(src):
                          f"2 workers, {len(pairs)} runs", f"{sci(ours)} words/s",
                          f"gensim 4.4.0: {sci(gensim)} words/s", f"**{ratio_range(pairs)}**"])
     return body
-
-
-def paired_interval(diff):
-    """(mean, 95% half-width of Student's t) of paired differences."""
-    from scipy.stats import t
-
-    half = t.ppf(0.975, len(diff) - 1) * statistics.stdev(diff) / len(diff) ** 0.5
-    return statistics.mean(diff), half
 
 
 # The update orders the README quotes (bench/word2vec_parity.py's names), a row each where
@@ -102,7 +96,7 @@ def quality_row(src, runs, used, impl, setting, name, groups):
             and f"epochs=5 workers={workers} " in r["shape"]
             and r["provider"].split(" ")[0] in (impl, "gensim-iterable"))
     diff = paired_differences(runs, setting, impl, "gensim-iterable", 5, workers)["ws353"]
-    mean, half = paired_interval(diff)
+    mean, half = t_interval(diff)
     score = lambda who: statistics.mean(  # noqa: E731
         v["ws353"] for (st, i, e, w, _), v in runs.items()
         if (st, i, e, w) == (setting, who, 5, workers))
@@ -125,7 +119,7 @@ def gpu_order_rows(src):
         rounds = by_seed(lambda p: p.startswith("rounds"))
         seq = by_seed(lambda p: p == "sequential, 1 thread")
         seeds = sorted(set(rounds) & set(seq))
-        mean, half = paired_interval([rounds[s] - seq[s] for s in seeds])
+        mean, half = t_interval([rounds[s] - seq[s] for s in seeds])
         body.append([f"word2vec {name} in CUDA's update order (replayed on the CPU), "
                      f"WikiText-2, 5 epochs, {len(seeds)} seeds",
                      f"WS-353 {statistics.mean(rounds.values()):.3f}",
@@ -151,7 +145,8 @@ def lm_row(src):
 @table("readme-cpu")
 def readme_cpu():
     src = Sources()
-    body = roofline_rows(src) + word2vec_speed_rows(src) + word2vec_quality_rows(src) + gpu_order_rows(src) + lm_row(src)
+    body = (roofline_rows(src) + word2vec_speed_rows(src) + word2vec_quality_rows(src)
+            + gpu_order_rows(src) + lm_row(src))
     return markdown(["what", "fastsoftmax", "compared with", "ratio"], body) + ["", src.line()]
 
 

@@ -91,6 +91,13 @@ def t_interval(d):
     return statistics.mean(d), t.ppf(0.975, len(d) - 1) * statistics.stdev(d) / len(d) ** 0.5
 
 
+def interval_cell(d) -> str:
+    """Paired differences as a table cell: +0.0015 ± 0.0342, with * where the interval
+    excludes 0."""
+    mean, half = t_interval(d)
+    return f"{signed(mean, 4)} ± {half:.4f}" + (" *" if abs(mean) > half else "")
+
+
 def runs_by_group(runs):
     """The (epochs, workers) groups the rows hold, each in SETTINGS order."""
     return sorted({(e, w) for (_, _, e, w, _) in runs}, key=lambda g: (g[1], g[0]))
@@ -108,13 +115,8 @@ def parity_differences():
                 d = paired_differences(runs, setting, ours, theirs, epochs, workers)
                 if d is None:
                     continue
-                cells = []
-                for m in METRICS:
-                    mean, half = t_interval(d[m])
-                    cells.append(f"{signed(mean, 4)} ± {half:.4f}"
-                                 + (" *" if abs(mean) > half else ""))
                 body.append([setting, str(epochs), str(workers), f"{ours} − {theirs}",
-                             str(len(d[METRICS[0]]))] + cells)
+                             str(len(d[METRICS[0]]))] + [interval_cell(d[m]) for m in METRICS])
     return markdown(["setting", "epochs", "workers", "comparison", "seeds", "ΔWS-353",
                      "ΔSimLex-999", "Δanalogy"], body) + [
         "", src.line("Mean ± the 95% half-width of Student's t; * marks an interval that "

@@ -68,41 +68,47 @@ def word2vec_update():
                      f"{rounds} rounds; a ratio is the median run's, with the range over runs.")]
 
 
-GROUP_DEFAULT = {"sg": "g1", "cbow": "pairs"}  # the variant each model trains by default
+def default_variant(model: str) -> str:
+    """bench/word2vec_groups.py's name of the model's default: one centre a set of shared
+    negatives ("g1") or word2vec.c's order ("pairs")."""
+    return "g1" if DEFAULT_ORDER[model] == "batched" else "pairs"
+
+
+def variant_label(variant: str) -> str:
+    if variant == "pairs":
+        return "word2vec.c's order"
+    return f"{variant[1:]} centre{'' if variant == 'g1' else 's'} a set"
 
 
 @table("word2vec-groups")
 def word2vec_groups():
     """bench/word2vec_groups.py's newest run: each variant against the model's default,
     paired by seed (mean ± 95% half-width), and its words/s ÷ the default's (median seed)."""
-    from .readme import paired_interval
+    from .word2vec import interval_cell
 
     src = Sources()
     rows = rows_of("word2vec-groups-cpu")
     command = max(rows, key=lambda r: r["time"])["command"]
     run = src.add(pick(rows, command=command))
-    seed_of = lambda r: r["shape"].split("seed=")[1]  # noqa: E731
     body = []
     for model, model_name in MODELS:
-        mine = pick(run, case=lambda c: c.endswith("/" + model))
-        by = {}
-        for r in mine:
-            by.setdefault((r["provider"], r["metric"]), {})[seed_of(r)] = float(r["value"])
-        base = GROUP_DEFAULT[model]
-        for variant in sorted({r["provider"] for r in mine}, key=lambda v: (v != "pairs", v)):
-            if variant == base or (base, "ws353") not in by:
-                continue
-            cells = []
-            for metric in ("ws353", "simlex999", "analogy"):
-                seeds = sorted(set(by[(variant, metric)]) & set(by[(base, metric)]))
-                mean, half = paired_interval(
-                    [by[(variant, metric)][s] - by[(base, metric)][s] for s in seeds])
-                star = " *" if abs(mean) > half else ""
-                cells.append(f"{mean:+.4f} ± {half:.4f}{star}".replace("-", "−"))
-            speed = statistics.median(by[(variant, "words_per_s")][s] / by[(base, "words_per_s")][s]
-                                      for s in by[(variant, "words_per_s")])
-            label = "word2vec.c's order" if variant == "pairs" else f"{variant[1:]} centre{'s' if variant != 'g1' else ''} a set"
-            body.append([model_name, f"{label} − default", len(seeds), *cells, f"{speed:.2f}×"])
+        by = {}  # (variant, metric) -> {seed: value}
+        for r in pick(run, case=lambda c: c.endswith("/" + model)):
+            seed = r["shape"].split("seed=")[1]
+            by.setdefault((r["provider"], r["metric"]), {})[seed] = float(r["value"])
+        base = default_variant(model)
+        if (base, "ws353") not in by:
+            continue
+        variants = sorted({v for v, _ in by if v != base}, key=lambda v: (v != "pairs", v))
+        for variant in variants:
+            def paired(metric):
+                a, b = by[(variant, metric)], by[(base, metric)]
+                return [(a[s], b[s]) for s in sorted(set(a) & set(b))]
+            cells = [interval_cell([x - y for x, y in paired(m)])
+                     for m in ("ws353", "simlex999", "analogy")]
+            speed = statistics.median(x / y for x, y in paired("words_per_s"))
+            body.append([model_name, f"{variant_label(variant)} − default",
+                         len(paired("ws353")), *cells, f"{speed:.2f}×"])
     return markdown(["model", "variant", "seeds", "ΔWS-353", "ΔSimLex-999", "Δanalogy",
                      "words/s ÷ default"], body) + [
         "", src.line("The default: shared negatives of one centre for skip-gram, word2vec.c's "
