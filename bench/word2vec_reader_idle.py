@@ -3,18 +3,19 @@ train() to the first native call (the first batch being read), the sum of the ga
 native calls (the training thread waiting for a batch or for the GIL), and train()'s wall.
 
     python bench/word2vec_reader_idle.py [--models cbow,sg] [--inputs iterable,corpus_file]
-        [--workers 2] [--rounds 5] [--jsonl] [--encode]
+        [--workers 2] [--rounds 5] [--label NAME] [--encode]
 
 WikiText-2, 1 epoch, update="pairs", gensim's defaults otherwise. Every round runs every
-(model, input) once; the table gives medians over rounds.
---jsonl prints one line per run instead, to interleave runs of two checkouts (run it from
-each, in turn). --encode instead times the Python reader alone: CPU seconds of
+(model, input) once; the table gives medians over rounds. Rows go to
+bench/results/word2vec-reader-idle-cpu.csv under --label (the checkout's name): to compare two
+checkouts, run this script from each in turn, one round at a time, and put their rows in one
+file; docs/word2vec.md renders the earliest label as "before" and the newest as "after".
+--encode instead times the Python reader alone: CPU seconds of
 data.python_batches over WikiText-2 (a vocabulary of min_count 5, batches of 160,000 words),
 median of --rounds. Hold the machine's benchmark lock: flock /tmp/bench.lock python ...
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -25,6 +26,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from bench_word2vec import CORPORA, load  # noqa: E402
+from common import write_results  # noqa: E402
 
 from fastsoftmax.models import Word2Vec  # noqa: E402
 from fastsoftmax.models.word2vec import training  # noqa: E402
@@ -80,7 +82,7 @@ def main():
     ap.add_argument("--inputs", default="iterable,corpus_file")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--jsonl", action="store_true")
+    ap.add_argument("--label", default="HEAD", help="the checkout's name in the rows")
     ap.add_argument("--encode", action="store_true")
     args = ap.parse_args()
     import torch
@@ -95,21 +97,21 @@ def main():
     bad = [x for x in args.inputs.split(",") if x not in inputs]
     if bad:
         ap.error(f"unknown input {bad}: inputs {list(inputs)}")
-    calls, runs = timed_calls(), {}
-    for _ in range(args.rounds):
+    calls, runs, rows = timed_calls(), {}, []
+    for r in range(args.rounds):
         for model in args.models.split(","):
             for name in args.inputs.split(","):
                 run = one_run(model, inputs[name], args.workers, calls)
                 runs.setdefault((model, name), []).append(run)
-                if args.jsonl:
-                    print(json.dumps(dict(model=model, input=name, **run)), flush=True)
-    if not args.jsonl:
-        print("| model | input | first native call (ms) | gaps (ms) | train() (s) |")
-        print("| --- | --- | --- | --- | --- |")
-        for (model, name), rs in runs.items():
-            med = [statistics.median(r[k] for r in rs) for k in ("first_ms", "gaps_ms", "wall_s")]
-            print(f"| {model} | {name} | {med[0]:.1f} | {med[1]:.1f} | {med[2]:.3f} |")
-
+                rows += [dict(case=f"word2vec/wikitext2/{model}/{name}", provider=args.label,
+                              shape=f"workers={args.workers} round={r}", metric=k, value=v)
+                         for k, v in run.items() if k != "calls"]
+    write_results("word2vec-reader-idle", "cpu", rows)
+    print("| model | input | first native call (ms) | gaps (ms) | train() (s) |")
+    print("| --- | --- | --- | --- | --- |")
+    for (model, name), rs in runs.items():
+        med = [statistics.median(r[k] for r in rs) for k in ("first_ms", "gaps_ms", "wall_s")]
+        print(f"| {model} | {name} | {med[0]:.1f} | {med[1]:.1f} | {med[2]:.3f} |")
 
 if __name__ == "__main__":
     main()

@@ -219,3 +219,32 @@ def side_by_side_hs():
     return side_by_side([("2026-11-24T08:37:38Z", ", hs=1"), ("2026-11-24T08:40:28Z", ", hs=1"),
                          ("2026-11-24T08:41:44Z", ", hs=1, 1 thread")],
                         [("sg", "skip-gram"), ("cbow", "CBOW")])
+
+
+@table("word2vec-reader-idle")
+def reader_idle():
+    """bench/word2vec_reader_idle.py's rows of two checkouts, interleaved: the first label in
+    the file is "before", the last "after"; medians over rounds, the range in brackets."""
+    src = Sources()
+    rows = src.add(rows_of("word2vec-reader-idle-cpu"))
+    labels = list(dict.fromkeys(r["provider"] for r in rows))
+    before, after = labels[0], labels[-1]
+
+    def cell(case, label, metric, fmt):
+        v = sorted(float(r["value"]) for r in pick(rows, case=case, provider=label,
+                                                    metric=metric))
+        return f"{fmt(statistics.median(v))} ({fmt(v[0])}–{fmt(v[-1])})"
+
+    ms_ = lambda x: f"{x:.1f}"  # noqa: E731
+    body = []
+    for case in dict.fromkeys(r["case"] for r in rows):
+        model, inp = case.split("/")[2:]
+        body.append([{"sg": "skip-gram", "cbow": "CBOW"}[model], inp]
+                    + [cell(case, label, metric, fmt)
+                       for metric, fmt in (("first_ms", ms_), ("gaps_ms", ms_),
+                                           ("wall_s", lambda x: f"{x:.3f}"))
+                       for label in (before, after)])
+    return markdown(["model", "input", f"first call, ms, {before}", after,
+                     f"gaps, ms, {before}", after, f"`train()`, s, {before}", after], body) + [
+        "", src.line(f"Medians over {len(pick(rows, provider=after)) // (3 * len(body))} "
+                     "rounds of each, run in turn; the range in brackets.")]
