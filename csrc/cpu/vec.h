@@ -23,6 +23,11 @@ typedef float v8f __attribute__((vector_size(32), aligned(4)));
 
 FS_ALWAYS_INLINE const v8f& load8(const float* p) { return *reinterpret_cast<const v8f*>(p); }
 
+// The sum of a vector's eight lanes, pairwise.
+FS_ALWAYS_INLINE float hsum(const v8f& s) {
+  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
 // Whether this CPU runs AVX2 with FMA.
 inline bool has_avx2_fma() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -62,8 +67,7 @@ FS_ALWAYS_INLINE acc_t dot(const scalar_t* __restrict a, const scalar_t* __restr
       s3 += load8(a + d + 24) * load8(b + d + 24);
     }
     for (; d + 8 <= D; d += 8) s0 += load8(a + d) * load8(b + d);
-    const v8f s = (s0 + s1) + (s2 + s3);
-    float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    float r = hsum((s0 + s1) + (s2 + s3));
     for (; d < D; ++d) r += a[d] * b[d];
     return r;
   } else {

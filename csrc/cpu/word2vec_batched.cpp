@@ -26,6 +26,7 @@
 namespace fastsoftmax {
 namespace {
 
+using vec::hsum;
 using vec::load8;
 using vec::v8f;
 using w2v::KeptSentence;
@@ -33,10 +34,6 @@ using w2v::Stats;
 using w2v::TrainParams;
 using w2v::WorkerRows;
 using w2v::prefetch_row;
-
-FS_ALWAYS_INLINE float hsum(const v8f& s) {
-  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-}
 
 // out[m] = x . y[m] for M rows y at once: x is loaded once per eight floats for M products.
 template <int M>
