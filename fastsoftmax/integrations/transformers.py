@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from ..losses._layer_parts import make_sampler
+from ..losses._streaming import check_chunk_bytes
 from ..losses.full import CHUNK_BYTES, full_softmax_loss
 from ..losses.sampled import sampled_softmax_loss
 from ..ops._checks import checked_ids
@@ -140,10 +141,8 @@ def patch(model, loss: str = "exact", *, return_logits: bool = False, **head_opt
     unknown = sorted(set(head_options) - allowed)
     if unknown:
         raise TypeError(f"loss={loss!r} takes {sorted(allowed)}, got {unknown}")
-    chunk_bytes = head_options.get("chunk_bytes", 1)
-    if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes < 1:
-        raise ValueError(f"chunk_bytes must be a positive int (bytes of logits held at once), "
-                         f"got {chunk_bytes!r}")
+    if "chunk_bytes" in head_options:
+        check_chunk_bytes(head_options["chunk_bytes"])
     decoder, softcaps = SUPPORTED[name]
     if loss == "sampled":
         _check_sampled(target, head_options, softcaps)

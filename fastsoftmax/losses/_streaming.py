@@ -20,12 +20,19 @@ def acc_dtype(t: Tensor) -> torch.dtype:
     return torch.float64 if t.dtype == torch.float64 else torch.float32
 
 
+def check_chunk_bytes(chunk_bytes) -> int:
+    """chunk_bytes as given, or a ValueError unless it is a positive int."""
+    if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes <= 0:
+        raise ValueError(f"chunk_bytes must be a positive int (the bytes of logits held at "
+                         f"once), got {chunk_bytes!r}")
+    return chunk_bytes
+
+
 def blocks(rows: int, classes: int, chunk_bytes: int) -> Tuple[int, int]:
     """(rows, classes) per block so that one block of logits holds about chunk_bytes. All rows
     go in one block unless that leaves too few classes per block to be efficient (fewer than
     all of them, 1024, or a 16th of the budget); then rows are split too."""
-    if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes <= 0:
-        raise ValueError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}")
+    check_chunk_bytes(chunk_bytes)
     elements = max(1, chunk_bytes // 4)
     class_step = max(1, min(classes, elements // max(rows, 1)))
     floor = max(1, min(classes, 1024, elements // 16))
