@@ -55,7 +55,7 @@ class _LossWithGradients(torch.autograd.Function):
         want_h, want_w, want_b = ctx.needs_input_grad[:3]
         counted = target != ignore_index
         safe = torch.where(counted, target, torch.zeros_like(target))[:, None]
-        grad_h = torch.zeros_like(hidden) if want_h else None
+        grad_h = torch.empty_like(hidden) if want_h else None  # every block writes its rows
         grad_w = torch.zeros_like(weight) if want_w else None
         grad_b = torch.zeros_like(bias) if want_b else None
         total = hidden.new_zeros(())
