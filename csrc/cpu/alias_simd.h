@@ -48,49 +48,52 @@ inline bool alias_simd_supported() {
 // one 8-byte gather a draw instead of two 4-byte ones), or nothing (uniform draws).
 enum TableLayout { kTwoArrays, kInterleaved, kNoTable };
 
-// Draws first..first+count-1 of the alias table (prob, alias) with num_classes < 2^31, or
-// of the uniform distribution (kNoTable: prob and alias unread), into out[0, count); count is
-// a multiple of 8.
-template <TableLayout kLayout>
-__attribute__((target("avx512f,avx512dq"))) inline void philox_draws_avx512(
-    uint64_t key, uint32_t stream, uint64_t first, int64_t count, const float* prob,
-    const int32_t* alias, int64_t num_classes, int64_t* out) {
-  const __m512i mul0 = _mm512_set1_epi64(0xD2511F53u), mul1 = _mm512_set1_epi64(0xCD9E8D57u);
-  const __m512i low32 = _mm512_set1_epi64(0xFFFFFFFFu);
-  const __m512i classes = _mm512_set1_epi64(num_classes);
-  const __m512i stream_word = _mm512_set1_epi64(stream);
-  // Round keys are the same for every draw: computed once.
+// Eight Philox4x32-10 draws at once, their counters in the lanes of `index` (philox_at()'s
+// index; the stream is the same for all): the lanes of c0..c3 end holding the four words of
+// each draw in their low halves. k0, k1 are the round keys (philox_keys_avx512).
+struct PhiloxKeys512 {
   __m512i k0[10], k1[10];
+};
+__attribute__((target("avx512f,avx512dq"))) inline PhiloxKeys512 philox_keys_avx512(
+    uint64_t key) {
+  PhiloxKeys512 keys;
   uint32_t key0 = static_cast<uint32_t>(key), key1 = static_cast<uint32_t>(key >> 32);
   for (int round = 0; round < 10; ++round) {
-    k0[round] = _mm512_set1_epi64(key0);
-    k1[round] = _mm512_set1_epi64(key1);
+    keys.k0[round] = _mm512_set1_epi64(key0);
+    keys.k1[round] = _mm512_set1_epi64(key1);
     key0 += 0x9E3779B9u;
     key1 += 0xBB67AE85u;
   }
-  const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
-  for (int64_t j = 0; j < count; j += 8) {
-    // Counter words (index low, index high, stream, 0), as philox_at().
-    const __m512i index = _mm512_add_epi64(_mm512_set1_epi64(first + j), lane);
-    __m512i c0 = index, c1 = _mm512_srli_epi64(index, 32), c2 = stream_word;
-    __m512i c3 = _mm512_setzero_si512();
-    for (int round = 0; round < 10; ++round) {
-      const __m512i p0 = _mm512_mul_epu32(c0, mul0), p1 = _mm512_mul_epu32(c2, mul1);
-      // 0x96: three-way xor.
-      c0 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), c1, k0[round], 0x96);
-      c2 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), c3, k1[round], 0x96);
-      c1 = p1;  // low word of the product; its high half is never read
-      c3 = p0;
-    }
-    // uniform_index(c0, c1, V): the high 64 bits of ((c0 << 32) | c1) * V, exact in two
-    // 32x32 products because V < 2^32.
-    const __m512i hi = _mm512_mul_epu32(c0, classes), lo = _mm512_mul_epu32(c1, classes);
-    const __m512i bucket =
-        _mm512_srli_epi64(_mm512_add_epi64(hi, _mm512_srli_epi64(lo, 32)), 32);
-    if constexpr (kLayout == kNoTable) {
-      _mm512_storeu_si512(out + j, bucket);
-      continue;
-    }
+  return keys;
+}
+
+// One alias (or uniform) draw a lane from counters `index`: the bucket, or the bucket's alias
+// where the coin says so (kNoTable: the bucket).
+template <TableLayout kLayout>
+__attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512i philox_draw8(
+    const PhiloxKeys512& keys, uint32_t stream, __m512i index, const float* prob,
+    const int32_t* alias, int64_t num_classes) {
+  const __m512i mul0 = _mm512_set1_epi64(0xD2511F53u), mul1 = _mm512_set1_epi64(0xCD9E8D57u);
+  const __m512i low32 = _mm512_set1_epi64(0xFFFFFFFFu);
+  // Counter words (index low, index high, stream, 0), as philox_at().
+  __m512i c0 = index, c1 = _mm512_srli_epi64(index, 32), c2 = _mm512_set1_epi64(stream);
+  __m512i c3 = _mm512_setzero_si512();
+  for (int round = 0; round < 10; ++round) {
+    const __m512i p0 = _mm512_mul_epu32(c0, mul0), p1 = _mm512_mul_epu32(c2, mul1);
+    // 0x96: three-way xor.
+    c0 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), c1, keys.k0[round], 0x96);
+    c2 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), c3, keys.k1[round], 0x96);
+    c1 = p1;  // low word of the product; its high half is never read
+    c3 = p0;
+  }
+  // uniform_index(c0, c1, V): the high 64 bits of ((c0 << 32) | c1) * V, exact in two
+  // 32x32 products because V < 2^32.
+  const __m512i classes = _mm512_set1_epi64(num_classes);
+  const __m512i hi = _mm512_mul_epu32(c0, classes), lo = _mm512_mul_epu32(c1, classes);
+  const __m512i bucket = _mm512_srli_epi64(_mm512_add_epi64(hi, _mm512_srli_epi64(lo, 32)), 32);
+  if constexpr (kLayout == kNoTable) {
+    return bucket;
+  } else {
     // uniform_double(c2, c3) < prob[bucket]: the 53-bit integer converts exactly, and
     // scaling by 2^-53 is exact, so this is the scalar comparison bit for bit.
     const __m512i bits = _mm512_or_si512(_mm512_slli_epi64(_mm512_and_si512(c2, low32), 21),
@@ -110,7 +113,37 @@ __attribute__((target("avx512f,avx512dq"))) inline void philox_draws_avx512(
       other = _mm512_cvtepi32_epi64(_mm512_i64gather_epi32(bucket, alias, 4));
     }
     const __mmask8 keep = _mm512_cmp_pd_mask(coin, p, _CMP_LT_OQ);
-    _mm512_storeu_si512(out + j, _mm512_mask_blend_epi64(keep, other, bucket));
+    return _mm512_mask_blend_epi64(keep, other, bucket);
+  }
+}
+
+// Draws first..first+count-1 of the alias table (prob, alias) with num_classes < 2^31, or
+// of the uniform distribution (kNoTable: prob and alias unread), into out[0, count); count is
+// a multiple of 8.
+template <TableLayout kLayout>
+__attribute__((target("avx512f,avx512dq"))) inline void philox_draws_avx512(
+    uint64_t key, uint32_t stream, uint64_t first, int64_t count, const float* prob,
+    const int32_t* alias, int64_t num_classes, int64_t* out) {
+  const PhiloxKeys512 keys = philox_keys_avx512(key);  // the same for every draw
+  const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  for (int64_t j = 0; j < count; j += 8) {
+    const __m512i index = _mm512_add_epi64(_mm512_set1_epi64(first + j), lane);
+    _mm512_storeu_si512(out + j, philox_draw8<kLayout>(keys, stream, index, prob, alias,
+                                                       num_classes));
+  }
+}
+
+// The draws at counters index[0, count) of an alias table (num_classes < 2^31), as int32
+// class ids; count is a multiple of 8.
+template <TableLayout kLayout>
+__attribute__((target("avx512f,avx512dq"))) inline void philox_draws_at_avx512(
+    uint64_t key, uint32_t stream, const uint64_t* index, int64_t count, const float* prob,
+    const int32_t* alias, int64_t num_classes, int32_t* out) {
+  const PhiloxKeys512 keys = philox_keys_avx512(key);
+  for (int64_t j = 0; j < count; j += 8) {
+    const __m512i drawn = philox_draw8<kLayout>(keys, stream, _mm512_loadu_si512(index + j),
+                                                prob, alias, num_classes);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), _mm512_cvtepi64_epi32(drawn));
   }
 }
 
@@ -123,6 +156,9 @@ enum TableLayout { kTwoArrays, kInterleaved, kNoTable };
 template <TableLayout kLayout>
 inline void philox_draws_avx512(uint64_t, uint32_t, uint64_t, int64_t, const float*,
                                 const int32_t*, int64_t, int64_t*) {}
+template <TableLayout kLayout>
+inline void philox_draws_at_avx512(uint64_t, uint32_t, const uint64_t*, int64_t, const float*,
+                                   const int32_t*, int64_t, int32_t*) {}
 
 #endif
 

@@ -25,7 +25,6 @@ using w2v::TrainParams;
 using w2v::WorkerRows;
 using w2v::axpy;
 using w2v::dot;
-using w2v::draw_negatives;
 using w2v::fast_neg_log_sigmoid;
 using w2v::fast_sigmoid;
 using w2v::prefetch_row;
@@ -59,6 +58,79 @@ FS_ALWAYS_INLINE void logistic_step(const float* in, float* out, float label, fl
   update_unit((label - fast_sigmoid(f)) * alpha, in, out, work, D);
 }
 
+// Row writes in the same eight-float blocks as the loads that read them next (dot(), axpy()):
+// a load that finds only part of its bytes in one pending store cannot take them from the
+// store and waits for it to reach the cache. std::fill (memset) and the compiler's loops, which
+// peel to an aligned address first, stored in other blocks than the next loads read.
+FS_ALWAYS_INLINE void zero_row(float* y, int64_t D) {
+  int64_t d = 0;
+  for (; d + 8 <= D; d += 8) *reinterpret_cast<vec::v8f*>(y + d) = vec::v8f{};
+  for (; d < D; ++d) y[d] = 0.0f;
+}
+FS_ALWAYS_INLINE void scale_row(float c, float* y, int64_t D) {
+  int64_t d = 0;
+  for (; d + 8 <= D; d += 8) *reinterpret_cast<vec::v8f*>(y + d) *= c;
+  for (; d < D; ++d) y[d] *= c;
+}
+
+// The negative-sampling steps of one prediction in one pass over their rows, when the rows
+// are distinct: no step then reads a row that an earlier step wrote, so scoring all rows
+// first and then updating them is word2vec.c's order exactly (the same dot products, work
+// summed in the same order, each row moved by the same fused multiply-add), bit for bit.
+// The pass reads `in` and `work` once for all steps instead of once a step, and each row
+// once for both its updates (work += g out, out += g in). Returns false, having done
+// nothing, when two of the rows are one (the same negative drawn twice); predict() then
+// takes the steps one by one.
+constexpr int kMaxFusedRows = 16;
+FS_ALWAYS_INLINE bool fused_negative_steps(const TrainParams& a, const float* in, int32_t target,
+                                           const int32_t* negs, float alpha, float* work,
+                                           Stats& st, WorkerRows& rows) {
+  const int K = a.negative;
+  if (K + 1 > kMaxFusedRows) return false;
+  int32_t id[kMaxFusedRows];
+  int n = 0;
+  id[n++] = target;
+  for (int k = 0; k < K; ++k) {
+    if (negs[k] == target) continue;  // skipped, as in the steps one by one
+    for (int j = 1; j < n; ++j)
+      if (id[j] == negs[k]) return false;
+    id[n++] = negs[k];
+  }
+  const int64_t D = a.D;
+  float* out[kMaxFusedRows];
+  float g[kMaxFusedRows];
+  int m = 0;  // the rows that move: scores outside the logistic range move nothing
+  for (int j = 0; j < n; ++j) {
+    float* row = rows.output(id[j]);
+    const float f = dot(in, row, D);
+    st.loss += fast_neg_log_sigmoid(j == 0 ? f : -f);
+    if (w2v::outside_logistic_range(f)) continue;
+    out[m] = row;
+    g[m++] = ((j == 0 ? 1.0f : 0.0f) - fast_sigmoid(f)) * alpha;
+  }
+  int64_t d = 0;
+  for (; d + 8 <= D; d += 8) {
+    const vec::v8f x = vec::load8(in + d);
+    vec::v8f acc = vec::load8(work + d);
+    for (int j = 0; j < m; ++j) {
+      const vec::v8f o = vec::load8(out[j] + d);
+      acc += g[j] * o;
+      *reinterpret_cast<vec::v8f*>(out[j] + d) = o + g[j] * x;
+    }
+    *reinterpret_cast<vec::v8f*>(work + d) = acc;
+  }
+  for (; d < D; ++d) {
+    float acc = work[d];
+    for (int j = 0; j < m; ++j) {
+      const float o = out[j][d];
+      acc += g[j] * o;
+      out[j][d] = o + g[j] * in[d];
+    }
+    work[d] = acc;
+  }
+  return true;
+}
+
 // One prediction of `target` from input vector `in`, word2vec.c's order: first the steps of
 // target's Huffman path (hs; root first, label 1 - code on inner node point), then the
 // target against its K negatives (a negative equal to the target is skipped, as in
@@ -76,6 +148,7 @@ FS_ALWAYS_INLINE void predict(const TrainParams& a, const float* in, int32_t tar
     }
   }
   if (a.negative == 0) return;
+  if (fused_negative_steps(a, in, target, negs, alpha, work, st, rows)) return;
   logistic_step(in, rows.output(target), 1.0f, alpha, work, D, st);
   for (int k = 0; k < a.negative; ++k) {
     if (negs[k] == target) continue;
@@ -100,7 +173,8 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
   const int64_t D = a.D;
   const int W = a.window, K = a.negative;
   KeptSentence kept;
-  std::vector<int32_t> negs_a(static_cast<size_t>(2 * W) * K), negs_b(negs_a.size());
+  w2v::SentenceNegatives drawn;
+  std::vector<int64_t> first_negative;  // [L + 1] where centre i's negatives start in drawn
   std::vector<float> work(D), neu1(D);
   for (int64_t s = s_begin; s < s_end; ++s) {
     const float alpha = w2v::sentence_rate(a, s);
@@ -109,20 +183,30 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
     const std::vector<uint64_t>& gid = kept.counter;
     const int L = kept.size();
     st.kept += L;
-    // Negatives are drawn one center ahead and the rows of that center's first prediction
-    // prefetched, so that their cache misses overlap the current center's arithmetic.
     auto span = [&](int i, int& lo, int& hi) __attribute__((always_inline)) {
       return kept.span(i, lo, hi);
     };
-    auto draw_ahead = [&](int i, int32_t* buf) __attribute__((always_inline)) {
+    // The sentence's negatives, drawn at once: centre i's are at counters gid[i] K + k
+    // (CBOW) or gid[i] 2W K + c K + k for its context c (skip-gram).
+    drawn.clear();
+    first_negative.assign(1, 0);
+    for (int i = 0; i < L && K > 0; ++i) {
+      int lo, hi;
+      const int contexts = std::max(0, span(i, lo, hi));
+      if (a.sg) drawn.add(gid[i] * static_cast<uint64_t>(2 * W) * K, contexts * K);
+      else if (contexts > 0) drawn.add(gid[i] * static_cast<uint64_t>(K), K);
+      first_negative.push_back(static_cast<int64_t>(drawn.index.size()));
+    }
+    if (K > 0) drawn.draw(a);
+    // The rows of the next center's first prediction are prefetched, so that their cache
+    // misses overlap the current center's arithmetic.
+    auto prefetch_ahead = [&](int i) __attribute__((always_inline)) {
       int lo, hi;
       const int contexts = span(i, lo, hi);
       if (contexts <= 0) return;
       if (a.sg) {
-        draw_negatives(a, gid[i] * static_cast<uint64_t>(2 * W) * K, contexts * K, buf);
         prefetch_row(a.syn0 + static_cast<int64_t>(sen[lo == i ? lo + 1 : lo]) * D, D);
       } else {
-        draw_negatives(a, gid[i] * static_cast<uint64_t>(K), K, buf);
         // The context rows: most are cached from the previous center, the ones that enter
         // the (randomly shrunk) window are not.
         for (int j = lo; j < hi; ++j)
@@ -131,15 +215,15 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
       prefetch_path(a, sen[i]);
       if (K == 0) return;
       prefetch_row(rows.output(sen[i]), D);
-      for (int k = 0; k < K; ++k) prefetch_row(rows.output(buf[k]), D);
+      const int32_t* negs = drawn.ids.data() + first_negative[i];
+      for (int k = 0; k < K; ++k) prefetch_row(rows.output(negs[k]), D);
     };
-    int32_t* negs = negs_a.data();
-    int32_t* negs_next = negs_b.data();
-    if (L > 0) draw_ahead(0, negs);
+    if (L > 0) prefetch_ahead(0);
     for (int i = 0; i < L; ++i) {
-      if (i + 1 < L) draw_ahead(i + 1, negs_next);
+      if (i + 1 < L) prefetch_ahead(i + 1);
       int lo, hi;
       const int contexts = span(i, lo, hi);
+      const int32_t* negs = K > 0 ? drawn.ids.data() + first_negative[i] : nullptr;
       if (contexts > 0 && a.sg) {
         // Each context word's input vector predicts the center word (word2vec.c's order).
         int c = 0;
@@ -153,7 +237,7 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
               prefetch_row(rows.output(negs[(c + 1) * K + k]), D);
           }
           float* in = a.syn0 + static_cast<int64_t>(sen[j]) * D;
-          std::fill(work.begin(), work.end(), 0.0f);
+          zero_row(work.data(), D);
           predict(a, in, sen[i], negs + c * K, alpha, work.data(), st, rows);
           axpy(w2v::lock_factor(a, sen[j]), work.data(), in, D);
           ++c;
@@ -163,23 +247,22 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
         // h = sum (or mean) of the context input vectors predicts the center word; every
         // context vector receives the same input gradient (divided by the count for the sum,
         // as gensim does; for the mean the 1/count is folded into h only, as word2vec.c).
-        std::fill(neu1.begin(), neu1.end(), 0.0f);
+        zero_row(neu1.data(), D);
         for (int j = lo; j < hi; ++j)
           if (j != i) axpy(1.0f, a.syn0 + static_cast<int64_t>(sen[j]) * D, neu1.data(), D);
         const float inv = 1.0f / static_cast<float>(contexts);
         if (a.cbow_mean)
-          for (int64_t d = 0; d < D; ++d) neu1[d] *= inv;
-        std::fill(work.begin(), work.end(), 0.0f);
+          scale_row(inv, neu1.data(), D);
+        zero_row(work.data(), D);
         predict(a, neu1.data(), sen[i], negs, alpha, work.data(), st, rows);
         if (!a.cbow_mean)
-          for (int64_t d = 0; d < D; ++d) work[d] *= inv;
+          scale_row(inv, work.data(), D);
         for (int j = lo; j < hi; ++j)
           if (j != i)
             axpy(w2v::lock_factor(a, sen[j]), work.data(), a.syn0 + static_cast<int64_t>(sen[j]) * D,
                  D);
         ++st.examples;
       }
-      std::swap(negs, negs_next);
       if (contexts > 0) {
         const int64_t path = a.hs ? a.hs_offsets[sen[i] + 1] - a.hs_offsets[sen[i]] : 0;
         rows.advance((a.sg ? contexts : 1) * (path + (K > 0 ? 1 + K : 0)));

@@ -310,24 +310,29 @@ FS_ALWAYS_INLINE int64_t train_group(const TrainParams& a, const KeptSentence& k
   return static_cast<int64_t>(n) * (1 + K);
 }
 
-// Trains sentences [s_begin, s_end), group after group. The next group's negatives are drawn
-// and its rows prefetched before the current group trains, so that their cache misses overlap
-// its arithmetic. Inlined into an AVX2+FMA and a baseline copy (vec::with_best_isa).
+// Trains sentences [s_begin, s_end), group after group. The sentence's negatives are drawn
+// first, and the next group's rows prefetched before the current group trains, so that their
+// cache misses overlap its arithmetic. Inlined into an AVX2+FMA and a baseline copy (vec::with_best_isa).
 FS_ALWAYS_INLINE void train_batched_body(const TrainParams& a, int group, int64_t s_begin,
                                          int64_t s_end, Stats& st, WorkerRows& rows) {
   const int K = a.negative;
   const int64_t D = a.D;
   KeptSentence ks;
   Group g(a, group);
-  std::vector<int32_t> negs(K), negs_next(K);
+  w2v::SentenceNegatives drawn;
   for (int64_t s = s_begin; s < s_end; ++s) {
     const float alpha = w2v::sentence_rate(a, s);
     ks.fill(a, s);
     const int L = ks.size();
     st.kept += L;
-    auto draw_ahead = [&](int c0, int32_t* buf) __attribute__((always_inline)) {
-      w2v::draw_negatives(a, ks.counter[c0] * static_cast<uint64_t>(K), K, buf);
-      for (int k = 0; k < K; ++k) prefetch_row(rows.output(buf[k]), D);
+    if (L <= 1) continue;
+    // The sentence's negatives, drawn at once: the group starting at centre c0 has K of them.
+    drawn.clear();
+    for (int c0 = 0; c0 < L; c0 += group) drawn.add(ks.counter[c0] * static_cast<uint64_t>(K), K);
+    drawn.draw(a);
+    auto prefetch_ahead = [&](int c0) __attribute__((always_inline)) {
+      const int32_t* negs = drawn.ids.data() + (c0 / group) * K;
+      for (int k = 0; k < K; ++k) prefetch_row(rows.output(negs[k]), D);
       const int c1 = std::min(L, c0 + group);
       int lo, hi, lo_last, hi_last;
       ks.span(c0, lo, hi);
@@ -336,12 +341,11 @@ FS_ALWAYS_INLINE void train_batched_body(const TrainParams& a, int group, int64_
         prefetch_row(a.syn0 + static_cast<int64_t>(ks.ids[j]) * D, D);
       for (int i = c0; i < c1; ++i) prefetch_row(rows.output(ks.ids[i]), D);
     };
-    if (L > 1) draw_ahead(0, negs.data());
-    for (int c0 = 0; L > 1 && c0 < L; c0 += group) {
-      if (c0 + group < L) draw_ahead(c0 + group, negs_next.data());
-      rows.advance(train_group(a, ks, c0, std::min(L, c0 + group), negs.data(), alpha, g,
-                               st, rows));
-      std::swap(negs, negs_next);
+    prefetch_ahead(0);
+    for (int c0 = 0; c0 < L; c0 += group) {
+      if (c0 + group < L) prefetch_ahead(c0 + group);
+      rows.advance(train_group(a, ks, c0, std::min(L, c0 + group),
+                               drawn.ids.data() + (c0 / group) * K, alpha, g, st, rows));
     }
   }
 }
