@@ -1,6 +1,7 @@
-"""word2vec's negatives are drawn a sentence at a time (csrc/cpu/word2vec_cpu.h,
-draw_negatives_at): eight lanes of AVX-512 where the CPU has them and the alias table is flat
-or interleaved, one by one otherwise (FASTSOFTMAX_NO_AVX512=1, any other CPU, other strides).
+"""word2vec's random draws are made a sentence at a time (csrc/cpu/word2vec_cpu.h: the tokens'
+in KeptSentence::fill, the negatives in draw_negatives_at): eight lanes of AVX-512 where the
+CPU has them (and, for negatives, the alias table is flat or interleaved), one by one otherwise
+(FASTSOFTMAX_NO_AVX512=1, any other CPU, other strides).
 Both must train the same vectors bit for bit, in both update orders, and both must agree with
 the float64 reference (test_word2vec.py, test_word2vec_batched.py hold that for the default
 path)."""

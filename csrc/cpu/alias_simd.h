@@ -133,6 +133,32 @@ __attribute__((target("avx512f,avx512dq"))) inline void philox_draws_avx512(
   }
 }
 
+// The four words of the draws first..first+count-1 (philox_at()'s), word q of draw j at
+// out[q * stride + j]; count is a multiple of 8.
+__attribute__((target("avx512f,avx512dq"))) inline void philox_words_avx512(
+    uint64_t key, uint32_t stream, uint64_t first, int64_t count, uint32_t* out,
+    int64_t stride) {
+  const PhiloxKeys512 keys = philox_keys_avx512(key);
+  const __m512i mul0 = _mm512_set1_epi64(0xD2511F53u), mul1 = _mm512_set1_epi64(0xCD9E8D57u);
+  const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  for (int64_t j = 0; j < count; j += 8) {
+    const __m512i index = _mm512_add_epi64(_mm512_set1_epi64(first + j), lane);
+    __m512i c0 = index, c1 = _mm512_srli_epi64(index, 32), c2 = _mm512_set1_epi64(stream);
+    __m512i c3 = _mm512_setzero_si512();
+    for (int round = 0; round < 10; ++round) {
+      const __m512i p0 = _mm512_mul_epu32(c0, mul0), p1 = _mm512_mul_epu32(c2, mul1);
+      c0 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), c1, keys.k0[round], 0x96);
+      c2 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), c3, keys.k1[round], 0x96);
+      c1 = p1;
+      c3 = p0;
+    }
+    const __m512i words[4] = {c0, c1, c2, c3};
+    for (int q = 0; q < 4; ++q)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + q * stride + j),
+                          _mm512_cvtepi64_epi32(words[q]));
+  }
+}
+
 // The draws at counters index[0, count) of an alias table (num_classes < 2^31), as int32
 // class ids; count is a multiple of 8.
 template <TableLayout kLayout>
@@ -159,6 +185,7 @@ inline void philox_draws_avx512(uint64_t, uint32_t, uint64_t, int64_t, const flo
 template <TableLayout kLayout>
 inline void philox_draws_at_avx512(uint64_t, uint32_t, const uint64_t*, int64_t, const float*,
                                    const int32_t*, int64_t, int32_t*) {}
+inline void philox_words_avx512(uint64_t, uint32_t, uint64_t, int64_t, uint32_t*, int64_t) {}
 
 #endif
 

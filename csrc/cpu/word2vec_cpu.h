@@ -140,21 +140,40 @@ struct KeptSentence {
   std::vector<int32_t> ids;
   std::vector<uint64_t> counter;
   std::vector<int> win;
+  std::vector<uint32_t> words;  // [4, raw tokens] the tokens' Philox words
 
+  // The tokens' draws come first, eight lanes of AVX-512 at a time where the CPU has them;
+  // then the survivors are kept without a branch on the coin, which mispredicted on the
+  // words that subsampling may drop. CBOW, one thread: 295-304 -> 281-282 ns a kept word.
   FS_ALWAYS_INLINE void fill(const TrainParams& a, int64_t s) {
     const int64_t begin = s == 0 ? 0 : a.sentence_ends[s - 1], end = a.sentence_ends[s];
-    ids.clear();
-    counter.clear();
-    win.clear();
-    for (int64_t i = begin; i < end; ++i) {
-      const uint64_t t = a.first_token + static_cast<uint64_t>(i);
-      const Philox4 r = philox_at(a.seed, kStreamW2vToken, t);
-      const int32_t w = a.tokens[i];
-      if (!keep_token(r, a.keep_prob[w])) continue;
-      ids.push_back(w);
-      counter.push_back(t);
-      win.push_back(effective_window(r, a.window, a.shrink));
+    const int64_t n = end - begin;
+    const uint64_t first = a.first_token + static_cast<uint64_t>(begin);
+    words.resize(4 * n);
+    ids.resize(n);
+    counter.resize(n);
+    win.resize(n);
+    int64_t j = 0;
+    if (alias_simd_supported()) {
+      j = n & ~int64_t{7};
+      philox_words_avx512(a.seed, kStreamW2vToken, first, j, words.data(), n);
     }
+    for (; j < n; ++j) {
+      const Philox4 r = philox_at(a.seed, kStreamW2vToken, first + static_cast<uint64_t>(j));
+      for (int q = 0; q < 4; ++q) words[q * n + j] = r.x[q];
+    }
+    int kept = 0;
+    for (j = 0; j < n; ++j) {
+      const Philox4 r{{words[j], words[n + j], words[2 * n + j], words[3 * n + j]}};
+      const int32_t w = a.tokens[begin + j];
+      ids[kept] = w;
+      counter[kept] = first + static_cast<uint64_t>(j);
+      win[kept] = effective_window(r, a.window, a.shrink);
+      kept += keep_token(r, a.keep_prob[w]) ? 1 : 0;
+    }
+    ids.resize(kept);
+    counter.resize(kept);
+    win.resize(kept);
   }
   int size() const { return static_cast<int>(ids.size()); }
   // Centre i's window [lo, hi) (i itself excluded from its contexts); returns the contexts.
