@@ -176,6 +176,8 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
   w2v::SentenceNegatives drawn;
   std::vector<int64_t> first_negative;  // [L + 1] where centre i's negatives start in drawn
   std::vector<float> work(D), neu1(D);
+  std::vector<const float*> context(2 * W);  // CBOW: the rows summed into neu1
+  const std::vector<float> ones(2 * W, 1.0f);
   for (int64_t s = s_begin; s < s_end; ++s) {
     const float alpha = w2v::sentence_rate(a, s);
     kept.fill(a, s);
@@ -207,10 +209,13 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
       if (a.sg) {
         prefetch_row(a.syn0 + static_cast<int64_t>(sen[lo == i ? lo + 1 : lo]) * D, D);
       } else {
-        // The context rows: most are cached from the previous center, the ones that enter
-        // the (randomly shrunk) window are not.
+        // The context rows that were not the previous center's (whose are cached): the
+        // ones that enter the (randomly shrunk) window, and the previous center itself.
+        int plo = 0, phi = 0;
+        if (i > 0) span(i - 1, plo, phi);
         for (int j = lo; j < hi; ++j)
-          if (j != i) prefetch_row(a.syn0 + static_cast<int64_t>(sen[j]) * D, D);
+          if (j != i && (j < plo || j >= phi || j == i - 1))
+            prefetch_row(a.syn0 + static_cast<int64_t>(sen[j]) * D, D);
       }
       prefetch_path(a, sen[i]);
       if (K == 0) return;
@@ -247,12 +252,12 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
         // h = sum (or mean) of the context input vectors predicts the center word; every
         // context vector receives the same input gradient (divided by the count for the sum,
         // as gensim does; for the mean the 1/count is folded into h only, as word2vec.c).
-        zero_row(neu1.data(), D);
+        int c = 0;
         for (int j = lo; j < hi; ++j)
-          if (j != i) axpy(1.0f, a.syn0 + static_cast<int64_t>(sen[j]) * D, neu1.data(), D);
+          if (j != i) context[c++] = a.syn0 + static_cast<int64_t>(sen[j]) * D;
         const float inv = 1.0f / static_cast<float>(contexts);
-        if (a.cbow_mean)
-          scale_row(inv, neu1.data(), D);
+        w2v::combine<false>(ones.data(), context.data(), contexts, a.cbow_mean ? inv : 1.0f,
+                            neu1.data(), D);
         zero_row(work.data(), D);
         predict(a, neu1.data(), sen[i], negs, alpha, work.data(), st, rows);
         if (!a.cbow_mean)

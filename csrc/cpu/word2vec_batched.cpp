@@ -33,6 +33,7 @@ using w2v::KeptSentence;
 using w2v::Stats;
 using w2v::TrainParams;
 using w2v::WorkerRows;
+using w2v::combine;
 using w2v::prefetch_row;
 
 // out[m] = x . y[m] for M rows y at once: x is loaded once per eight floats for M products.
@@ -63,47 +64,6 @@ FS_ALWAYS_INLINE void dot_rows(const float* x, float* const* y, int n, float* ou
     case 2: dots<2>(x, y, out, D); break;
     case 1: dots<1>(x, y, out, D); break;
     default: break;
-  }
-}
-
-// sum_e coef[e] rows[e], then out = scale * sum (add = false) or out += scale * sum
-// (add = true). The sums are kept in registers over all n rows, 32 floats at a time in four
-// independent accumulators: with one, each multiply-add waited on the previous one's
-// latency (n is only 2 to 10 here), and the kernel ran at a quarter of its throughput.
-template <bool add>
-FS_ALWAYS_INLINE void store(float* out, const v8f& acc, float scale) {
-  v8f* o = reinterpret_cast<v8f*>(out);
-  if (add) *o += scale * acc;
-  else *o = scale * acc;
-}
-template <bool add>
-FS_ALWAYS_INLINE void combine(const float* coef, const float* const* rows, int n, float scale,
-                              float* out, int64_t D) {
-  int64_t d = 0;
-  for (; d + 32 <= D; d += 32) {
-    v8f a0 = {}, a1 = {}, a2 = {}, a3 = {};
-    for (int e = 0; e < n; ++e) {
-      const float c = coef[e];
-      const float* p = rows[e] + d;
-      a0 += c * load8(p);
-      a1 += c * load8(p + 8);
-      a2 += c * load8(p + 16);
-      a3 += c * load8(p + 24);
-    }
-    store<add>(out + d, a0, scale);
-    store<add>(out + d + 8, a1, scale);
-    store<add>(out + d + 16, a2, scale);
-    store<add>(out + d + 24, a3, scale);
-  }
-  for (; d + 8 <= D; d += 8) {
-    v8f acc = {};
-    for (int e = 0; e < n; ++e) acc += coef[e] * load8(rows[e] + d);
-    store<add>(out + d, acc, scale);
-  }
-  for (; d < D; ++d) {
-    float acc = 0.0f;
-    for (int e = 0; e < n; ++e) acc += coef[e] * rows[e][d];
-    out[d] = add ? out[d] + scale * acc : scale * acc;
   }
 }
 
