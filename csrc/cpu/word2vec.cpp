@@ -119,6 +119,18 @@ FS_ALWAYS_INLINE bool fused_negative_steps(const TrainParams& a, const float* in
     }
     *reinterpret_cast<vec::v8f*>(work + d) = acc;
   }
+  if (d + 4 <= D) {
+    using vec::v4f;
+    const v4f x = *reinterpret_cast<const v4f*>(in + d);
+    v4f acc = *reinterpret_cast<const v4f*>(work + d);
+    for (int j = 0; j < m; ++j) {
+      const v4f o = *reinterpret_cast<const v4f*>(out[j] + d);
+      acc += g[j] * o;
+      *reinterpret_cast<v4f*>(out[j] + d) = o + g[j] * x;
+    }
+    *reinterpret_cast<v4f*>(work + d) = acc;
+    d += 4;
+  }
   for (; d < D; ++d) {
     float acc = work[d];
     for (int j = 0; j < m; ++j) {

@@ -91,7 +91,7 @@ FS_ALWAYS_INLINE void axpy(float g, const float* x, float* y, int64_t D) {
 // independent accumulators: with one, each multiply-add waited on the previous one's
 // latency (n is only 2 to 10 here), and the kernel ran at a quarter of its throughput.
 // Four floats left over (D = 100, 300) take one half-width step, not four scalar ones.
-typedef float v4f __attribute__((vector_size(16), aligned(4)));
+using vec::v4f;
 // (Overloads, not a template on the vector type: deduction drops the typedefs' aligned(4),
 // and an aligned store of an unaligned row faults.)
 template <bool add>
