@@ -36,34 +36,61 @@ using w2v::WorkerRows;
 using w2v::combine;
 using w2v::prefetch_row;
 
-// out[m] = x . y[m] for M rows y at once: x is loaded once per eight floats for M products.
-template <int M>
-FS_ALWAYS_INLINE void dots(const float* x, float* const* y, float* out, int64_t D) {
-  v8f acc[M] = {};
+// out[p * M + m] = x[p] . y[m] for P inputs and M rows at once: each eight floats of x[p] are
+// loaded once for M products and each of y[m] once for P. Each product is summed as with
+// P = 1 (eight lanes, their pairwise sum, then the floats left one by one), so any P gives
+// the same scores bit for bit; two inputs at once gave twelve independent sums where one gave
+// six chains of twelve multiply-adds.
+template <int M, int P>
+FS_ALWAYS_INLINE void dots(const float* const* x, float* const* y, float* out, int64_t D) {
+  v8f acc[P][M] = {};
   int64_t d = 0;
   for (; d + 8 <= D; d += 8) {
-    const v8f xv = load8(x + d);
-    for (int m = 0; m < M; ++m) acc[m] += xv * load8(y[m] + d);
+    v8f xv[P];
+    for (int p = 0; p < P; ++p) xv[p] = load8(x[p] + d);
+    for (int m = 0; m < M; ++m) {
+      const v8f yv = load8(y[m] + d);
+      for (int p = 0; p < P; ++p) acc[p][m] += xv[p] * yv;
+    }
   }
-  for (int m = 0; m < M; ++m) {
-    float r = hsum(acc[m]);
-    for (int64_t e = d; e < D; ++e) r += x[e] * y[m][e];
-    out[m] = r;
+  for (int p = 0; p < P; ++p)
+    for (int m = 0; m < M; ++m) {
+      float r = hsum(acc[p][m]);
+      for (int64_t e = d; e < D; ++e) r += x[p][e] * y[m][e];
+      out[p * M + m] = r;
+    }
+}
+
+// out[p * n + m] = x[p] . y[m] for m < n (n <= 8) and P inputs.
+template <int P>
+FS_ALWAYS_INLINE void dot_rows(const float* const* x, float* const* y, int n, float* out,
+                               int64_t D) {
+  switch (n) {
+    case 8: dots<8, P>(x, y, out, D); break;
+    case 7: dots<7, P>(x, y, out, D); break;
+    case 6: dots<6, P>(x, y, out, D); break;
+    case 5: dots<5, P>(x, y, out, D); break;
+    case 4: dots<4, P>(x, y, out, D); break;
+    case 3: dots<3, P>(x, y, out, D); break;
+    case 2: dots<2, P>(x, y, out, D); break;
+    case 1: dots<1, P>(x, y, out, D); break;
+    default: break;
   }
 }
 
-// out[m] = x . y[m] for m < n, in blocks of up to eight rows.
-FS_ALWAYS_INLINE void dot_rows(const float* x, float* const* y, int n, float* out, int64_t D) {
-  for (; n >= 8; n -= 8, y += 8, out += 8) dots<8>(x, y, out, D);
-  switch (n) {
-    case 7: dots<7>(x, y, out, D); break;
-    case 6: dots<6>(x, y, out, D); break;
-    case 5: dots<5>(x, y, out, D); break;
-    case 4: dots<4>(x, y, out, D); break;
-    case 3: dots<3>(x, y, out, D); break;
-    case 2: dots<2>(x, y, out, D); break;
-    case 1: dots<1>(x, y, out, D); break;
-    default: break;
+// s[r * M + m] = in[r] . y[m] for one prediction r (in blocks of eight rows), or for r and
+// r + 1 at once when they score the same rows and M <= 8.
+FS_ALWAYS_INLINE void score_rows(const float* const* in, float* const* y, int M, int pairs,
+                                 float* s, int64_t D) {
+  if (pairs == 2) {
+    dot_rows<2>(in, y, M, s, D);
+    return;
+  }
+  for (int m = 0; m < M; m += 8) {
+    const int rows = std::min(8, M - m);
+    float part[8];
+    dot_rows<1>(in, y + m, rows, part, D);
+    std::copy(part, part + rows, s + m);
   }
 }
 
@@ -130,10 +157,11 @@ FS_ALWAYS_INLINE void score_group(const TrainParams& a, Group& g, int slots, flo
   float* const* y = g.y.data();  // the prediction's columns: its centre's, then the negatives
   float* s = g.score.data();
   for (int k = 0; k < K; ++k) g.y[1 + k] = g.out[slots + k];
-  for (int r = 0; r < n; ++r) {
+  for (int r = 0; r < n;) {
     g.y[0] = g.out[g.slot[r]];
-    dot_rows(g.in[r], y, M, s + r * M, a.D);
-    s[r * M] = -s[r * M];
+    const int pairs = (M <= 8 && r + 1 < n && g.slot[r + 1] == g.slot[r]) ? 2 : 1;
+    score_rows(&g.in[r], y, M, pairs, s + r * M, a.D);
+    for (int p = 0; p < pairs; ++p, ++r) s[r * M] = -s[r * M];
   }
   vec::softplus_sigmoid(s, static_cast<int64_t>(n) * M, g.softplus.data(), g.sigma.data());
   float loss = 0.0f;
