@@ -144,20 +144,26 @@ def python_batches(key_to_index, corpus, limit: int,
     """The corpus cut into batches of about `limit` raw words, encoded: a batch closes after
     the sentence piece that brings its raw words to `limit` or more. `pause()`, if given, is
     called after every PAUSE_WORDS words or so looked up, and after every batch."""
-    lookup = key_to_index.get
+    from ... import _C  # loaded with the package: its lookup_words does the dict lookups
+
+    def lookup(pieces: list):
+        return np.frombuffer(_C.lookup_words(key_to_index, pieces), dtype=np.int64)
+
     done: list = []  # the batch's ids so far, as int64 arrays
-    ids: list = []  # and those not yet in an array
+    pending: list = []  # and the pieces not yet looked up
+    pending_words = 0
     lengths: list = []
     raw = offset = sentences = 0
     for sentence in corpus:
         for piece in sentence_pieces(sentence):
-            ids += map(lookup, piece, repeat(-1))
+            pending.append(piece)
+            pending_words += len(piece)
             lengths.append(len(piece))
             raw += len(piece)
-            if raw < limit and len(ids) < PAUSE_WORDS:
+            if raw < limit and pending_words < PAUSE_WORDS:
                 continue
-            done.append(np.fromiter(ids, dtype=np.int64, count=len(ids)))
-            ids = []
+            done.append(lookup(pending))
+            pending, pending_words = [], 0
             if raw >= limit:
                 yield encoded(done, lengths, offset, sentences)
                 offset += raw
@@ -166,7 +172,7 @@ def python_batches(key_to_index, corpus, limit: int,
             if pause is not None:
                 pause()
     if lengths:
-        done.append(np.fromiter(ids, dtype=np.int64, count=len(ids)))
+        done.append(lookup(pending))
         yield encoded(done, lengths, offset, sentences)
 
 
