@@ -30,7 +30,8 @@ PyObject* lookup_words(PyObject*, PyObject* args) {
     }
     total += PyList_Size(piece);
   }
-  PyObject* out = PyBytes_FromStringAndSize(nullptr, total * static_cast<Py_ssize_t>(sizeof(int64_t)));
+  const Py_ssize_t bytes = total * static_cast<Py_ssize_t>(sizeof(int64_t));
+  PyObject* out = PyBytes_FromStringAndSize(nullptr, bytes);
   if (out == nullptr) return nullptr;
   int64_t* ids = reinterpret_cast<int64_t*>(PyBytes_AsString(out));
   Py_ssize_t k = 0;

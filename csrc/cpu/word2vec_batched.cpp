@@ -300,7 +300,8 @@ FS_ALWAYS_INLINE int64_t train_group(const TrainParams& a, const KeptSentence& k
 
 // Trains sentences [s_begin, s_end), group after group. The sentence's negatives are drawn
 // first, and the next group's rows prefetched before the current group trains, so that their
-// cache misses overlap its arithmetic. Inlined into an AVX2+FMA and a baseline copy (vec::with_best_isa).
+// cache misses overlap its arithmetic. Inlined into an AVX2+FMA and a baseline copy
+// (vec::with_best_isa).
 FS_ALWAYS_INLINE void train_batched_body(const TrainParams& a, int group, int64_t s_begin,
                                          int64_t s_end, Stats& st, WorkerRows& rows) {
   const int K = a.negative;
