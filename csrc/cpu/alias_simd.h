@@ -48,9 +48,8 @@ inline bool alias_simd_supported() {
 // one 8-byte gather a draw instead of two 4-byte ones), or nothing (uniform draws).
 enum TableLayout { kTwoArrays, kInterleaved, kNoTable };
 
-// Eight Philox4x32-10 draws at once, their counters in the lanes of `index` (philox_at()'s
-// index; the stream is the same for all): the lanes of c0..c3 end holding the four words of
-// each draw in their low halves. k0, k1 are the round keys (philox_keys_avx512).
+// The round keys of Philox4x32-10 for one seed, in every lane: the same for every draw, so
+// made once a call (philox_keys_avx512).
 struct PhiloxKeys512 {
   __m512i k0[10], k1[10];
 };
@@ -67,14 +66,11 @@ __attribute__((target("avx512f,avx512dq"))) inline PhiloxKeys512 philox_keys_avx
   return keys;
 }
 
-// One alias (or uniform) draw a lane from counters `index`: the bucket, or the bucket's alias
-// where the coin says so (kNoTable: the bucket).
-template <TableLayout kLayout>
-__attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512i philox_draw8(
-    const PhiloxKeys512& keys, uint32_t stream, __m512i index, const float* prob,
-    const int32_t* alias, int64_t num_classes) {
+// The ten Philox rounds of eight draws at counters `index` (philox_at()'s index; one stream):
+// c[0..3] end holding the four words of each draw in the low halves of their lanes.
+__attribute__((target("avx512f,avx512dq"), always_inline)) inline void philox_rounds8(
+    const PhiloxKeys512& keys, uint32_t stream, __m512i index, __m512i c[4]) {
   const __m512i mul0 = _mm512_set1_epi64(0xD2511F53u), mul1 = _mm512_set1_epi64(0xCD9E8D57u);
-  const __m512i low32 = _mm512_set1_epi64(0xFFFFFFFFu);
   // Counter words (index low, index high, stream, 0), as philox_at().
   __m512i c0 = index, c1 = _mm512_srli_epi64(index, 32), c2 = _mm512_set1_epi64(stream);
   __m512i c3 = _mm512_setzero_si512();
@@ -86,6 +82,22 @@ __attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512i philox
     c1 = p1;  // low word of the product; its high half is never read
     c3 = p0;
   }
+  c[0] = c0;
+  c[1] = c1;
+  c[2] = c2;
+  c[3] = c3;
+}
+
+// One alias (or uniform) draw a lane from counters `index`: the bucket, or the bucket's alias
+// where the coin says so (kNoTable: the bucket).
+template <TableLayout kLayout>
+__attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512i philox_draw8(
+    const PhiloxKeys512& keys, uint32_t stream, __m512i index, const float* prob,
+    const int32_t* alias, int64_t num_classes) {
+  const __m512i low32 = _mm512_set1_epi64(0xFFFFFFFFu);
+  __m512i w[4];
+  philox_rounds8(keys, stream, index, w);
+  const __m512i c0 = w[0], c1 = w[1], c2 = w[2], c3 = w[3];
   // uniform_index(c0, c1, V): the high 64 bits of ((c0 << 32) | c1) * V, exact in two
   // 32x32 products because V < 2^32.
   const __m512i classes = _mm512_set1_epi64(num_classes);
@@ -139,20 +151,10 @@ __attribute__((target("avx512f,avx512dq"))) inline void philox_words_avx512(
     uint64_t key, uint32_t stream, uint64_t first, int64_t count, uint32_t* out,
     int64_t stride) {
   const PhiloxKeys512 keys = philox_keys_avx512(key);
-  const __m512i mul0 = _mm512_set1_epi64(0xD2511F53u), mul1 = _mm512_set1_epi64(0xCD9E8D57u);
   const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
   for (int64_t j = 0; j < count; j += 8) {
-    const __m512i index = _mm512_add_epi64(_mm512_set1_epi64(first + j), lane);
-    __m512i c0 = index, c1 = _mm512_srli_epi64(index, 32), c2 = _mm512_set1_epi64(stream);
-    __m512i c3 = _mm512_setzero_si512();
-    for (int round = 0; round < 10; ++round) {
-      const __m512i p0 = _mm512_mul_epu32(c0, mul0), p1 = _mm512_mul_epu32(c2, mul1);
-      c0 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), c1, keys.k0[round], 0x96);
-      c2 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), c3, keys.k1[round], 0x96);
-      c1 = p1;
-      c3 = p0;
-    }
-    const __m512i words[4] = {c0, c1, c2, c3};
+    __m512i words[4];
+    philox_rounds8(keys, stream, _mm512_add_epi64(_mm512_set1_epi64(first + j), lane), words);
     for (int q = 0; q < 4; ++q)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + q * stride + j),
                           _mm512_cvtepi64_epi32(words[q]));
