@@ -26,6 +26,7 @@ import numpy as np
 from ..textfiles import LineSentence
 from ..textfiles import pieces as sentence_pieces
 from ..vocabulary import count_words, rank_by_count
+from ...ops.word2vec import lookup_words
 from . import corpus_file
 
 logger = logging.getLogger(__name__)
@@ -144,11 +145,6 @@ def python_batches(key_to_index, corpus, limit: int,
     """The corpus cut into batches of about `limit` raw words, encoded: a batch closes after
     the sentence piece that brings its raw words to `limit` or more. `pause()`, if given, is
     called after every PAUSE_WORDS words or so looked up, and after every batch."""
-    from ... import _C  # loaded with the package: its lookup_words does the dict lookups
-
-    def lookup(pieces: list):
-        return np.frombuffer(_C.lookup_words(key_to_index, pieces), dtype=np.int64)
-
     done: list = []  # the batch's ids so far, as int64 arrays
     pending: list = []  # and the pieces not yet looked up
     pending_words = 0
@@ -162,7 +158,7 @@ def python_batches(key_to_index, corpus, limit: int,
             raw += len(piece)
             if raw < limit and pending_words < PAUSE_WORDS:
                 continue
-            done.append(lookup(pending))
+            done.append(lookup_words(key_to_index, pending))
             pending, pending_words = [], 0
             if raw >= limit:
                 yield encoded(done, lengths, offset, sentences)
@@ -172,7 +168,7 @@ def python_batches(key_to_index, corpus, limit: int,
             if pause is not None:
                 pause()
     if lengths:
-        done.append(lookup(pending))
+        done.append(lookup_words(key_to_index, pending))
         yield encoded(done, lengths, offset, sentences)
 
 
