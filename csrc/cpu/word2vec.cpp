@@ -73,6 +73,40 @@ FS_ALWAYS_INLINE void scale_row(float c, float* y, int64_t D) {
   for (; d < D; ++d) y[d] *= c;
 }
 
+// in . a and in . b in one pass over `in`, each summed exactly as vec::dot sums it (four
+// eight-float partial sums over 32-float blocks, their pairwise total, then the floats left
+// one by one), so bit for bit the two dot() calls.
+FS_ALWAYS_INLINE void dot_two(const float* in, const float* a, const float* b, float& fa,
+                              float& fb, int64_t D) {
+  using vec::load8;
+  vec::v8f a0 = {}, a1 = {}, a2 = {}, a3 = {}, b0 = {}, b1 = {}, b2 = {}, b3 = {};
+  int64_t d = 0;
+  for (; d + 32 <= D; d += 32) {
+    const vec::v8f x0 = load8(in + d), x1 = load8(in + d + 8);
+    const vec::v8f x2 = load8(in + d + 16), x3 = load8(in + d + 24);
+    a0 += x0 * load8(a + d);
+    b0 += x0 * load8(b + d);
+    a1 += x1 * load8(a + d + 8);
+    b1 += x1 * load8(b + d + 8);
+    a2 += x2 * load8(a + d + 16);
+    b2 += x2 * load8(b + d + 16);
+    a3 += x3 * load8(a + d + 24);
+    b3 += x3 * load8(b + d + 24);
+  }
+  for (; d + 8 <= D; d += 8) {
+    const vec::v8f x = load8(in + d);
+    a0 += x * load8(a + d);
+    b0 += x * load8(b + d);
+  }
+  float ra = vec::hsum((a0 + a1) + (a2 + a3)), rb = vec::hsum((b0 + b1) + (b2 + b3));
+  for (; d < D; ++d) {
+    ra += in[d] * a[d];
+    rb += in[d] * b[d];
+  }
+  fa = ra;
+  fb = rb;
+}
+
 // The negative-sampling steps of one prediction in one pass over their rows, when the rows
 // are distinct: no step then reads a row that an earlier step wrote, so scoring all rows
 // first and then updating them is word2vec.c's order exactly (the same dot products, work
@@ -99,13 +133,18 @@ FS_ALWAYS_INLINE bool fused_negative_steps(const TrainParams& a, const float* in
   const int64_t D = a.D;
   float* out[kMaxFusedRows];
   float g[kMaxFusedRows];
+  float* row[kMaxFusedRows];
+  float score[kMaxFusedRows];
+  for (int j = 0; j < n; ++j) row[j] = rows.output(id[j]);
+  int j = 0;
+  for (; j + 2 <= n; j += 2) dot_two(in, row[j], row[j + 1], score[j], score[j + 1], D);
+  if (j < n) score[j] = dot(in, row[j], D);
   int m = 0;  // the rows that move: scores outside the logistic range move nothing
-  for (int j = 0; j < n; ++j) {
-    float* row = rows.output(id[j]);
-    const float f = dot(in, row, D);
+  for (j = 0; j < n; ++j) {
+    const float f = score[j];
     st.loss += fast_neg_log_sigmoid(j == 0 ? f : -f);
     if (w2v::outside_logistic_range(f)) continue;
-    out[m] = row;
+    out[m] = row[j];
     g[m++] = ((j == 0 ? 1.0f : 0.0f) - fast_sigmoid(f)) * alpha;
   }
   int64_t d = 0;
