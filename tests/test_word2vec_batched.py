@@ -87,8 +87,13 @@ def test_batched_workers_lose_no_update(sg):
 
     sequential = change(1, 1, 0.01)
     assert (change(2, 1, 0.01) - sequential).abs().max() < 1e-5 < sequential.abs().max()
+    # On two threads the workers race on the shared input rows (Hogwild), and an update lost
+    # to a race strays from the sequential sum: mostly not at all (the threads rarely overlap
+    # on so small a batch), once in CI 2.5 % (a loaded machine). A merge that lost changes
+    # would stray in every run, so the best of three runs must stay within 2 %.
     sequential = change(1, 1, 1e-5)
-    assert (change(2, 2, 1e-5) - sequential).norm() < 2e-2 * sequential.norm()
+    stray = min((change(2, 2, 1e-5) - sequential).norm() for _ in range(3))
+    assert stray < 2e-2 * sequential.norm()
 
 
 def test_batched_rejects_bad_input():
