@@ -58,21 +58,6 @@ FS_ALWAYS_INLINE void logistic_step(const float* in, float* out, float label, fl
   update_unit((label - fast_sigmoid(f)) * alpha, in, out, work, D);
 }
 
-// Row writes in the same eight-float blocks as the loads that read them next (dot(), axpy()):
-// a load that finds only part of its bytes in one pending store cannot take them from the
-// store and waits for it to reach the cache. std::fill (memset) and the compiler's loops, which
-// peel to an aligned address first, stored in other blocks than the next loads read.
-FS_ALWAYS_INLINE void zero_row(float* y, int64_t D) {
-  int64_t d = 0;
-  for (; d + 8 <= D; d += 8) *reinterpret_cast<vec::v8f*>(y + d) = vec::v8f{};
-  for (; d < D; ++d) y[d] = 0.0f;
-}
-FS_ALWAYS_INLINE void scale_row(float c, float* y, int64_t D) {
-  int64_t d = 0;
-  for (; d + 8 <= D; d += 8) *reinterpret_cast<vec::v8f*>(y + d) *= c;
-  for (; d < D; ++d) y[d] *= c;
-}
-
 // in . a and in . b in one pass over `in`, each summed exactly as vec::dot sums it (four
 // eight-float partial sums over 32-float blocks, their pairwise total, then the floats left
 // one by one), so bit for bit the two dot() calls.
@@ -293,7 +278,7 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
               prefetch_row(rows.output(negs[(c + 1) * K + k]), D);
           }
           float* in = a.syn0 + static_cast<int64_t>(sen[j]) * D;
-          zero_row(work.data(), D);
+          std::fill(work.begin(), work.end(), 0.0f);
           predict(a, in, sen[i], negs + c * K, alpha, work.data(), st, rows);
           axpy(w2v::lock_factor(a, sen[j]), work.data(), in, D);
           ++c;
@@ -309,10 +294,10 @@ FS_ALWAYS_INLINE void train_sentences_body(const TrainParams& a, int64_t s_begin
         const float inv = 1.0f / static_cast<float>(contexts);
         w2v::combine<false>(ones.data(), context.data(), contexts, a.cbow_mean ? inv : 1.0f,
                             neu1.data(), D);
-        zero_row(work.data(), D);
+        std::fill(work.begin(), work.end(), 0.0f);
         predict(a, neu1.data(), sen[i], negs, alpha, work.data(), st, rows);
         if (!a.cbow_mean)
-          scale_row(inv, work.data(), D);
+          for (int64_t d = 0; d < D; ++d) work[d] *= inv;
         for (int j = lo; j < hi; ++j)
           if (j != i)
             axpy(w2v::lock_factor(a, sen[j]), work.data(), a.syn0 + static_cast<int64_t>(sen[j]) * D,
